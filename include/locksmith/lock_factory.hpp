@@ -1,0 +1,85 @@
+// lock_factory: the entry point. Turns a name and required capabilities into a named_lock on
+// the best strategy, following the config.
+//
+//   lock_request  what a caller asks for beyond the name
+//   lock_factory  selection, fallback, one store per strategy (shared by its locks)
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/capability.hpp>
+#include <locksmith/config.hpp>
+#include <locksmith/named_lock.hpp>
+#include <locksmith/registry.hpp>
+
+namespace locksmith {
+
+struct lock_request {
+    // Required capabilities; none = the matching lock rule's, else exclusive.
+    capability require = capability::none;
+    // Pin a strategy by name (skips selection). Empty = the rule's, else selection.
+    std::string strategy;
+    // Overrides the rule's and the config's default TTL.
+    std::optional<std::chrono::milliseconds> ttl;
+    std::optional<bool> auto_release;
+    error_handler on_error{};
+};
+
+class lock_factory {
+public:
+    // Config from LOCKSMITH_CONFIG when set, else built-in defaults; the default registry.
+    lock_factory();
+    // Applies `cfg` to `registry` (overrides by name) and validates its strategy names.
+    // Throws config_error. `registry` must outlive the factory.
+    explicit lock_factory(config cfg, strategy_registry& registry = default_registry());
+
+    // A new owner of `name`. Throws invalid_argument_error (bad name or TTL), no_strategy_error
+    // (nothing matches, or every candidate failed to start), config_error.
+    named_lock create_lock(std::string name, const lock_request& request = {});
+    // TYPO3's createLocker($id, $capabilities).
+    named_lock create_lock(std::string name, capability required);
+    // Continues an owner serialized by named_lock::serialize_key() (possibly in another
+    // process). The strategy comes from the key. Auto-release defaults to off here.
+    named_lock create_lock_from_key(const nlohmann::json& serialized_key,
+                                    const lock_request& request = {});
+
+    // Which strategy create_lock would choose for `required`, and why (no store is created).
+    selection_report explain(capability required) const;
+    // The strategy create_lock(name, request) would use, following rules and pins.
+    std::string strategy_for(std::string_view name, const lock_request& request = {}) const;
+
+    // The store of one strategy, created on first use and shared afterwards.
+    std::shared_ptr<store> store_for(const std::string& strategy);
+
+    // Called with a sentence when a candidate failed to start and the next one was used.
+    void on_fallback(std::function<void(const std::string&)> handler);
+
+    const config& settings() const noexcept { return config_; }
+    strategy_registry& registry() const noexcept { return *registry_; }
+
+private:
+    struct resolved {
+        capability require;
+        std::string strategy;  // pinned, or empty
+        std::chrono::milliseconds ttl;
+        bool auto_release;
+    };
+    resolved resolve(std::string_view name, const lock_request& request) const;
+    std::shared_ptr<store> select_store(capability required);
+
+    config config_;
+    strategy_registry* registry_;
+    std::mutex mutex_;
+    std::map<std::string, std::shared_ptr<store>, std::less<>> stores_;
+    std::function<void(const std::string&)> fallback_handler_;
+};
+
+}  // namespace locksmith

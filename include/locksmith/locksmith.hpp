@@ -1,0 +1,13 @@
+// Everything an application needs: include this one header.
+#pragma once
+
+#include <locksmith/backoff.hpp>
+#include <locksmith/capability.hpp>
+#include <locksmith/config.hpp>
+#include <locksmith/errors.hpp>
+#include <locksmith/key.hpp>
+#include <locksmith/lock_factory.hpp>
+#include <locksmith/named_lock.hpp>
+#include <locksmith/registry.hpp>
+#include <locksmith/store.hpp>
+#include <locksmith/version.hpp>

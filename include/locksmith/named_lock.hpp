@@ -1,0 +1,159 @@
+// named_lock: one owner's handle on a named lock, with Symfony Lock's semantics under the
+// standard C++ names.
+//
+// Contract:
+//  - Ownership: the object (through its key) is the owner. Two named_lock objects for the same
+//    name exclude each other, in one thread, across threads and across processes. Acquiring
+//    again while held succeeds at once (idempotent, not counted: one unlock releases).
+//  - Threads: one object is used by one thread at a time; it may move between threads where its
+//    strategy allows (see the strategy's header).
+//  - Waiting: stores with native_wait wait in the backend; others are polled with exponential
+//    backoff and jitter, bounded by the caller's deadline. lock() waits without bound.
+//  - Shared: a shared request on a strategy without `shared` takes the exclusive lock.
+//    acquire() while holding the read lock promotes; acquire_read() while holding the write lock
+//    demotes; a failed promotion keeps the read lock.
+//  - Expiry: for strategies with `expiring`, every grant carries a TTL (lock_options::ttl); the
+//    lifetime is measured on the monotonic clock from just before the store call, and a grant
+//    that comes back already expired is released and reported with expired_error.
+//  - Crash: what survives the holder's death is the strategy's contract (crash_release).
+//  - Destruction releases the lock unless auto-release is off (needed after fork(), and to hand
+//    a serialized key to another process).
+//
+// Satisfies Lockable, TimedLockable, SharedLockable and SharedTimedLockable, so
+// std::unique_lock, std::shared_lock and std::scoped_lock work with it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/backoff.hpp>
+#include <locksmith/capability.hpp>
+#include <locksmith/errors.hpp>
+#include <locksmith/key.hpp>
+#include <locksmith/store.hpp>
+
+namespace locksmith {
+
+// Receives the errors of noexcept operations (unlock, the destructor). The default writes one
+// line to stderr.
+using error_handler = std::function<void(const error&)>;
+
+struct lock_options {
+    // Lifetime of each grant, for strategies with `expiring`; ignored by the others.
+    // Must be > 0 and at most max_ttl.
+    std::chrono::milliseconds ttl{std::chrono::minutes(5)};
+    // Release in the destructor.
+    bool auto_release = true;
+    // Polling schedule for strategies without native_wait.
+    retry_policy retry{};
+    // For unlock() and the destructor; empty = the default (stderr).
+    error_handler on_error{};
+};
+
+inline constexpr std::chrono::milliseconds max_ttl = std::chrono::hours(24 * 365);
+
+// Throws invalid_argument_error unless 0 < ttl <= max_ttl.
+void validate_ttl(std::chrono::milliseconds ttl);
+
+class named_lock {
+public:
+    // Requires: `store` and `owner` are not null. Throws invalid_argument_error for a bad TTL.
+    named_lock(std::shared_ptr<store> store, std::shared_ptr<key> owner, lock_options options = {});
+    ~named_lock();
+    named_lock(named_lock&& other) noexcept;
+    named_lock& operator=(named_lock&& other) noexcept;
+    named_lock(const named_lock&) = delete;
+    named_lock& operator=(const named_lock&) = delete;
+
+    // --- the standard names (exclusive) ---
+    // Waits without bound. Throws acquire_error/backend_error on failure; nothing is held then.
+    void lock();
+    // Returns false at once when another owner holds the lock.
+    bool try_lock();
+    template <class Rep, class Period>
+    bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return acquire_until(lock_mode::exclusive, deadline_after(timeout));
+    }
+    template <class Clock, class Duration>
+    bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until) {
+        return try_lock_for(until - Clock::now());
+    }
+    // Releases; errors go to the error handler.
+    void unlock() noexcept;
+
+    // --- the standard names (shared) ---
+    void lock_shared();
+    bool try_lock_shared();
+    template <class Rep, class Period>
+    bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& timeout) {
+        return acquire_until(lock_mode::shared, deadline_after(timeout));
+    }
+    template <class Clock, class Duration>
+    bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& until) {
+        return try_lock_shared_for(until - Clock::now());
+    }
+    void unlock_shared() noexcept { unlock(); }
+
+    // --- Symfony's names ---
+    // blocking=false: one attempt; blocking=true: waits without bound. Returns true when held.
+    bool acquire(bool blocking = false);
+    bool acquire_read(bool blocking = false);
+    // TYPO3's acquire($mode): `mode` is exclusive or shared, optionally | noblock.
+    // Without noblock it waits. Throws invalid_argument_error for any other bit.
+    bool acquire(capability mode);
+    // Releases and checks that the lock is no longer held. Throws release_error/backend_error.
+    void release();
+    // Renews the TTL to `ttl` (default: the lock's TTL). A no-op for strategies without
+    // `expiring`. Throws invalid_argument_error for a bad TTL, acquire_error when the lock is no
+    // longer ours, expired_error when the renewal came back too late.
+    void refresh();
+    void refresh(std::chrono::milliseconds ttl);
+    // Asks the store whether this owner holds the lock now.
+    bool is_acquired();
+    // The mode this object believes it holds, without asking the store; nullopt when not held.
+    std::optional<lock_mode> held_mode() const noexcept { return held_; }
+    // nullopt for strategies without `expiring` (or when not held).
+    std::optional<std::chrono::milliseconds> remaining_lifetime() const;
+    bool is_expired() const;
+    // The current grant's token, for strategies with `fencing`.
+    std::optional<std::uint64_t> fencing_token() const;
+
+    // --- identity ---
+    const std::string& name() const noexcept { return key_->resource(); }
+    const std::string& strategy() const noexcept { return store_->strategy(); }
+    capability capabilities() const noexcept { return store_->capabilities(); }
+    const std::shared_ptr<key>& owner() const noexcept { return key_; }
+    // The key as JSON (with the strategy name), for create_lock_from_key in another process.
+    // Throws not_serializable_error for strategies without `serializable`.
+    nlohmann::json serialize_key() const;
+    void set_auto_release(bool on) noexcept { options_.auto_release = on; }
+
+private:
+    template <class Rep, class Period>
+    static deadline deadline_after(const std::chrono::duration<Rep, Period>& timeout) {
+        auto now = deadline::clock::now();
+        if (timeout <= timeout.zero()) return now;
+        if (std::chrono::duration<double>(timeout) >
+            std::chrono::duration<double>(deadline::max() - now))
+            return deadline::max();
+        return now + std::chrono::ceil<deadline::duration>(timeout);
+    }
+    lock_mode effective_mode(lock_mode wanted) const noexcept;
+    bool acquire_until(lock_mode mode, deadline until);
+    bool attempt(lock_mode mode, deadline until);
+    void after_grant(lock_mode mode, deadline::clock::time_point started);
+    void report(const error& e) const noexcept;
+
+    std::shared_ptr<store> store_;
+    std::shared_ptr<key> key_;
+    lock_options options_;
+    std::optional<lock_mode> held_;
+};
+
+}  // namespace locksmith

@@ -1,0 +1,132 @@
+// The strategy registry and selection.
+//
+//   support_status       a probe's answer: usable here or not, and why
+//   strategy_descriptor  a registry entry: data plus two functions (probe, factory)
+//   strategy_override    what a config says about one strategy (enabled, priority, options)
+//   strategy_info        one row of `locksmith strategies`: descriptor plus effective settings
+//   selection_report     which strategy serves a capability request, and why each other one
+//                        was passed over (`locksmith explain`)
+//   strategy_registry    the entries and overrides; thread-safe; registries are instances
+//   default_registry()   the process registry, holding the built-in strategies
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/capability.hpp>
+#include <locksmith/store.hpp>
+
+namespace locksmith {
+
+struct support_status {
+    bool supported = true;
+    std::string reason;  // why not (or a note when supported)
+    static support_status yes() { return {}; }
+    static support_status no(std::string why) { return {false, std::move(why)}; }
+};
+
+inline constexpr int min_priority = 0;
+inline constexpr int max_priority = 100;
+
+struct strategy_descriptor {
+    std::string name;         // [a-z0-9_]+
+    std::string description;  // one line
+    int default_priority = 50;
+    capability capabilities = capability::none;
+    // Disabled strategies are never selected unless a config enables them (`memory`).
+    bool enabled_by_default = true;
+    // A remote strategy: a candidate only when the config gives it options (its endpoint).
+    bool needs_configuration = false;
+    // Whether the strategy works on this system. Empty = always.
+    std::function<support_status()> supported;
+    // Validates options without touching the backend (config check). Throws config_error with a
+    // pointer relative to the options. Empty = options must be null or {}.
+    std::function<void(const nlohmann::json& options)> validate_options;
+    // Builds a store. May throw (server down); selection then falls back.
+    std::function<std::shared_ptr<store>(const nlohmann::json& options)> create;
+};
+
+struct strategy_override {
+    std::optional<bool> enabled;
+    std::optional<int> priority;
+    nlohmann::json options;  // null when the config gives none
+    std::string source;      // where it came from, e.g. "config /etc/locksmith.json"
+};
+
+struct strategy_info {
+    strategy_descriptor descriptor;
+    int effective_priority = 0;
+    std::string priority_source;  // "default" or the override's source
+    bool enabled = true;
+    bool configured = false;  // the config gives options
+    support_status support;
+    nlohmann::json options;  // effective options (null when none)
+};
+
+struct selection_report {
+    struct entry {
+        std::string strategy;
+        int priority = 0;
+        bool candidate = false;     // passes every rule; candidates come first, best first
+        std::string passed_over;    // why not a candidate (empty for candidates)
+    };
+    capability requested = capability::none;
+    std::vector<entry> entries;
+    // The winner, if any.
+    const entry* chosen() const noexcept;
+    // A readable explanation: the winner, then one line per strategy passed over.
+    std::string to_string() const;
+};
+
+class strategy_registry {
+public:
+    strategy_registry() = default;
+    strategy_registry(const strategy_registry&) = delete;
+    strategy_registry& operator=(const strategy_registry&) = delete;
+
+    // Throws invalid_argument_error for a duplicate or malformed name, a priority outside
+    // [min_priority, max_priority], no capabilities, or no factory.
+    void add(strategy_descriptor descriptor);
+    bool remove(std::string_view name);
+    bool contains(std::string_view name) const;
+    std::optional<strategy_descriptor> find(std::string_view name) const;
+    std::vector<std::string> names() const;
+
+    // Overrides are kept by name, so they also apply to a strategy registered later (a plugin
+    // loaded after the config was read). Replaces any earlier override for the name.
+    void set_override(const std::string& name, strategy_override override);
+    void clear_overrides();
+
+    strategy_info info(std::string_view name) const;  // throws invalid_argument_error if unknown
+    std::vector<strategy_info> list() const;          // by name
+
+    // Selection: a candidate has every requested bit, is enabled, configured when it needs to
+    // be, and supported here; the highest effective priority wins, ties go by name.
+    // Throws invalid_argument_error for an empty request.
+    selection_report explain(capability required) const;
+    // The candidates of explain(), best first. Throws no_strategy_error (with the report's
+    // explanation) when there is none.
+    std::vector<strategy_info> candidates(capability required) const;
+
+private:
+    strategy_info info_locked(const strategy_descriptor& d) const;
+    mutable std::mutex mutex_;
+    std::map<std::string, strategy_descriptor, std::less<>> descriptors_;
+    std::map<std::string, strategy_override, std::less<>> overrides_;
+};
+
+// The process-wide registry, created on first use with every built-in strategy.
+strategy_registry& default_registry();
+
+// Adds every built-in strategy of this build (the list is generated by CMake).
+void register_builtin_strategies(strategy_registry& registry);
+
+}  // namespace locksmith

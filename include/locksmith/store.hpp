@@ -1,0 +1,99 @@
+// store: the backend half of a lock, implemented once per strategy.
+//
+//   lock_mode     exclusive (writer) or shared (reader)
+//   deadline      an instant on the monotonic clock; deadline::max() waits forever
+//   lock_status   what a store can tell about a name without taking it (for `locksmith status`)
+//   store         the interface: public non-virtual operations that do the common checks and call
+//                 the protected hooks a strategy implements
+//
+// A store is shared by every lock of its strategy in the process and must be thread-safe. It
+// knows nothing about waiting policies, lifetimes or auto-release: named_lock does that once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <locksmith/capability.hpp>
+#include <locksmith/key.hpp>
+
+namespace locksmith {
+
+enum class lock_mode { exclusive, shared };
+
+using deadline = std::chrono::steady_clock::time_point;
+
+struct lock_status {
+    enum class state { free, held_exclusive, held_shared, unknown };
+    state held = state::unknown;
+    // What the strategy knows about the holders: "pid 1234 on host a" etc. May be empty.
+    std::vector<std::string> holders;
+    // Time left before the current grant expires, for expiring strategies.
+    std::optional<std::chrono::milliseconds> remaining;
+};
+
+std::string_view to_string(lock_mode mode) noexcept;
+std::string_view to_string(lock_status::state state) noexcept;
+
+class store {
+public:
+    virtual ~store() = default;
+    store(const store&) = delete;
+    store& operator=(const store&) = delete;
+
+    const std::string& strategy() const noexcept { return strategy_; }
+    capability capabilities() const noexcept { return capabilities_; }
+
+    // Tries once to make `k` hold the lock in `mode`.
+    // Requires: `mode` is shared only for stores with capability::shared; `ttl` > 0 for stores with
+    //   capability::expiring (ignored by others).
+    // Effects: re-acquiring in the mode already held succeeds (and, for expiring stores, renews
+    //   the TTL); acquiring the other mode promotes or demotes the same owner. A failed promotion
+    //   keeps the read lock. On success the store may set k's fencing token.
+    // Returns: false when another owner holds the lock (contention is not an error).
+    // Throws: backend_error when the backend fails.
+    bool try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl);
+
+    // Like try_acquire, but waits without polling until `until`.
+    // Requires: capability::native_wait.
+    // Returns: false when `until` passed first.
+    bool wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl, deadline until);
+
+    // Extends k's grant to now + ttl. Requires capability::expiring and ttl > 0.
+    // Returns: false when k no longer holds the lock (it expired or was taken over).
+    bool refresh(key& k, std::chrono::milliseconds ttl);
+
+    // Releases k's grant, in either mode. A lock that k does not hold is left alone (no error).
+    // Throws: backend_error when the backend fails.
+    void release(key& k);
+
+    // Does k (this owner, not anybody) hold the lock now?
+    bool holds(const key& k);
+
+    // Who holds `resource`, without taking it. Stores that cannot tell return state::unknown.
+    lock_status status(std::string_view resource);
+
+protected:
+    store(std::string strategy, capability capabilities)
+        : strategy_(std::move(strategy)), capabilities_(capabilities) {}
+
+    virtual bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) = 0;
+    // Only called for stores with capability::native_wait.
+    virtual bool do_wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl,
+                                 deadline until);
+    // Only called for stores with capability::expiring.
+    virtual bool do_refresh(key& k, std::chrono::milliseconds ttl);
+    virtual void do_release(key& k) = 0;
+    virtual bool do_holds(const key& k) = 0;
+    virtual lock_status do_status(std::string_view resource);
+
+private:
+    void check_mode(lock_mode mode) const;
+    std::string strategy_;
+    capability capabilities_;
+};
+
+}  // namespace locksmith

@@ -1,0 +1,18 @@
+// The `memory` strategy: locks that live in one store object, in this process.
+//
+// Contract: meant for tests and single-process programs; disabled by default. Owners are keys;
+// threads wait on a condition variable (native_wait); grants expire after their TTL; shared
+// locks follow Symfony's InMemoryStore (a sole reader may promote; a writer may demote) without
+// its empty-reader-set bug. Nothing survives the process. Keys stay serializable, but only a
+// lock in the same process can continue them (the state is in this store).
+#pragma once
+
+#include <memory>
+
+#include <locksmith/store.hpp>
+
+namespace locksmith::strategies {
+
+std::shared_ptr<store> make_memory_store();
+
+}  // namespace locksmith::strategies
