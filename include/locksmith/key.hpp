@@ -50,6 +50,11 @@ public:
     // Time left before expiry (negative once expired); nullopt for a key that does not expire.
     std::optional<std::chrono::milliseconds> remaining_lifetime() const;
     bool is_expired() const;
+    // A store that waits natively and expires calls this right before the attempt that grants,
+    // so that the lifetime is measured from there, not from the start of a long wait.
+    void set_attempt_started(clock::time_point when) noexcept { attempt_started_ = when; }
+    std::optional<clock::time_point> attempt_started() const noexcept { return attempt_started_; }
+    void clear_attempt_started() noexcept { attempt_started_.reset(); }
 
     // --- fencing ---
     std::optional<std::uint64_t> fencing_token() const noexcept { return fencing_token_; }
@@ -85,6 +90,7 @@ private:
     std::string resource_;
     std::string token_;
     std::optional<clock::time_point> expires_at_;
+    std::optional<clock::time_point> attempt_started_;
     std::optional<std::uint64_t> fencing_token_;
     std::unique_ptr<key_local_state> local_state_;
     nlohmann::json portable_state_ = nlohmann::json::object();

@@ -3,8 +3,8 @@
 // Contract: meant for tests and single-process programs; disabled by default. Owners are keys;
 // threads wait on a condition variable (native_wait); grants expire after their TTL; shared
 // locks follow Symfony's InMemoryStore (a sole reader may promote; a writer may demote) without
-// its empty-reader-set bug. Nothing survives the process. Keys stay serializable, but only a
-// lock in the same process can continue them (the state is in this store).
+// its empty-reader-set bug. Nothing survives the process, and keys are not serializable. A lock
+// object may move between threads.
 #pragma once
 
 #include <memory>

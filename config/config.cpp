@@ -1,0 +1,361 @@
+#include <locksmith/config.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <locksmith/options.hpp>
+#include <locksmith/registry.hpp>
+
+namespace locksmith {
+
+bool glob_match(std::string_view pattern, std::string_view name) noexcept {
+    // Iterative matcher with one backtrack point: linear in practice, no recursion on long names.
+    std::size_t p = 0, n = 0, star = std::string_view::npos, resume = 0;
+    while (n < name.size()) {
+        if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+            ++p;
+            ++n;
+        } else if (p < pattern.size() && pattern[p] == '*') {
+            star = p++;
+            resume = n;
+        } else if (star != std::string_view::npos) {
+            p = star + 1;
+            n = ++resume;
+        } else {
+            return false;
+        }
+    }
+    while (p < pattern.size() && pattern[p] == '*') ++p;
+    return p == pattern.size();
+}
+
+namespace {
+
+using ordered = nlohmann::ordered_json;
+
+constexpr double max_ttl_s = 365.0 * 24 * 3600;
+
+bool valid_strategy_name(const std::string& name) {
+    if (name.empty() || name.size() > 64) return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    return true;
+}
+
+std::string number_text(double d) {
+    std::ostringstream out;
+    out << d;
+    return out.str();
+}
+
+// Walks the document, collecting every problem with its pointer; fills `out` as it goes.
+class validator {
+public:
+    validator(config& out, std::vector<config_error>& errors) : out_(out), errors_(errors) {}
+
+    void document(const ordered& root) {
+        if (!root.is_object()) {
+            fail("config.type", "", "the configuration must be a JSON object, not " +
+                                        std::string(root.type_name()));
+            return;
+        }
+        for (auto it = root.begin(); it != root.end(); ++it) {
+            const std::string& k = it.key();
+            if (k == "defaults")
+                defaults(*it);
+            else if (k == "strategies")
+                strategies(*it);
+            else if (k == "locks")
+                locks(*it);
+            else if (k == "plugins")
+                plugins(*it);
+            else
+                unknown_key("", k, "defaults, strategies, locks, plugins");
+        }
+    }
+
+private:
+    void fail(const char* id, const std::string& pointer, const std::string& message) {
+        errors_.emplace_back(id, pointer, (pointer.empty() ? "" : pointer + ": ") + message);
+    }
+    void unknown_key(const std::string& at, const std::string& key, const char* known) {
+        fail("config.unknown_key", at + "/" + json_pointer_token(key),
+             "unknown key '" + key + "' (known: " + known + ")");
+    }
+    bool expect(const ordered& v, ordered::value_t type, const char* what, const std::string& at) {
+        bool ok = v.type() == type ||
+                  (type == ordered::value_t::number_float && v.is_number()) ||
+                  (type == ordered::value_t::number_integer && v.is_number_integer());
+        if (!ok) fail("config.type", at, std::string("must be ") + what + ", not " + v.type_name());
+        return ok;
+    }
+    std::optional<std::chrono::milliseconds> ttl(const ordered& v, const std::string& at) {
+        if (!expect(v, ordered::value_t::number_float, "a number of seconds", at)) return {};
+        double s = v.get<double>();
+        if (!std::isfinite(s) || s <= 0 || s > max_ttl_s) {
+            fail("config.range", at,
+                 "ttl_s is " + number_text(s) + "; it must be > 0 and at most " +
+                     number_text(max_ttl_s) + " (365 days)");
+            return {};
+        }
+        auto ms = std::chrono::milliseconds(std::llround(s * 1000));
+        if (ms.count() == 0) ms = std::chrono::milliseconds(1);
+        return ms;
+    }
+
+    void defaults(const ordered& v) {
+        const std::string at = "/defaults";
+        if (!expect(v, ordered::value_t::object, "an object", at)) return;
+        std::optional<double> initial_ms, max_ms;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            const std::string p = at + "/" + json_pointer_token(it.key());
+            if (it.key() == "ttl_s") {
+                if (auto t = ttl(*it, p)) out_.default_ttl = *t;
+            } else if (it.key() == "auto_release") {
+                if (expect(*it, ordered::value_t::boolean, "true or false", p))
+                    out_.auto_release = it->get<bool>();
+            } else if (it.key() == "retry_initial_ms" || it.key() == "retry_max_ms") {
+                if (!expect(*it, ordered::value_t::number_float, "a number of milliseconds", p))
+                    continue;
+                double ms = it->get<double>();
+                if (!std::isfinite(ms) || ms <= 0 || ms > 60'000) {
+                    fail("config.range", p,
+                         it.key() + " is " + number_text(ms) + "; it must be > 0 and at most 60000");
+                    continue;
+                }
+                (it.key() == "retry_initial_ms" ? initial_ms : max_ms) = ms;
+            } else {
+                unknown_key(at, it.key(), "ttl_s, auto_release, retry_initial_ms, retry_max_ms");
+            }
+        }
+        if (initial_ms) out_.retry.initial = std::chrono::microseconds(std::llround(*initial_ms * 1000));
+        if (max_ms) out_.retry.max = std::chrono::microseconds(std::llround(*max_ms * 1000));
+        if (out_.retry.max < out_.retry.initial)
+            fail("config.range", at + "/retry_max_ms",
+                 "retry_max_ms must not be smaller than retry_initial_ms");
+    }
+
+    void strategies(const ordered& v) {
+        const std::string at = "/strategies";
+        if (!expect(v, ordered::value_t::object, "an object", at)) return;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            const std::string p = at + "/" + json_pointer_token(it.key());
+            if (!valid_strategy_name(it.key())) {
+                fail("config.name", p,
+                     "'" + it.key() + "' is not a strategy name (lowercase letters, digits, _)");
+                continue;
+            }
+            if (!expect(*it, ordered::value_t::object, "an object", p)) continue;
+            strategy_settings s;
+            for (auto f = it->begin(); f != it->end(); ++f) {
+                const std::string fp = p + "/" + json_pointer_token(f.key());
+                if (f.key() == "enabled") {
+                    if (expect(*f, ordered::value_t::boolean, "true or false", fp))
+                        s.enabled = f->get<bool>();
+                } else if (f.key() == "priority") {
+                    if (!expect(*f, ordered::value_t::number_integer, "an integer", fp)) continue;
+                    auto prio = f->get<std::int64_t>();
+                    if (prio < min_priority || prio > max_priority)
+                        fail("config.range", fp,
+                             "priority is " + std::to_string(prio) + "; it must be in [" +
+                                 std::to_string(min_priority) + ", " +
+                                 std::to_string(max_priority) + "]");
+                    else
+                        s.priority = int(prio);
+                } else if (f.key() == "options") {
+                    if (expect(*f, ordered::value_t::object, "an object", fp))
+                        s.options = nlohmann::json::parse(f->dump());
+                } else {
+                    unknown_key(p, f.key(), "enabled, priority, options");
+                }
+            }
+            out_.strategies[it.key()] = std::move(s);
+        }
+    }
+
+    void locks(const ordered& v) {
+        const std::string at = "/locks";
+        if (!expect(v, ordered::value_t::object, "an object", at)) return;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            const std::string p = at + "/" + json_pointer_token(it.key());
+            if (it.key().empty()) {
+                fail("config.name", p, "a lock pattern must not be empty");
+                continue;
+            }
+            if (!expect(*it, ordered::value_t::object, "an object", p)) continue;
+            lock_rule rule;
+            rule.pattern = it.key();
+            for (auto f = it->begin(); f != it->end(); ++f) {
+                const std::string fp = p + "/" + json_pointer_token(f.key());
+                if (f.key() == "require") {
+                    if (!expect(*f, ordered::value_t::string, "a capability list", fp)) continue;
+                    try {
+                        rule.require = parse_capabilities(f->get<std::string>());
+                    } catch (const invalid_argument_error& e) {
+                        fail("config.capability", fp, e.what());
+                    }
+                } else if (f.key() == "strategy") {
+                    if (!expect(*f, ordered::value_t::string, "a strategy name", fp)) continue;
+                    if (!valid_strategy_name(f->get<std::string>()))
+                        fail("config.name", fp, "'" + f->get<std::string>() +
+                                                    "' is not a strategy name");
+                    else
+                        rule.strategy = f->get<std::string>();
+                } else if (f.key() == "ttl_s") {
+                    rule.ttl = ttl(*f, fp);
+                } else {
+                    unknown_key(p, f.key(), "require, strategy, ttl_s");
+                }
+            }
+            out_.locks.push_back(std::move(rule));
+        }
+    }
+
+    void plugins(const ordered& v) {
+        const std::string at = "/plugins";
+        if (!expect(v, ordered::value_t::array, "an array of paths", at)) return;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::string p = at + "/" + std::to_string(i);
+            if (!expect(v[i], ordered::value_t::string, "a path", p)) continue;
+            auto path = v[i].get<std::string>();
+            if (path.empty() || path.front() != '/')
+                fail("config.plugin", p, "plugin path '" + path + "' must be absolute");
+            else
+                out_.plugins.push_back(path);
+        }
+    }
+
+    config& out_;
+    std::vector<config_error>& errors_;
+};
+
+std::vector<config_error> parse_into(std::string_view text, config& out) {
+    std::vector<config_error> errors;
+    ordered root;
+    try {
+        root = ordered::parse(text.begin(), text.end());
+    } catch (const ordered::parse_error& e) {
+        // nlohmann reports a byte offset; count lines and columns ourselves (1-based).
+        std::size_t byte = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+        std::size_t line = 1, column = 1;
+        for (std::size_t i = 0; i < byte; ++i) {
+            if (text[i] == '\n') {
+                ++line;
+                column = 1;
+            } else {
+                ++column;
+            }
+        }
+        std::string detail = e.what();
+        if (auto pos = detail.find(": syntax error"); pos != std::string::npos)
+            detail = detail.substr(pos + 2);
+        else if (auto pos2 = detail.find("] "); pos2 != std::string::npos)
+            detail = detail.substr(pos2 + 2);
+        errors.emplace_back("config.syntax", "",
+                            "not valid JSON at line " + std::to_string(line) + ", column " +
+                                std::to_string(column) + ": " + detail,
+                            line, column);
+        return errors;
+    }
+    validator(out, errors).document(root);
+    return errors;
+}
+
+config_error with_origin(const config_error& e, const std::string& origin) {
+    return config_error(e.id(), e.pointer(), origin + ": " + e.what(), e.line(), e.column());
+}
+
+}  // namespace
+
+config config::parse(std::string_view json_text, std::string origin) {
+    config out;
+    out.origin = origin;
+    auto errors = parse_into(json_text, out);
+    if (!errors.empty()) throw with_origin(errors.front(), origin);
+    return out;
+}
+
+config config::load_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::error_code ec;
+    if (!in || std::filesystem::is_directory(path, ec)) {
+        const char* why = std::filesystem::exists(path, ec) ? "cannot be read" : "does not exist";
+        throw config_error("config.io", "", "config file " + path.string() + " " + why);
+    }
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return parse(buffer.str(), "config file " + path.string());
+}
+
+std::optional<config> config::from_environment() {
+    const char* value = std::getenv("LOCKSMITH_CONFIG");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    std::string_view text(value);
+    if (text.find_first_not_of(" \t\n") != std::string_view::npos &&
+        text[text.find_first_not_of(" \t\n")] == '{')
+        return parse(text, "LOCKSMITH_CONFIG");
+    return load_file(std::string(text));
+}
+
+std::vector<config_error> config::check(std::string_view json_text,
+                                        const strategy_registry* registry) {
+    config out;
+    auto errors = parse_into(json_text, out);
+    if (errors.empty() && registry != nullptr) {
+        try {
+            out.validate_against(*registry);
+        } catch (const config_error& e) {
+            errors.push_back(e);
+        }
+    }
+    return errors;
+}
+
+const lock_rule* config::rule_for(std::string_view name) const noexcept {
+    for (const auto& rule : locks)
+        if (glob_match(rule.pattern, name)) return &rule;
+    return nullptr;
+}
+
+void config::apply_to(strategy_registry& registry) const {
+    for (const auto& [name, s] : strategies)
+        registry.set_override(name, strategy_override{s.enabled, s.priority, s.options, origin});
+}
+
+void config::validate_against(const strategy_registry& registry) const {
+    auto known = [&] {
+        std::string list;
+        for (const auto& n : registry.names()) list += (list.empty() ? "" : ", ") + n;
+        return list;
+    };
+    for (const auto& [name, s] : strategies) {
+        const std::string p = "/strategies/" + json_pointer_token(name);
+        auto d = registry.find(name);
+        if (!d)
+            throw config_error("config.unknown_strategy", p,
+                               origin + ": " + p + ": unknown strategy '" + name +
+                                   "' (registered: " + known() + ")");
+        try {
+            if (d->validate_options)
+                d->validate_options(s.options);
+            else
+                options_reader(s.options).finish();
+        } catch (const config_error& e) {
+            const std::string op = p + "/options" + e.pointer();
+            std::string message = e.what();
+            throw config_error(e.id(), op, origin + ": " + op + ": " + message);
+        }
+    }
+    for (const auto& rule : locks) {
+        if (rule.strategy && !registry.contains(*rule.strategy)) {
+            const std::string p = "/locks/" + json_pointer_token(rule.pattern) + "/strategy";
+            throw config_error("config.unknown_strategy", p,
+                               origin + ": " + p + ": unknown strategy '" + *rule.strategy +
+                                   "' (registered: " + known() + ")");
+        }
+    }
+}
+
+}  // namespace locksmith

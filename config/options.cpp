@@ -1,0 +1,106 @@
+#include <locksmith/options.hpp>
+
+#include <cmath>
+
+#include <locksmith/errors.hpp>
+
+namespace locksmith {
+
+std::string json_pointer_token(const std::string& key) {
+    std::string out;
+    for (char c : key) {
+        if (c == '~')
+            out += "~0";
+        else if (c == '/')
+            out += "~1";
+        else
+            out += c;
+    }
+    return out;
+}
+
+namespace {
+
+std::string type_name(const nlohmann::json& v) { return v.type_name(); }
+
+[[noreturn]] void wrong_type(const std::string& name, const char* wanted, const nlohmann::json& v) {
+    throw config_error("config.type", "/" + json_pointer_token(name),
+                       "option '" + name + "' must be " + wanted + ", not " + type_name(v));
+}
+
+}  // namespace
+
+options_reader::options_reader(const nlohmann::json& options) : options_(options) {
+    if (!options.is_null() && !options.is_object())
+        throw config_error("config.type", "", "options must be an object, not " + type_name(options));
+}
+
+const nlohmann::json* options_reader::get(const std::string& name) {
+    known_.insert(name);
+    if (!options_.is_object()) return nullptr;
+    auto it = options_.find(name);
+    return it == options_.end() ? nullptr : &*it;
+}
+
+std::optional<std::string> options_reader::string(const std::string& name) {
+    auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) wrong_type(name, "a string", *v);
+    return v->get<std::string>();
+}
+
+std::optional<bool> options_reader::boolean(const std::string& name) {
+    auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong_type(name, "true or false", *v);
+    return v->get<bool>();
+}
+
+std::optional<std::int64_t> options_reader::integer(const std::string& name, std::int64_t min,
+                                                    std::int64_t max) {
+    auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) wrong_type(name, "an integer", *v);
+    auto value = v->get<std::int64_t>();
+    if (value < min || value > max)
+        throw config_error("config.range", "/" + json_pointer_token(name),
+                           "option '" + name + "' is " + std::to_string(value) + "; it must be in [" +
+                               std::to_string(min) + ", " + std::to_string(max) + "]");
+    return value;
+}
+
+std::optional<std::chrono::milliseconds> options_reader::seconds(const std::string& name,
+                                                                 double min_s, double max_s) {
+    auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) wrong_type(name, "a number of seconds", *v);
+    double value = v->get<double>();
+    if (!std::isfinite(value) || value < min_s || value > max_s) {
+        auto text = [](double d) {
+            auto s = std::to_string(d);
+            s.erase(s.find_last_not_of('0') + 1);
+            if (!s.empty() && s.back() == '.') s.pop_back();
+            return s;
+        };
+        throw config_error("config.range", "/" + json_pointer_token(name),
+                           "option '" + name + "' is " + text(value) + " s; it must be in [" +
+                               text(min_s) + ", " + text(max_s) + "] s");
+    }
+    return std::chrono::milliseconds(std::llround(value * 1000.0));
+}
+
+void options_reader::finish() const {
+    if (!options_.is_object()) return;
+    for (auto it = options_.begin(); it != options_.end(); ++it) {
+        if (!known_.count(it.key())) {
+            std::string known;
+            for (const auto& k : known_) known += (known.empty() ? "" : ", ") + k;
+            throw config_error("config.unknown_key", "/" + json_pointer_token(it.key()),
+                               "unknown option '" + it.key() + "'" +
+                                   (known.empty() ? " (this strategy takes no options)"
+                                                  : " (known: " + known + ")"));
+        }
+    }
+}
+
+}  // namespace locksmith

@@ -1,0 +1,127 @@
+#include <locksmith/key.hpp>
+
+#include <cerrno>
+#include <sys/random.h>
+
+#include <locksmith/errors.hpp>
+
+namespace locksmith {
+
+void validate_lock_name(std::string_view name) {
+    if (name.empty()) throw invalid_argument_error("lock name is empty");
+    if (name.size() > max_name_length)
+        throw invalid_argument_error("lock name is " + std::to_string(name.size()) +
+                                     " bytes long; the limit is " +
+                                     std::to_string(max_name_length));
+}
+
+std::string random_token() {
+    unsigned char bytes[16];
+    std::size_t filled = 0;
+    while (filled < sizeof bytes) {
+        ssize_t n = ::getrandom(bytes + filled, sizeof bytes - filled, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw_errno("locksmith", "getrandom", errno);
+        }
+        filled += std::size_t(n);
+    }
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out(32, '0');
+    for (std::size_t i = 0; i < sizeof bytes; ++i) {
+        out[2 * i] = hex[bytes[i] >> 4];
+        out[2 * i + 1] = hex[bytes[i] & 15];
+    }
+    return out;
+}
+
+key::key(std::string resource) : resource_(std::move(resource)), token_(random_token()) {
+    validate_lock_name(resource_);
+}
+
+void key::reduce_lifetime(clock::time_point deadline) noexcept {
+    if (!expires_at_ || deadline < *expires_at_) expires_at_ = deadline;
+}
+
+std::optional<std::chrono::milliseconds> key::remaining_lifetime() const {
+    if (!expires_at_) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(*expires_at_ - clock::now());
+}
+
+bool key::is_expired() const { return expires_at_ && *expires_at_ <= clock::now(); }
+
+void key::mark_unserializable(std::string reason) {
+    unserializable_reason_ = reason.empty() ? "the lock is bound to this process" : std::move(reason);
+}
+
+nlohmann::json key::to_json() const {
+    if (!serializable())
+        throw not_serializable_error("the key of lock '" + resource_ +
+                                     "' cannot be serialized: " + unserializable_reason_);
+    nlohmann::json j = {{"resource", resource_}, {"token", token_}, {"state", portable_state_}};
+    // The resource may hold arbitrary bytes; JSON strings must be UTF-8, so ship it as hex
+    // when it is not (dump() would throw).
+    try {
+        (void)nlohmann::json(resource_).dump();
+    } catch (const nlohmann::json::type_error&) {
+        static constexpr char hex[] = "0123456789abcdef";
+        std::string encoded;
+        for (unsigned char c : resource_) {
+            encoded += hex[c >> 4];
+            encoded += hex[c & 15];
+        }
+        j.erase("resource");
+        j["resource_hex"] = encoded;
+    }
+    if (expires_at_) {
+        auto wall = std::chrono::system_clock::now() + (*expires_at_ - clock::now());
+        j["expires_at_unix_ms"] =
+            std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count();
+    }
+    if (fencing_token_) j["fencing_token"] = *fencing_token_;
+    return j;
+}
+
+key key::from_json(const nlohmann::json& j) {
+    auto fail = [](const std::string& what) -> void {
+        throw invalid_argument_error("serialized key: " + what);
+    };
+    if (!j.is_object()) fail("not a JSON object");
+    key k;
+    if (j.contains("resource") && j["resource"].is_string()) {
+        k.resource_ = j["resource"].get<std::string>();
+    } else if (j.contains("resource_hex") && j["resource_hex"].is_string()) {
+        const auto& hex = j["resource_hex"].get_ref<const std::string&>();
+        if (hex.size() % 2 != 0) fail("'resource_hex' has an odd length");
+        for (std::size_t i = 0; i < hex.size(); i += 2) {
+            try {
+                k.resource_ += char(std::stoi(hex.substr(i, 2), nullptr, 16));
+            } catch (const std::exception&) {
+                fail("'resource_hex' is not hexadecimal");
+            }
+        }
+    } else {
+        fail("'resource' is missing or not a string");
+    }
+    validate_lock_name(k.resource_);
+    if (!j.contains("token") || !j["token"].is_string()) fail("'token' is missing or not a string");
+    k.token_ = j["token"].get<std::string>();
+    if (k.token_.size() < 32) fail("'token' is shorter than 128 bits");
+    if (j.contains("state")) {
+        if (!j["state"].is_object()) fail("'state' is not an object");
+        k.portable_state_ = j["state"];
+    }
+    if (j.contains("expires_at_unix_ms")) {
+        if (!j["expires_at_unix_ms"].is_number_integer()) fail("'expires_at_unix_ms' is not an integer");
+        auto wall = std::chrono::system_clock::time_point(
+            std::chrono::milliseconds(j["expires_at_unix_ms"].get<std::int64_t>()));
+        k.expires_at_ = clock::now() + (wall - std::chrono::system_clock::now());
+    }
+    if (j.contains("fencing_token")) {
+        if (!j["fencing_token"].is_number_unsigned()) fail("'fencing_token' is not an unsigned integer");
+        k.fencing_token_ = j["fencing_token"].get<std::uint64_t>();
+    }
+    return k;
+}
+
+}  // namespace locksmith

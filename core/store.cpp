@@ -1,0 +1,61 @@
+#include <locksmith/store.hpp>
+
+#include <locksmith/errors.hpp>
+
+namespace locksmith {
+
+std::string_view to_string(lock_mode mode) noexcept {
+    return mode == lock_mode::exclusive ? "exclusive" : "shared";
+}
+
+std::string_view to_string(lock_status::state state) noexcept {
+    switch (state) {
+        case lock_status::state::free: return "free";
+        case lock_status::state::held_exclusive: return "held exclusively";
+        case lock_status::state::held_shared: return "held shared";
+        case lock_status::state::unknown: return "unknown";
+    }
+    return "unknown";
+}
+
+void store::check_mode(lock_mode mode) const {
+    if (mode == lock_mode::shared && !has(capabilities_, capability::shared))
+        throw invalid_argument_error("strategy '" + strategy_ + "' has no shared locks");
+}
+
+bool store::try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) {
+    check_mode(mode);
+    return do_try_acquire(k, mode, ttl);
+}
+
+bool store::wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl, deadline until) {
+    check_mode(mode);
+    if (!has(capabilities_, capability::native_wait))
+        throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively");
+    return do_wait_acquire(k, mode, ttl, until);
+}
+
+bool store::refresh(key& k, std::chrono::milliseconds ttl) {
+    if (!has(capabilities_, capability::expiring))
+        throw invalid_argument_error("strategy '" + strategy_ + "' has no expiring locks");
+    return do_refresh(k, ttl);
+}
+
+void store::release(key& k) { do_release(k); }
+
+bool store::holds(const key& k) { return do_holds(k); }
+
+lock_status store::status(std::string_view resource) {
+    validate_lock_name(resource);
+    return do_status(resource);
+}
+
+bool store::do_wait_acquire(key&, lock_mode, std::chrono::milliseconds, deadline) {
+    throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively");
+}
+
+bool store::do_refresh(key& k, std::chrono::milliseconds) { return do_holds(k); }
+
+lock_status store::do_status(std::string_view) { return {}; }
+
+}  // namespace locksmith

@@ -1,0 +1,92 @@
+// The `redis` strategy: locks kept by one Redis server (hiredis), shared by every host that
+// talks to it.
+//
+//   redis_endpoint  where the server is, parsed from a URL
+//   redis_options   the strategy's JSON options
+//   make_redis_store
+//
+// Contract:
+//  - Owner: the key's 128-bit token. Any process holding the key (serialized or not) is the
+//    owner; threads and processes are alike. A lock object may move between threads.
+//  - Lease: every grant has a TTL kept by the server (wall clock of the server). A holder that
+//    dies keeps the lock until its TTL runs out; nothing else releases it (no crash_release).
+//    A holder that pauses past its TTL loses the lock without noticing: check the fencing token.
+//  - Exclusive grants are `SET <prefix>lock:<name> <token> NX PX <ttl>` inside a script that
+//    also increments `<prefix>fence:<name>` (the fencing counter; it is never deleted, one small
+//    key per name ever locked). Refresh and release are compare-and-pexpire and
+//    compare-and-delete scripts, loaded once and called by SHA (reloaded after NOSCRIPT).
+//  - Shared grants: the lock key is then a sorted set of reader tokens scored by their expiry
+//    (server time, ms). The policy favours writers: a writer that waits registers in
+//    `<prefix>wait:<name>` and, while it waits, no new reader is admitted (readers already
+//    holding may renew). A sole reader may promote; a writer may demote; a failed promotion
+//    keeps the read lock. Two readers that both wait to promote deadlock until their deadlines.
+//  - Waiting: a waiter subscribes to `<prefix>chan:<name>`, retries once (a release between its
+//    failed try and its subscription is not missed), then waits for the release message, at
+//    most until the holder's TTL would run out, so a lost message costs latency, not liveness.
+//    Each waiter uses one extra connection while it waits.
+//  - Names are binary-safe (any bytes, up to 1 MiB) and are used unhashed in the keys.
+//  - Not for Redis Cluster (the scripts touch several keys) and not safe across an asynchronous
+//    replica failover (a promoted replica may not have the grant): use one primary.
+//  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOSCRIPT")
+//    or the hiredis error ("io", "eof", "timeout"). A password never appears in a message.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/store.hpp>
+
+namespace locksmith::strategies {
+
+struct redis_endpoint {
+    // TCP host (name, IPv4, or IPv6 without brackets); empty for a Unix socket.
+    std::string host = "127.0.0.1";
+    // TCP port, 1..65535.
+    int port = 6379;
+    // Path of a Unix socket; empty for TCP.
+    std::string socket_path;
+    // ACL user ("" = the default user). Sent with AUTH only when a password is given.
+    std::string user;
+    // Password ("" = no AUTH). Never printed: see redacted().
+    std::string password;
+    // Database number for SELECT (0 = the default database).
+    int db = 0;
+
+    // The URL with the password replaced by "***", for messages.
+    std::string redacted() const;
+};
+
+// Parses `redis://[[user]:password@]host[:port][/db]` (user and password percent-decoded,
+// IPv6 hosts in brackets) and `unix:///path/to.sock[?db=N]`.
+// Throws invalid_argument_error; its message never contains the password.
+redis_endpoint parse_redis_url(std::string_view url);
+
+struct redis_options {
+    // Where the server is: see parse_redis_url.
+    redis_endpoint endpoint;
+    // Longest wait for a TCP or socket connection to be set up. Must be > 0.
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(1)};
+    // Longest wait for the reply to one command (not for a lock: waiting for a release has no
+    // command timeout, it is bounded by the caller's deadline). Must be > 0.
+    std::chrono::milliseconds command_timeout{std::chrono::seconds(2)};
+    // Prepended to every key and channel this strategy uses; lets several applications share
+    // one database. May be empty.
+    std::string key_prefix = "locksmith:";
+    // Most connections kept open for commands (waiters use their own, one each). >= 1.
+    std::size_t pool_size = 8;
+
+    // Reads {"url": "...", "connect_timeout_s": 1, "command_timeout_s": 2, "key_prefix": "...",
+    // "pool_size": 8}; only "url" is required. Throws config_error (never naming the password).
+    static redis_options from_json(const nlohmann::json& options);
+};
+
+// Connects (and authenticates) once, so that a wrong endpoint fails here.
+// Throws backend_error when the server cannot be reached or refuses the credentials.
+std::shared_ptr<store> make_redis_store(const redis_options& options);
+
+}  // namespace locksmith::strategies

@@ -1,0 +1,75 @@
+// The `shm` strategy: a fixed table of robust, process-shared mutexes in one named shared-memory
+// segment (Boost.Interprocess managed_shared_memory).
+//
+//   shm_options     segment name, slot count, permissions
+//   make_shm_store  opens (or creates) the segment and returns the store
+//
+// Contract:
+//  - Owner: the thread that acquired. Each lock name maps to a slot holding a pthread mutex with
+//    PTHREAD_MUTEX_ROBUST | PTHREAD_PROCESS_SHARED | PTHREAD_MUTEX_ERRORCHECK. POSIX requires a
+//    mutex to be unlocked by the thread that locked it, so a named_lock on this strategy must be
+//    released by the thread that acquired it. Releasing from another thread (or from a forked
+//    child) throws release_error naming the owning thread and leaves the lock held; it never
+//    reaches undefined behaviour. Acquire and release in the same thread; do not move a held lock.
+//  - Two lock objects for the same name exclude each other across processes and threads. In one
+//    thread, a second object's try_lock returns false, a bounded wait waits out its deadline and
+//    returns false, and an unbounded lock() throws acquire_error (it could only deadlock).
+//  - Crash: when the holder dies, the kernel marks the mutex; the next locker gets EOWNERDEAD,
+//    makes it consistent and holds the lock at once (crash_release). Data the dead holder was
+//    protecting may be half-updated: that is the application's to check.
+//  - Waiting: in the kernel (futex), bounded by pthread_mutex_clocklock on CLOCK_MONOTONIC.
+//    The uncontended path makes no system call.
+//  - Names: a 128-bit hash of the name picks a slot (linear probing). Distinct names whose hashes
+//    collide would share a slot: that costs concurrency, never exclusion. A slot is freed when the
+//    last process using it releases it, so after any number of distinct names the segment holds at
+//    most `slots` slots in use: one per name currently held or waited for.
+//  - Full: when every slot holds a live lock, acquiring a new name throws backend_error
+//    ("segment full"); slots leaked by crashed waiters are reclaimed first.
+//  - Left on the system: the segment /dev/shm/<segment> (about 128 bytes per slot). It is never
+//    removed by locksmith (another process may use it); remove it with
+//    shm_remove/`rm /dev/shm/<segment>` when no process has it open. A segment that already exists
+//    keeps its slot count; the option only applies when the segment is created.
+//  - Not offered: `shared` (there is no robust process-shared read/write lock in POSIX) and
+//    `serializable` (a mutex belongs to a thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/store.hpp>
+
+namespace locksmith::strategies {
+
+struct shm_options {
+    // Name of the POSIX shared-memory object (no '/'); empty = "locksmith-<uid>".
+    std::string segment;
+    // Number of lock slots, used when the segment is created: the most names that can be held
+    // (or waited for) at the same time. 1..1,048,576.
+    std::uint32_t slots = 4096;
+    // Permission bits of a newly created segment (0600: only this user).
+    std::uint32_t mode = 0600;
+
+    // Reads {"segment": "name", "slots": 4096, "mode": 384}; throws config_error.
+    static shm_options from_json(const nlohmann::json& options);
+};
+
+// "locksmith-<uid>".
+std::string default_shm_segment();
+
+// Opens or creates the segment. Throws backend_error when it cannot be created or mapped, or
+// when an existing object of that name is not a locksmith segment.
+std::shared_ptr<store> make_shm_store(const shm_options& options = {});
+
+// Removes the segment's name (processes that have it mapped keep using it). For tests and
+// administrators. Returns false when it did not exist.
+bool remove_shm_segment(const std::string& segment);
+
+// How many slots of an existing segment are in use (held, waited for, or leaked by a crash and
+// not yet reclaimed). For leak tests and `locksmith status`. Throws backend_error when the
+// segment does not exist.
+std::uint32_t shm_slots_in_use(const std::string& segment);
+
+}  // namespace locksmith::strategies

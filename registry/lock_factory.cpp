@@ -1,0 +1,158 @@
+#include <locksmith/lock_factory.hpp>
+
+#include <cstdio>
+
+#include <locksmith/errors.hpp>
+
+namespace locksmith {
+
+namespace {
+
+config config_from_environment_or_defaults() {
+    if (auto c = config::from_environment()) return std::move(*c);
+    return config{};
+}
+
+}  // namespace
+
+lock_factory::lock_factory() : lock_factory(config_from_environment_or_defaults()) {}
+
+lock_factory::lock_factory(config cfg, strategy_registry& registry)
+    : config_(std::move(cfg)), registry_(&registry) {
+    config_.apply_to(*registry_);
+    config_.validate_against(*registry_);
+    fallback_handler_ = [](const std::string& message) {
+        std::fprintf(stderr, "locksmith: %s\n", message.c_str());
+    };
+}
+
+void lock_factory::on_fallback(std::function<void(const std::string&)> handler) {
+    std::lock_guard guard(mutex_);
+    fallback_handler_ = std::move(handler);
+}
+
+lock_factory::resolved lock_factory::resolve(std::string_view name,
+                                             const lock_request& request) const {
+    validate_lock_name(name);
+    const lock_rule* rule = config_.rule_for(name);
+    resolved r;
+    r.require = request.require != capability::none ? request.require
+                : rule && rule->require            ? *rule->require
+                                                   : capability::exclusive;
+    r.strategy = !request.strategy.empty() ? request.strategy
+                 : rule && rule->strategy && request.require == capability::none ? *rule->strategy
+                                                                                 : std::string();
+    r.ttl = request.ttl ? *request.ttl : rule && rule->ttl ? *rule->ttl : config_.default_ttl;
+    validate_ttl(r.ttl);
+    r.auto_release = request.auto_release.value_or(config_.auto_release);
+    return r;
+}
+
+std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
+    std::lock_guard guard(mutex_);
+    if (auto it = stores_.find(strategy); it != stores_.end()) return it->second;
+    auto info = registry_->info(strategy);  // throws for an unknown name
+    if (!info.support.supported)
+        throw no_strategy_error("strategy '" + strategy + "' is not supported here: " +
+                                info.support.reason);
+    std::shared_ptr<store> s;
+    try {
+        s = info.descriptor.create(info.options);
+    } catch (const config_error& e) {
+        const std::string p = "/strategies/" + strategy + "/options" + e.pointer();
+        throw config_error(e.id(), p, config_.origin + ": " + p + ": " + e.what());
+    }
+    if (!s) throw backend_error(strategy, "", "strategy '" + strategy + "' returned no store");
+    stores_.emplace(strategy, s);
+    return s;
+}
+
+std::shared_ptr<store> lock_factory::select_store(capability required) {
+    auto candidates = registry_->candidates(required);
+    const bool distributed = has(candidates.front().descriptor.capabilities, capability::distributed);
+    std::string failures;
+    for (const auto& candidate : candidates) {
+        // Never fall back across scopes: a local lock cannot stand in for a distributed one,
+        // and the admin who ranked a local strategy first did not ask for a remote one.
+        if (has(candidate.descriptor.capabilities, capability::distributed) != distributed) continue;
+        try {
+            auto s = store_for(candidate.descriptor.name);
+            if (!failures.empty()) {
+                std::function<void(const std::string&)> handler;
+                {
+                    std::lock_guard guard(mutex_);
+                    handler = fallback_handler_;
+                }
+                if (handler)
+                    handler("falling back to strategy '" + candidate.descriptor.name +
+                            "' for '" + to_string(required) + "':" + failures);
+            }
+            return s;
+        } catch (const config_error&) {
+            throw;  // a broken config is the admin's to fix, not a reason to fall back
+        } catch (const std::exception& e) {
+            failures += " '" + candidate.descriptor.name + "' failed to start (" + e.what() + ");";
+        }
+    }
+    if (!failures.empty() && failures.back() == ';') failures.pop_back();
+    throw no_strategy_error("no strategy for '" + to_string(required) +
+                            "' could start:" + failures);
+}
+
+named_lock lock_factory::create_lock(std::string name, const lock_request& request) {
+    auto r = resolve(name, request);
+    std::shared_ptr<store> s;
+    if (!r.strategy.empty()) {
+        s = store_for(r.strategy);
+        const capability missing = r.require & ~s->capabilities();
+        if (missing != capability::none)
+            throw no_strategy_error("strategy '" + r.strategy + "' lacks " + to_string(missing) +
+                                    " required for lock '" + name + "'");
+    } else {
+        s = select_store(r.require);
+    }
+    lock_options options;
+    options.ttl = r.ttl;
+    options.auto_release = r.auto_release;
+    options.retry = config_.retry;
+    options.on_error = request.on_error;
+    return named_lock(std::move(s), std::make_shared<key>(std::move(name)), std::move(options));
+}
+
+named_lock lock_factory::create_lock(std::string name, capability required) {
+    lock_request request;
+    request.require = required;
+    return create_lock(std::move(name), request);
+}
+
+named_lock lock_factory::create_lock_from_key(const nlohmann::json& serialized_key,
+                                              const lock_request& request) {
+    if (!serialized_key.is_object() || !serialized_key.contains("strategy") ||
+        !serialized_key["strategy"].is_string())
+        throw invalid_argument_error("serialized key: 'strategy' is missing or not a string");
+    auto owner = std::make_shared<key>(key::from_json(serialized_key));
+    const auto strategy = serialized_key["strategy"].get<std::string>();
+    auto s = store_for(strategy);
+    if (!has(s->capabilities(), capability::serializable))
+        throw not_serializable_error("strategy '" + strategy +
+                                     "' binds its locks to one process; its keys cannot be continued");
+    auto r = resolve(owner->resource(), request);
+    lock_options options;
+    options.ttl = r.ttl;
+    options.auto_release = request.auto_release.value_or(false);
+    options.retry = config_.retry;
+    options.on_error = request.on_error;
+    return named_lock(std::move(s), std::move(owner), std::move(options));
+}
+
+selection_report lock_factory::explain(capability required) const {
+    return registry_->explain(required);
+}
+
+std::string lock_factory::strategy_for(std::string_view name, const lock_request& request) const {
+    auto r = resolve(name, request);
+    if (!r.strategy.empty()) return r.strategy;
+    return registry_->candidates(r.require).front().descriptor.name;
+}
+
+}  // namespace locksmith

@@ -1,0 +1,186 @@
+#include <locksmith/registry.hpp>
+
+#include <algorithm>
+
+#include <locksmith/errors.hpp>
+
+namespace locksmith {
+
+namespace {
+
+bool valid_name(const std::string& name) {
+    if (name.empty() || name.size() > 64) return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+}
+
+}  // namespace
+
+const selection_report::entry* selection_report::chosen() const noexcept {
+    return !entries.empty() && entries.front().candidate ? &entries.front() : nullptr;
+}
+
+std::string selection_report::to_string() const {
+    std::string out;
+    if (auto* winner = chosen())
+        out = "for '" + locksmith::to_string(requested) + "' the choice is '" + winner->strategy +
+              "' (priority " + std::to_string(winner->priority) + ")";
+    else
+        out = "no strategy offers '" + locksmith::to_string(requested) + "'";
+    for (const auto& e : entries) {
+        if (&e == chosen()) continue;
+        out += "\n  " + e.strategy + " (priority " + std::to_string(e.priority) + "): ";
+        out += e.candidate ? "candidate with lower priority" : e.passed_over;
+    }
+    return out;
+}
+
+void strategy_registry::add(strategy_descriptor d) {
+    if (!valid_name(d.name))
+        throw invalid_argument_error("strategy name '" + d.name +
+                                     "' must be 1-64 lowercase letters, digits or _");
+    if (d.default_priority < min_priority || d.default_priority > max_priority)
+        throw invalid_argument_error("strategy '" + d.name + "' has priority " +
+                                     std::to_string(d.default_priority) + "; it must be in [0, 100]");
+    if (d.capabilities == capability::none)
+        throw invalid_argument_error("strategy '" + d.name + "' declares no capabilities");
+    if (!d.create) throw invalid_argument_error("strategy '" + d.name + "' has no factory");
+    std::lock_guard guard(mutex_);
+    if (descriptors_.count(d.name))
+        throw invalid_argument_error("strategy '" + d.name + "' is already registered");
+    auto name = d.name;
+    descriptors_.emplace(std::move(name), std::move(d));
+}
+
+bool strategy_registry::remove(std::string_view name) {
+    std::lock_guard guard(mutex_);
+    auto it = descriptors_.find(name);
+    if (it == descriptors_.end()) return false;
+    descriptors_.erase(it);
+    return true;
+}
+
+bool strategy_registry::contains(std::string_view name) const {
+    std::lock_guard guard(mutex_);
+    return descriptors_.find(name) != descriptors_.end();
+}
+
+std::optional<strategy_descriptor> strategy_registry::find(std::string_view name) const {
+    std::lock_guard guard(mutex_);
+    auto it = descriptors_.find(name);
+    if (it == descriptors_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::vector<std::string> strategy_registry::names() const {
+    std::lock_guard guard(mutex_);
+    std::vector<std::string> out;
+    for (const auto& [name, d] : descriptors_) out.push_back(name);
+    return out;
+}
+
+void strategy_registry::set_override(const std::string& name, strategy_override override) {
+    std::lock_guard guard(mutex_);
+    overrides_[name] = std::move(override);
+}
+
+void strategy_registry::clear_overrides() {
+    std::lock_guard guard(mutex_);
+    overrides_.clear();
+}
+
+strategy_info strategy_registry::info_locked(const strategy_descriptor& d) const {
+    strategy_info info;
+    info.descriptor = d;
+    info.effective_priority = d.default_priority;
+    info.priority_source = "default";
+    info.enabled = d.enabled_by_default;
+    if (auto it = overrides_.find(d.name); it != overrides_.end()) {
+        const auto& o = it->second;
+        if (o.priority) {
+            info.effective_priority = *o.priority;
+            info.priority_source = o.source;
+        }
+        if (o.enabled) info.enabled = *o.enabled;
+        info.options = o.options;
+        info.configured = !o.options.is_null();
+    }
+    try {
+        info.support = d.supported ? d.supported() : support_status::yes();
+    } catch (const std::exception& e) {
+        info.support = support_status::no(std::string("its probe failed: ") + e.what());
+    }
+    return info;
+}
+
+strategy_info strategy_registry::info(std::string_view name) const {
+    std::lock_guard guard(mutex_);
+    auto it = descriptors_.find(name);
+    if (it == descriptors_.end())
+        throw invalid_argument_error("unknown strategy '" + std::string(name) + "'");
+    return info_locked(it->second);
+}
+
+std::vector<strategy_info> strategy_registry::list() const {
+    std::lock_guard guard(mutex_);
+    std::vector<strategy_info> out;
+    for (const auto& [name, d] : descriptors_) out.push_back(info_locked(d));
+    return out;
+}
+
+selection_report strategy_registry::explain(capability required) const {
+    if (required == capability::none)
+        throw invalid_argument_error("a lock request must name at least one capability");
+    selection_report report;
+    report.requested = required;
+    for (const auto& info : list()) {
+        selection_report::entry e;
+        e.strategy = info.descriptor.name;
+        e.priority = info.effective_priority;
+        const capability missing = required & ~info.descriptor.capabilities;
+        if (missing != capability::none)
+            e.passed_over = "lacks " + to_string(missing);
+        else if (!info.enabled)
+            e.passed_over = info.descriptor.enabled_by_default
+                                ? "disabled by the config"
+                                : "disabled by default (enable it in the config)";
+        else if (info.descriptor.needs_configuration && !info.configured)
+            e.passed_over = "not configured (give it options, e.g. its endpoint, in the config)";
+        else if (!info.support.supported)
+            e.passed_over = "not supported here: " + info.support.reason;
+        else
+            e.candidate = true;
+        report.entries.push_back(std::move(e));
+    }
+    // Candidates first, best first; ties by name (the list is already in name order).
+    std::stable_sort(report.entries.begin(), report.entries.end(), [](const auto& a, const auto& b) {
+        if (a.candidate != b.candidate) return a.candidate;
+        return a.priority > b.priority;
+    });
+    return report;
+}
+
+std::vector<strategy_info> strategy_registry::candidates(capability required) const {
+    auto report = explain(required);
+    auto all = list();
+    std::vector<strategy_info> out;
+    for (const auto& e : report.entries) {
+        if (!e.candidate) continue;
+        for (auto& i : all)
+            if (i.descriptor.name == e.strategy) out.push_back(std::move(i));
+    }
+    if (out.empty()) throw no_strategy_error(report.to_string());
+    return out;
+}
+
+strategy_registry& default_registry() {
+    static strategy_registry* registry = [] {
+        auto* r = new strategy_registry();  // never destroyed: stores may outlive static teardown
+        register_builtin_strategies(*r);
+        return r;
+    }();
+    return *registry;
+}
+
+}  // namespace locksmith
