@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/lock_state.hpp"
+
 namespace locksmith {
 
 using clock = deadline::clock;
@@ -15,89 +17,107 @@ void validate_ttl(std::chrono::milliseconds ttl) {
                                      " ms exceeds the maximum of 365 days");
 }
 
+void named_lock::state::report(const error& e) const noexcept {
+    if (options.on_error) {
+        try {
+            options.on_error(e);
+            return;
+        } catch (...) {
+            // A throwing handler must not escape a noexcept unlock; fall back to stderr.
+        }
+    }
+    std::fprintf(stderr, "locksmith: %s\n", e.what());
+}
+
+namespace {
+
+// Releases the grant; the caller holds the state's mutex.
+void release_locked(named_lock::state& s) {
+    s.held.reset();
+    s.owner->reset_lifetime();
+    s.store->release(*s.owner);
+}
+
+// Lifetime and bookkeeping after the store granted; the caller holds the state's mutex.
+void after_grant(named_lock::state& s, lock_mode mode, clock::time_point started) {
+    s.held = mode;
+    if (!has(s.store->capabilities(), capability::serializable) && s.owner->serializable())
+        s.owner->mark_unserializable("strategy '" + s.store->strategy() +
+                                     "' binds its locks to this process");
+    if (!s.expiring()) return;
+    // Lifetime counts from before the request was sent: the server's clock started no earlier.
+    s.owner->reset_lifetime();
+    s.owner->reduce_lifetime(started + s.options.ttl);
+    if (s.owner->is_expired()) {
+        try {
+            release_locked(s);
+        } catch (const std::exception&) {
+            // The grant is already void; the expiry below is what the caller must hear about.
+        }
+        throw expired_error("lock '" + s.owner->resource() +
+                            "' expired before it was granted (ttl " +
+                            std::to_string(s.options.ttl.count()) + " ms)");
+    }
+    if (s.options.auto_refresh && !s.renewal_queued) {
+        s.renewal_queued = true;
+        schedule_renewal(s.weak_from_this(), started + s.options.ttl / 3);
+    }
+}
+
+}  // namespace
+
 named_lock::named_lock(std::shared_ptr<store> store, std::shared_ptr<key> owner,
-                       lock_options options)
-    : store_(std::move(store)), key_(std::move(owner)), options_(std::move(options)) {
-    if (!store_ || !key_) throw invalid_argument_error("named_lock needs a store and a key");
-    validate_ttl(options_.ttl);
+                       lock_options options) {
+    if (!store || !owner) throw invalid_argument_error("named_lock needs a store and a key");
+    validate_ttl(options.ttl);
+    state_ = std::make_shared<state>(std::move(store), std::move(owner), std::move(options));
 }
 
 named_lock::~named_lock() {
-    if (store_ && options_.auto_release && held_) unlock();
+    if (state_ && state_->options.auto_release && held_mode()) unlock();
 }
 
-named_lock::named_lock(named_lock&& other) noexcept
-    : store_(std::move(other.store_)),
-      key_(std::move(other.key_)),
-      options_(std::move(other.options_)),
-      held_(std::exchange(other.held_, std::nullopt)) {}
+named_lock::named_lock(named_lock&& other) noexcept = default;
 
 named_lock& named_lock::operator=(named_lock&& other) noexcept {
     if (this != &other) {
-        if (store_ && options_.auto_release && held_) unlock();
-        store_ = std::move(other.store_);
-        key_ = std::move(other.key_);
-        options_ = std::move(other.options_);
-        held_ = std::exchange(other.held_, std::nullopt);
+        if (state_ && state_->options.auto_release && held_mode()) unlock();
+        state_ = std::move(other.state_);
     }
     return *this;
 }
 
-lock_mode named_lock::effective_mode(lock_mode wanted) const noexcept {
-    // Symfony's rule: a read lock on a store without read locks is a write lock.
-    if (wanted == lock_mode::shared && !has(store_->capabilities(), capability::shared))
-        return lock_mode::exclusive;
-    return wanted;
-}
-
 bool named_lock::acquire_until(lock_mode wanted, deadline until) {
-    const lock_mode mode = effective_mode(wanted);
-    const bool expiring = has(store_->capabilities(), capability::expiring);
-    const std::chrono::milliseconds ttl = expiring ? options_.ttl : std::chrono::milliseconds(0);
-    const auto previous_expiry = key_->expires_at();
+    auto& s = *state_;
+    std::lock_guard guard(s.mutex);
+    // Symfony's rule: a read lock on a store without read locks is a write lock.
+    const lock_mode mode = wanted == lock_mode::shared && !has(s.store->capabilities(), capability::shared)
+                               ? lock_mode::exclusive
+                               : wanted;
+    const std::chrono::milliseconds ttl = s.expiring() ? s.options.ttl : std::chrono::milliseconds(0);
+    const auto previous_expiry = s.owner->expires_at();
 
-    key_->clear_attempt_started();
+    s.owner->clear_attempt_started();
     auto started = clock::now();
     bool granted;
     if (until <= started) {
-        granted = store_->try_acquire(*key_, mode, ttl);
-    } else if (has(store_->capabilities(), capability::native_wait)) {
-        granted = store_->wait_acquire(*key_, mode, ttl, until);
+        granted = s.store->try_acquire(*s.owner, mode, ttl);
+    } else if (has(s.store->capabilities(), capability::native_wait)) {
+        granted = s.store->wait_acquire(*s.owner, mode, ttl, until);
     } else {
-        backoff delays(options_.retry);
-        while (!(granted = store_->try_acquire(*key_, mode, ttl))) {
+        backoff delays(s.options.retry);
+        while (!(granted = s.store->try_acquire(*s.owner, mode, ttl))) {
             if (!delays.sleep(until)) break;
             started = clock::now();
         }
     }
     if (!granted) {
         // A failed promotion keeps the read lock, and with it the lifetime it had.
-        if (previous_expiry) key_->reduce_lifetime(*previous_expiry);
+        if (previous_expiry) s.owner->reduce_lifetime(*previous_expiry);
         return false;
     }
-    after_grant(mode, key_->attempt_started().value_or(started));
+    after_grant(s, mode, s.owner->attempt_started().value_or(started));
     return true;
-}
-
-void named_lock::after_grant(lock_mode mode, clock::time_point started) {
-    held_ = mode;
-    if (!has(store_->capabilities(), capability::serializable) && key_->serializable())
-        key_->mark_unserializable("strategy '" + store_->strategy() +
-                                  "' binds its locks to this process");
-    if (!has(store_->capabilities(), capability::expiring)) return;
-    // Lifetime counts from before the request was sent: the server's clock started no earlier.
-    key_->reset_lifetime();
-    key_->reduce_lifetime(started + options_.ttl);
-    if (key_->is_expired()) {
-        try {
-            store_->release(*key_);
-        } catch (const std::exception&) {
-            // The grant is already void; the expiry below is what the caller must hear about.
-        }
-        held_.reset();
-        throw expired_error("lock '" + name() + "' expired before it was granted (ttl " +
-                            std::to_string(options_.ttl.count()) + " ms)");
-    }
 }
 
 void named_lock::lock() {
@@ -134,96 +154,106 @@ bool named_lock::acquire(capability mode) {
 }
 
 void named_lock::unlock() noexcept {
+    auto& s = *state_;
+    std::lock_guard guard(s.mutex);
     try {
-        store_->release(*key_);
+        release_locked(s);
     } catch (const error& e) {
-        report(e);
+        s.report(e);
     } catch (const std::exception& e) {
-        report(release_error("releasing lock '" + name() + "' failed: " + e.what()));
+        s.report(release_error("releasing lock '" + name() + "' failed: " + e.what()));
     }
-    held_.reset();
-    key_->reset_lifetime();
 }
 
 void named_lock::release() {
+    auto& s = *state_;
+    std::lock_guard guard(s.mutex);
     try {
-        store_->release(*key_);
+        release_locked(s);
     } catch (const error&) {
-        held_.reset();
         throw;
     } catch (const std::exception& e) {
-        held_.reset();
         throw release_error("releasing lock '" + name() + "' failed: " + e.what());
     }
-    held_.reset();
-    key_->reset_lifetime();
-    if (store_->holds(*key_))
+    if (s.store->holds(*s.owner))
         throw release_error("lock '" + name() + "' is still held after release");
 }
 
-void named_lock::refresh() { refresh(options_.ttl); }
+void named_lock::refresh() { refresh(state_->options.ttl); }
 
 void named_lock::refresh(std::chrono::milliseconds ttl) {
     validate_ttl(ttl);
-    if (!has(store_->capabilities(), capability::expiring)) return;
+    auto& s = *state_;
+    std::lock_guard guard(s.mutex);
+    if (!s.expiring()) return;
     const auto started = clock::now();
-    if (!store_->refresh(*key_, ttl)) {
-        held_.reset();
-        key_->reset_lifetime();
+    if (!s.store->refresh(*s.owner, ttl)) {
+        s.held.reset();
+        s.owner->reset_lifetime();
         throw acquire_error("lock '" + name() +
                             "' is no longer held by this owner: it expired or was taken over");
     }
-    if (!held_) held_ = lock_mode::exclusive;
-    key_->reset_lifetime();
-    key_->reduce_lifetime(started + ttl);
-    if (key_->is_expired()) {
+    if (!s.held) s.held = lock_mode::exclusive;  // continued from a serialized key
+    s.owner->reset_lifetime();
+    s.owner->reduce_lifetime(started + ttl);
+    if (s.owner->is_expired()) {
         try {
-            store_->release(*key_);
+            release_locked(s);
         } catch (const std::exception&) {
         }
-        held_.reset();
         throw expired_error("lock '" + name() + "' expired before its refresh returned (ttl " +
                             std::to_string(ttl.count()) + " ms)");
     }
 }
 
 bool named_lock::is_acquired() {
-    const bool holds = !key_->is_expired() && store_->holds(*key_);
+    auto& s = *state_;
+    std::lock_guard guard(s.mutex);
+    const bool holds = !s.owner->is_expired() && s.store->holds(*s.owner);
     if (!holds)
-        held_.reset();
-    else if (!held_)
-        held_ = lock_mode::exclusive;  // continued from a serialized key; the mode is the store's
+        s.held.reset();
+    else if (!s.held)
+        s.held = lock_mode::exclusive;  // continued from a serialized key; the mode is the store's
     return holds;
 }
 
-std::optional<std::chrono::milliseconds> named_lock::remaining_lifetime() const {
-    if (!held_ || !has(store_->capabilities(), capability::expiring)) return std::nullopt;
-    return key_->remaining_lifetime();
+std::optional<lock_mode> named_lock::held_mode() const noexcept {
+    std::lock_guard guard(state_->mutex);
+    return state_->held;
 }
 
-bool named_lock::is_expired() const { return key_->is_expired(); }
+std::optional<std::chrono::milliseconds> named_lock::remaining_lifetime() const {
+    std::lock_guard guard(state_->mutex);
+    if (!state_->held || !state_->expiring()) return std::nullopt;
+    return state_->owner->remaining_lifetime();
+}
+
+bool named_lock::is_expired() const {
+    std::lock_guard guard(state_->mutex);
+    return state_->owner->is_expired();
+}
 
 std::optional<std::uint64_t> named_lock::fencing_token() const {
-    if (!held_) return std::nullopt;
-    return key_->fencing_token();
+    std::lock_guard guard(state_->mutex);
+    if (!state_->held) return std::nullopt;
+    return state_->owner->fencing_token();
+}
+
+const std::string& named_lock::name() const noexcept { return state_->owner->resource(); }
+const std::string& named_lock::strategy() const noexcept { return state_->store->strategy(); }
+capability named_lock::capabilities() const noexcept { return state_->store->capabilities(); }
+const std::shared_ptr<key>& named_lock::owner() const noexcept { return state_->owner; }
+
+void named_lock::set_auto_release(bool on) noexcept {
+    std::lock_guard guard(state_->mutex);
+    state_->options.auto_release = on;
 }
 
 nlohmann::json named_lock::serialize_key() const {
-    auto j = key_->to_json();
-    j["strategy"] = store_->strategy();
+    std::lock_guard guard(state_->mutex);
+    auto j = state_->owner->to_json();
+    j["strategy"] = state_->store->strategy();
     return j;
-}
-
-void named_lock::report(const error& e) const noexcept {
-    if (options_.on_error) {
-        try {
-            options_.on_error(e);
-            return;
-        } catch (...) {
-            // A throwing handler must not escape a noexcept unlock; fall back to stderr.
-        }
-    }
-    std::fprintf(stderr, "locksmith: %s\n", e.what());
 }
 
 }  // namespace locksmith

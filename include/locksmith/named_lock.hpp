@@ -5,8 +5,9 @@
 //  - Ownership: the object (through its key) is the owner. Two named_lock objects for the same
 //    name exclude each other, in one thread, across threads and across processes. Acquiring
 //    again while held succeeds at once (idempotent, not counted: one unlock releases).
-//  - Threads: one object is used by one thread at a time; it may move between threads where its
-//    strategy allows (see the strategy's header).
+//  - Threads: one object is used by one thread at a time (the renewal thread excepted: it
+//    synchronises with the owner); it may move between threads where its strategy allows (see
+//    the strategy's header).
 //  - Waiting: stores with native_wait wait in the backend; others are polled with exponential
 //    backoff and jitter, bounded by the caller's deadline. lock() waits without bound.
 //  - Shared: a shared request on a strategy without `shared` takes the exclusive lock.
@@ -14,7 +15,9 @@
 //    demotes; a failed promotion keeps the read lock.
 //  - Expiry: for strategies with `expiring`, every grant carries a TTL (lock_options::ttl); the
 //    lifetime is measured on the monotonic clock from just before the store call, and a grant
-//    that comes back already expired is released and reported with expired_error.
+//    that comes back already expired is released and reported with expired_error. With
+//    auto_refresh, one thread per process renews every such lock at a third of its TTL; a lock
+//    whose renewal fails counts as lost (is_acquired() is false, on_lost is called).
 //  - Crash: what survives the holder's death is the strategy's contract (crash_release).
 //  - Destruction releases the lock unless auto-release is off (needed after fork(), and to hand
 //    a serialized key to another process).
@@ -54,6 +57,12 @@ struct lock_options {
     retry_policy retry{};
     // For unlock() and the destructor; empty = the default (stderr).
     error_handler on_error{};
+    // Renew the TTL at a third of it while held, from the process's renewal thread (strategies
+    // with `expiring` only; ignored by others). unlock() stops the renewal.
+    bool auto_refresh = false;
+    // Called from the renewal thread when a renewal finds the lock gone or keeps failing until
+    // the TTL runs out. Must not call back into the lock object.
+    error_handler on_lost{};
 };
 
 inline constexpr std::chrono::milliseconds max_ttl = std::chrono::hours(24 * 365);
@@ -117,7 +126,7 @@ public:
     // Asks the store whether this owner holds the lock now.
     bool is_acquired();
     // The mode this object believes it holds, without asking the store; nullopt when not held.
-    std::optional<lock_mode> held_mode() const noexcept { return held_; }
+    std::optional<lock_mode> held_mode() const noexcept;
     // nullopt for strategies without `expiring` (or when not held).
     std::optional<std::chrono::milliseconds> remaining_lifetime() const;
     bool is_expired() const;
@@ -125,14 +134,17 @@ public:
     std::optional<std::uint64_t> fencing_token() const;
 
     // --- identity ---
-    const std::string& name() const noexcept { return key_->resource(); }
-    const std::string& strategy() const noexcept { return store_->strategy(); }
-    capability capabilities() const noexcept { return store_->capabilities(); }
-    const std::shared_ptr<key>& owner() const noexcept { return key_; }
+    const std::string& name() const noexcept;
+    const std::string& strategy() const noexcept;
+    capability capabilities() const noexcept;
+    const std::shared_ptr<key>& owner() const noexcept;
     // The key as JSON (with the strategy name), for create_lock_from_key in another process.
     // Throws not_serializable_error for strategies without `serializable`.
     nlohmann::json serialize_key() const;
-    void set_auto_release(bool on) noexcept { options_.auto_release = on; }
+    void set_auto_release(bool on) noexcept;
+
+    // The state behind the handle, shared with the renewal thread (core/lock_state.hpp).
+    struct state;
 
 private:
     template <class Rep, class Period>
@@ -144,16 +156,9 @@ private:
             return deadline::max();
         return now + std::chrono::ceil<deadline::duration>(timeout);
     }
-    lock_mode effective_mode(lock_mode wanted) const noexcept;
     bool acquire_until(lock_mode mode, deadline until);
-    bool attempt(lock_mode mode, deadline until);
-    void after_grant(lock_mode mode, deadline::clock::time_point started);
-    void report(const error& e) const noexcept;
 
-    std::shared_ptr<store> store_;
-    std::shared_ptr<key> key_;
-    lock_options options_;
-    std::optional<lock_mode> held_;
+    std::shared_ptr<state> state_;
 };
 
 }  // namespace locksmith

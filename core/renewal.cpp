@@ -1,0 +1,111 @@
+// The renewal thread: one per process, renewing every auto_refresh lock at a third of its TTL.
+// One thread rather than one per lock, because a process may hold thousands of leases
+// (Redisson's watchdog makes the same choice).
+#include <condition_variable>
+#include <map>
+#include <thread>
+
+#include "core/lock_state.hpp"
+
+namespace locksmith {
+namespace {
+
+class renewal_thread {
+public:
+    void schedule(std::weak_ptr<named_lock::state> lock, deadline::clock::time_point when) {
+        std::lock_guard guard(mutex_);
+        queue_.emplace(when, std::move(lock));
+        if (!started_) {
+            started_ = true;
+            // Detached: it owns nothing that needs tearing down, and joining it from a static
+            // destructor could deadlock with locks released at exit.
+            std::thread([this] { run(); }).detach();
+        }
+        wakeup_.notify_one();
+    }
+
+private:
+    void run() {
+        std::unique_lock guard(mutex_);
+        while (true) {
+            if (queue_.empty()) {
+                wakeup_.wait(guard);
+                continue;
+            }
+            auto first = queue_.begin();
+            if (first->first > deadline::clock::now()) {
+                wakeup_.wait_until(guard, first->first);
+                continue;
+            }
+            auto lock = std::move(first->second);
+            queue_.erase(first);
+            guard.unlock();
+            std::optional<deadline::clock::time_point> next;
+            if (auto alive = lock.lock()) next = alive->renew();
+            guard.lock();
+            if (next) queue_.emplace(*next, std::move(lock));
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable wakeup_;
+    std::multimap<deadline::clock::time_point, std::weak_ptr<named_lock::state>> queue_;
+    bool started_ = false;
+};
+
+renewal_thread& the_renewal_thread() {
+    static auto* thread = new renewal_thread();  // never destroyed: see the detach above
+    return *thread;
+}
+
+}  // namespace
+
+void schedule_renewal(std::weak_ptr<named_lock::state> lock, deadline::clock::time_point when) {
+    the_renewal_thread().schedule(std::move(lock), when);
+}
+
+std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
+    const auto ttl = options.ttl;
+    std::unique_lock guard(mutex, std::try_to_lock);
+    // The owner is in the middle of an operation: come back soon rather than block the thread
+    // that renews every other lock of the process.
+    if (!guard) return clock::now() + std::min<clock::duration>(ttl / 10, std::chrono::milliseconds(50));
+    if (!held || !options.auto_refresh) {
+        renewal_queued = false;
+        return std::nullopt;
+    }
+    std::optional<error> lost;
+    try {
+        const auto started = clock::now();
+        if (store->refresh(*owner, ttl)) {
+            owner->reset_lifetime();
+            owner->reduce_lifetime(started + ttl);
+            return started + ttl / 3;
+        }
+        lost.emplace(acquire_error("lock '" + owner->resource() +
+                                   "' was lost: it expired or was taken over before its renewal"));
+    } catch (const std::exception& e) {
+        // A backend hiccup: retry while the grant still has time left.
+        if (!owner->is_expired()) return clock::now() + ttl / 10;
+        lost.emplace(backend_error(store->strategy(), "",
+                                   "lock '" + owner->resource() +
+                                       "' was lost: renewals failed until its TTL ran out (last "
+                                       "error: " + e.what() + ")"));
+    }
+    held.reset();
+    renewal_queued = false;
+    auto on_lost = options.on_lost;
+    guard.unlock();
+    if (on_lost) {
+        try {
+            on_lost(*lost);
+        } catch (...) {
+            // The renewal thread must survive a throwing callback.
+        }
+    } else {
+        report(*lost);
+    }
+    return std::nullopt;
+}
+
+}  // namespace locksmith

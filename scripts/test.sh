@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite, as README.md gives it and as CI runs it:
+# installs what is missing (Debian 12), builds everything, starts the test servers, runs every
+# CTest suite, and stops the servers again, also on failure.
+#
+#   scripts/test.sh [extra ctest arguments]      e.g. scripts/test.sh -L unit
+#
+# Environment: BUILD_DIR (default build-test), JOBS (default 2).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-test}
+jobs=${JOBS:-2}
+
+"$root/scripts/install-deps.sh"
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build" -j "$jobs"
+
+if [ -x "$root/scripts/services.sh" ]; then
+  trap '"$root/scripts/services.sh" stop' EXIT
+  "$root/scripts/services.sh" start
+  # The endpoints of the servers just started, for the integration tests.
+  eval "$("$root/scripts/services.sh" env)"
+fi
+
+ctest --test-dir "$build" --output-on-failure --timeout 600 "$@"
