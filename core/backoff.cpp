@@ -24,7 +24,9 @@ std::chrono::microseconds backoff::next_delay() {
     double unit = double((rng_state_ * 2685821657736338717ull) >> 11) / double(1ull << 53);
     double jitter = std::clamp(policy_.jitter, 0.0, 0.999);
     double factor = 1.0 - jitter + 2.0 * jitter * unit;
-    return std::chrono::microseconds(std::max<std::int64_t>(1, std::int64_t(base * factor)));
+    // `max` bounds the delay itself, jitter included.
+    double cap = double(std::max(policy_.max, policy_.initial).count());
+    return std::chrono::microseconds(std::max<std::int64_t>(1, std::int64_t(std::min(base * factor, cap))));
 }
 
 bool backoff::sleep(clock::time_point until) {

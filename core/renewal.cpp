@@ -3,6 +3,8 @@
 // (Redisson's watchdog makes the same choice).
 #include <condition_variable>
 #include <map>
+#include <new>
+#include <pthread.h>
 #include <thread>
 
 #include "core/lock_state.hpp"
@@ -10,8 +12,23 @@
 namespace locksmith {
 namespace {
 
+void the_renewal_thread_after_fork();
+
 class renewal_thread {
 public:
+    renewal_thread() {
+        // A fork()ed child has our memory but not our thread: start afresh there, with none of
+        // the parent's locks (the child does not own them).
+        ::pthread_atfork(nullptr, nullptr, [] { the_renewal_thread_after_fork(); });
+    }
+
+    void reset_in_child() {
+        new (&mutex_) std::mutex();  // another thread may have held it at the fork
+        new (&wakeup_) std::condition_variable();
+        queue_.clear();
+        started_ = false;
+    }
+
     void schedule(std::weak_ptr<named_lock::state> lock, deadline::clock::time_point when) {
         std::lock_guard guard(mutex_);
         queue_.emplace(when, std::move(lock));
@@ -53,9 +70,15 @@ private:
     bool started_ = false;
 };
 
+renewal_thread* instance = nullptr;
+
 renewal_thread& the_renewal_thread() {
-    static auto* thread = new renewal_thread();  // never destroyed: see the detach above
+    static auto* thread = instance = new renewal_thread();  // never destroyed: see the detach
     return *thread;
+}
+
+void the_renewal_thread_after_fork() {
+    if (instance != nullptr) instance->reset_in_child();
 }
 
 }  // namespace
