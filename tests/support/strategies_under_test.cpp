@@ -1,6 +1,11 @@
 #include "support/strategies_under_test.hpp"
 
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/sem.h>
 #include <unistd.h>
 
 #include <locksmith/registry.hpp>
@@ -24,13 +29,74 @@ std::string private_lock_dir() {
     return dir;
 }
 
+// Keys on a shared server get a prefix per test run, so that parallel runs and leftovers of
+// earlier runs never meet. Set once per process tree: children that re-read it agree.
+std::string remote_test_prefix() {
+    static const std::string prefix = [] {
+        if (auto p = env("LOCKSMITH_TEST_KEY_PREFIX")) return *p;
+        auto fresh = "locksmith-test:" + std::to_string(::getpid()) + ":";
+        ::setenv("LOCKSMITH_TEST_KEY_PREFIX", fresh.c_str(), 0);
+        return fresh;
+    }();
+    return prefix;
+}
+
+int local_semaphore_key();
+
+// shm and semaphore: one segment and one semaphore set per test process tree (children that
+// re-read the variable agree), removed when the process that made them exits. The id is never
+// destroyed, because the exit handler that needs it runs after static destructors.
+const std::string& local_ipc_id() {
+    static const std::string* id = [] {
+        if (auto v = env("LOCKSMITH_TEST_IPC_ID")) return new std::string(*v);
+        auto* fresh = new std::string(std::to_string(::getpid()));
+        ::setenv("LOCKSMITH_TEST_IPC_ID", fresh->c_str(), 0);
+        std::atexit([] {
+            ::shm_unlink(("/locksmith-test-" + local_ipc_id()).c_str());
+            int set = ::semget(local_semaphore_key(), 0, 0);
+            if (set >= 0) ::semctl(set, 0, IPC_RMID);
+        });
+        return fresh;
+    }();
+    return *id;
+}
+
+int local_semaphore_key() {
+    // FNV-1a of the id, kept positive and away from IPC_PRIVATE.
+    std::uint32_t h = 2166136261u;
+    for (unsigned char c : "locksmith-test-" + local_ipc_id()) h = (h ^ c) * 16777619u;
+    return int(h & 0x7fffffffu) | 1;
+}
+
 }  // namespace
 
 std::vector<strategy_under_test> strategies_under_test() {
     std::vector<strategy_under_test> all = {
         {"file", nlohmann::json{{"lock_dir", private_lock_dir()}}, ""},
-        {"memory", nlohmann::json::object(), ""},
+        {"memory", nlohmann::json::object(), "", true},
+        {"simple", nlohmann::json{{"lock_dir", private_lock_dir()}}, ""},
+        {"semaphore", nlohmann::json{{"key", local_semaphore_key()}, {"semaphores", 64}}, ""},
+        {"shm", nlohmann::json{{"segment", "locksmith-test-" + local_ipc_id()}, {"slots", 1024}},
+         ""},
     };
+    // Remote strategies: endpoints come from the environment (see scripts/services.sh env).
+    if (auto url = env("LOCKSMITH_TEST_REDIS_URL"))
+        all.push_back(
+            {"redis", nlohmann::json{{"url", *url}, {"key_prefix", remote_test_prefix()}}, ""});
+    else
+        all.push_back({"redis", std::nullopt,
+                       "LOCKSMITH_TEST_REDIS_URL is unset (run scripts/services.sh start, then "
+                       "eval \"$(scripts/services.sh env)\")"});
+    if (auto servers = env("LOCKSMITH_TEST_MEMCACHED"))
+        // Memcached keeps whole seconds and the store adds one (its clock ticks once a second),
+        // so a 1 s TTL lives 2-3 s: expiry cases need TTLs of several seconds.
+        all.push_back({"memcached",
+                       nlohmann::json{{"servers", *servers}, {"key_prefix", remote_test_prefix()}},
+                       "", false, std::chrono::milliseconds(2000)});
+    else
+        all.push_back({"memcached", std::nullopt,
+                       "LOCKSMITH_TEST_MEMCACHED is unset (run scripts/services.sh start, then "
+                       "eval \"$(scripts/services.sh env)\")"});
     // Keep only the strategies this build has.
     std::vector<strategy_under_test> built;
     for (auto& s : all)

@@ -2,6 +2,7 @@
 // needs. Adding a strategy adds one entry in strategies_under_test.cpp.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,12 @@ struct strategy_under_test {
     // here; `missing` then says what is missing. Tests skip with that reason, and fail under CI.
     std::optional<nlohmann::json> options;
     std::string missing;
+    // The strategy's locks exist only inside one process (`memory`): the multi-process suites
+    // skip it, and cross-process cases of the conformance suite use threads instead.
+    bool in_process_only = false;
+    // For strategies with `expiring`: the shortest TTL the backend honours precisely (Symfony's
+    // getClockDelay()). The expiring cases use TTLs of a few times this.
+    std::chrono::milliseconds clock_delay{100};
 };
 
 // Every built-in strategy of this build that the suites should cover.

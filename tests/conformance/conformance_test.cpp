@@ -1,0 +1,921 @@
+// The conformance suite: written once, run for every entry of strategies_under_test() whose
+// capabilities include what a case tests. It ports Symfony's store test traits
+// (shared/reference/symfony-lock.md §3.1-3.5) to locksmith's store interface:
+//   save -> try_acquire(exclusive), saveRead -> try_acquire(shared), exists -> holds,
+//   delete -> release, waitAndSave -> wait_acquire, putOffExpiration -> refresh,
+// and adds the lock-level cases every strategy must pass (bounded waits, mutual exclusion).
+//
+// Test names are <strategy>/<case>, so `--run_test=file/*` runs one strategy. An entry whose
+// server is missing is skipped with the reason, and fails under CI=true.
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/named_lock.hpp>
+#include <locksmith/registry.hpp>
+
+#include "support/child_process.hpp"
+#include "support/forwarding_store.hpp"
+#include "support/printers.hpp"
+#include "support/strategies_under_test.hpp"
+#include "support/suite_helpers.hpp"
+#include "support/test_environment.hpp"
+
+using namespace locksmith;
+using namespace locksmith::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// TTL passed to stores in cases that are not about expiry (ignored by non-expiring stores).
+constexpr std::chrono::milliseconds long_ttl = 60s;
+
+const auto ex = lock_mode::exclusive;
+const auto sh = lock_mode::shared;
+
+// What one case gets: the entry and a fresh store for it.
+struct context {
+    const strategy_under_test& entry;
+    std::shared_ptr<store> s;
+    capability caps;
+
+    explicit context(const strategy_under_test& e)
+        : entry(e), s(create_store(e)), caps(s->capabilities()) {}
+
+    std::shared_ptr<key> make_key(const std::string& resource) const {
+        return std::make_shared<key>(resource);
+    }
+    named_lock make_lock(const std::string& resource, lock_options o = {}) const {
+        return named_lock(s, make_key(resource), std::move(o));
+    }
+    named_lock make_lock(std::shared_ptr<store> st, const std::string& resource,
+                         lock_options o = {}) const {
+        return named_lock(std::move(st), make_key(resource), std::move(o));
+    }
+    std::chrono::milliseconds delay() const { return entry.clock_delay; }
+};
+
+long long ms_since(steady::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start).count();
+}
+
+// ---------------------------------------------------------------------------------------------
+// AbstractStoreTestCase (§3.1)
+
+void test_save(context& c) {
+    key k(unique_resource("save"));
+    BOOST_TEST(!c.s->holds(k));
+    BOOST_TEST(c.s->try_acquire(k, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k));
+    c.s->release(k);
+    BOOST_TEST(!c.s->holds(k));
+}
+
+void test_save_with_different_resources(context& c) {
+    key k1(unique_resource("r1"));
+    key k2(unique_resource("r2"));
+    BOOST_TEST(c.s->try_acquire(k1, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    BOOST_TEST(c.s->try_acquire(k2, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    c.s->release(k1);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    c.s->release(k2);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+}
+
+void test_save_with_different_keys_on_same_resource(context& c) {
+    auto resource = unique_resource("same");
+    key k1(resource);
+    key k2(resource);
+    BOOST_TEST(c.s->try_acquire(k1, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    // A second owner in the same process must be refused, and must not disturb the holder.
+    BOOST_TEST(!c.s->try_acquire(k2, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    c.s->release(k1);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    BOOST_TEST(c.s->try_acquire(k2, ex, long_ttl));
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    c.s->release(k2);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+}
+
+void test_save_twice(context& c) {
+    key k(unique_resource("twice"));
+    BOOST_TEST(c.s->try_acquire(k, ex, long_ttl));
+    BOOST_TEST(c.s->try_acquire(k, ex, long_ttl));  // re-entry of the same owner
+    BOOST_TEST(c.s->holds(k));
+    c.s->release(k);  // one release frees it
+    BOOST_TEST(!c.s->holds(k));
+    key other(k.resource());
+    BOOST_TEST(c.s->try_acquire(other, ex, long_ttl));
+    c.s->release(other);
+}
+
+void test_delete_isolated(context& c) {
+    key k1(unique_resource("isolated1"));
+    key k2(unique_resource("isolated2"));
+    BOOST_TEST(c.s->try_acquire(k1, ex, long_ttl));
+    BOOST_CHECK_NO_THROW(c.s->release(k2));  // never saved: a no-op
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    c.s->release(k1);
+}
+
+// Release acts only on one's own lock (DESIGN: "release and refresh act only on one's own lock").
+void test_release_by_another_owner_is_ignored(context& c) {
+    auto resource = unique_resource("foreign");
+    key holder(resource);
+    key intruder(resource);
+    BOOST_TEST(c.s->try_acquire(holder, ex, long_ttl));
+    BOOST_CHECK_NO_THROW(c.s->release(intruder));
+    BOOST_TEST(c.s->holds(holder));
+    BOOST_TEST(!c.s->try_acquire(intruder, ex, long_ttl));
+    c.s->release(holder);
+    BOOST_TEST(c.s->try_acquire(intruder, ex, long_ttl));
+    c.s->release(intruder);
+}
+
+void test_release_twice(context& c) {
+    key k(unique_resource("release_twice"));
+    BOOST_TEST(c.s->try_acquire(k, ex, long_ttl));
+    c.s->release(k);
+    BOOST_CHECK_NO_THROW(c.s->release(k));
+    BOOST_TEST(!c.s->holds(k));
+}
+
+void test_reports_its_capabilities(context& c) {
+    auto d = default_registry().find(c.entry.name);
+    BOOST_REQUIRE(d.has_value());
+    BOOST_TEST(c.s->capabilities() == d->capabilities);
+    BOOST_TEST(c.s->strategy() == c.entry.name);
+}
+
+void test_status(context& c) {
+    auto resource = unique_resource("status");
+    auto free_state = c.s->status(resource).held;
+    if (free_state == lock_status::state::unknown) {
+        BOOST_TEST_MESSAGE(c.entry.name << " cannot tell the status; nothing to check");
+        return;
+    }
+    BOOST_TEST(free_state == lock_status::state::free);
+    key k(resource);
+    BOOST_REQUIRE(c.s->try_acquire(k, ex, long_ttl));
+    BOOST_TEST(c.s->status(resource).held == lock_status::state::held_exclusive);
+    c.s->release(k);
+    BOOST_TEST(c.s->status(resource).held == lock_status::state::free);
+    if (has(c.caps, capability::shared)) {
+        BOOST_REQUIRE(c.s->try_acquire(k, sh, long_ttl));
+        BOOST_TEST(c.s->status(resource).held == lock_status::state::held_shared);
+        c.s->release(k);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// BlockingStoreTestTrait (§3.2)
+
+// The child holds the lock and reports 'H'; the parent's try fails; the parent says 'G'; the
+// child releases 50 ms later; the parent's blocking wait must return then, not before.
+void test_blocking_locks_across_processes(context& c) {
+    auto resource = unique_resource("blocking");
+    byte_pipe to_parent, to_child;
+    const auto entry = c.entry;  // copied before fork: the child builds its own store from it
+    pid_t child = fork_child([&]() -> int {
+        to_parent.close_read();
+        to_child.close_write();
+        auto own = create_store(entry);
+        key k(resource);
+        if (!own->try_acquire(k, ex, long_ttl)) {
+            to_parent.put('F');
+            return 1;
+        }
+        to_parent.put('H');
+        if (to_child.get(10s) != 'G') return 2;
+        std::this_thread::sleep_for(50ms);
+        own->release(k);
+        return 0;
+    });
+    to_parent.close_write();
+    to_child.close_read();
+    auto got = to_parent.get(10s);
+    BOOST_REQUIRE_MESSAGE(got == 'H', "child did not report holding the lock");
+
+    auto own = create_store(c.entry);  // the parent's own store, as Symfony's test does
+    key k(resource);
+    BOOST_TEST(!own->try_acquire(k, ex, long_ttl));
+    BOOST_TEST(!own->holds(k));
+    auto start = steady::now();
+    BOOST_REQUIRE(to_child.put('G'));
+    BOOST_TEST(own->wait_acquire(k, ex, long_ttl, steady::now() + 10s));
+    auto waited = ms_since(start);
+    BOOST_TEST(waited >= 45, "wait returned after " << waited << " ms, before the release");
+    BOOST_TEST(own->holds(k));
+    own->release(k);
+    BOOST_TEST(wait_child(child) == 0);
+}
+
+// Holds `resource` in a helper thread until told to let go, then releases it 50 ms later. The
+// same thread acquires and releases, as strategies whose owner is a thread (shm) require.
+class thread_holder {
+  public:
+    thread_holder(context& c, const std::string& resource) {
+        auto acquired = acquired_.get_future();
+        thread_ = std::thread([this, &c, resource] {
+            key k(resource);
+            bool ok = c.s->try_acquire(k, ex, long_ttl);
+            acquired_.set_value(ok);
+            if (!ok) return;
+            go_.get_future().wait();
+            std::this_thread::sleep_for(50ms);
+            c.s->release(k);
+        });
+        holding_ = acquired.get();
+    }
+    ~thread_holder() {
+        if (!released_) go_.set_value();
+        thread_.join();
+    }
+    bool holding() const { return holding_; }
+    // The holder releases about 50 ms after this call.
+    void let_go() {
+        released_ = true;
+        go_.set_value();
+    }
+
+  private:
+    std::promise<bool> acquired_;
+    std::promise<void> go_;
+    std::thread thread_;
+    bool holding_ = false;
+    bool released_ = false;
+};
+
+// The same with a thread, for every native_wait strategy (in-process ones included).
+void test_blocking_locks_across_threads(context& c) {
+    auto resource = unique_resource("blocking_thread");
+    thread_holder holder(c, resource);
+    BOOST_REQUIRE(holder.holding());
+    key waiter(resource);
+    BOOST_TEST(!c.s->try_acquire(waiter, ex, long_ttl));
+    auto start = steady::now();
+    holder.let_go();
+    bool got = c.s->wait_acquire(waiter, ex, long_ttl, steady::now() + 10s);
+    auto waited = ms_since(start);
+    BOOST_TEST(got);
+    BOOST_TEST(waited >= 45, "wait returned after " << waited << " ms, before the release");
+    BOOST_TEST(c.s->holds(waiter));
+    if (got) c.s->release(waiter);
+}
+
+void test_native_wait_times_out(context& c) {
+    auto resource = unique_resource("wait_timeout");
+    key holder(resource);
+    BOOST_REQUIRE(c.s->try_acquire(holder, ex, long_ttl));
+    key waiter(resource);
+    auto start = steady::now();
+    BOOST_TEST(!c.s->wait_acquire(waiter, ex, long_ttl, start + 150ms));
+    auto waited = ms_since(start);
+    BOOST_TEST(waited >= 145, "gave up after " << waited << " ms of 150");
+    BOOST_TEST(waited < 1500, "gave up after " << waited << " ms of 150");
+    BOOST_TEST(!c.s->holds(waiter));
+    BOOST_TEST(c.s->holds(holder));
+    // A deadline in the past is one attempt.
+    start = steady::now();
+    BOOST_TEST(!c.s->wait_acquire(waiter, ex, long_ttl, start - 1s));
+    BOOST_TEST(ms_since(start) < 1000);
+    c.s->release(holder);
+    BOOST_TEST(c.s->wait_acquire(waiter, ex, long_ttl, steady::now() - 1s));
+    c.s->release(waiter);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ExpiringStoreTestTrait (§3.3)
+
+void test_expiration(context& c) {
+    key k(unique_resource("expiration"));
+    auto d = c.delay();
+    BOOST_REQUIRE(c.s->try_acquire(k, ex, 2 * d));
+    BOOST_TEST(c.s->holds(k));
+    std::this_thread::sleep_for(3 * d);
+    BOOST_TEST(!c.s->holds(k));
+}
+
+// Symfony's testRefreshLock duplicates testExpiration; here refresh() really sets the TTL.
+void test_refresh_lock(context& c) {
+    key k(unique_resource("refresh"));
+    auto d = c.delay();
+    BOOST_REQUIRE(c.s->try_acquire(k, ex, 2 * d));
+    std::this_thread::sleep_for(d);
+    BOOST_TEST(c.s->refresh(k, 4 * d));  // now expires at 5d instead of 2d
+    std::this_thread::sleep_for(2 * d);  // 3d: past the first TTL
+    BOOST_TEST(c.s->holds(k));
+    BOOST_TEST(c.s->refresh(k, 2 * d));  // shortening works too
+    BOOST_TEST(c.s->holds(k));
+    std::this_thread::sleep_for(3 * d);
+    BOOST_TEST(!c.s->holds(k));
+}
+
+void test_refresh_of_a_lost_lock_fails(context& c) {
+    auto resource = unique_resource("lost");
+    auto d = c.delay();
+    key k1(resource);
+    key k2(resource);
+    BOOST_REQUIRE(c.s->try_acquire(k1, ex, d));
+    std::this_thread::sleep_for(2 * d);
+    BOOST_REQUIRE(c.s->try_acquire(k2, ex, long_ttl));
+    BOOST_TEST(!c.s->refresh(k1, long_ttl));  // must not steal k2's lock
+    BOOST_TEST(c.s->holds(k2));
+    BOOST_TEST(!c.s->holds(k1));
+    c.s->release(k1);  // not ours any more: a no-op
+    BOOST_TEST(c.s->holds(k2));
+    c.s->release(k2);
+}
+
+// testAbortAfterExpiration: the grant (or renewal) comes back after its TTL, so named_lock
+// reports expired_error and removes what the store wrote.
+void test_abort_after_expiration(context& c) {
+    auto slow = std::make_shared<forwarding_store>(c.s);
+    auto d = c.delay();
+    lock_options o;
+    o.ttl = d;
+    auto resource = unique_resource("abort");
+    auto lock = c.make_lock(slow, resource, o);
+    slow->delay(2 * d);
+    BOOST_CHECK_THROW(lock.acquire(), expired_error);
+    slow->delay(0ms);
+    BOOST_TEST(!c.s->holds(*lock.owner()));
+    BOOST_TEST(!lock.is_acquired());
+    auto next = c.make_lock(resource);
+    BOOST_TEST(next.try_lock());
+
+    // The same for a refresh that comes back too late.
+    o.ttl = long_ttl;
+    auto refreshed = c.make_lock(slow, unique_resource("abort_refresh"), o);
+    BOOST_REQUIRE(refreshed.acquire());
+    slow->delay(2 * d);
+    BOOST_CHECK_THROW(refreshed.refresh(d), expired_error);
+    slow->delay(0ms);
+}
+
+void test_set_expiration(context& c) {
+    lock_options o;
+    o.ttl = 10s;
+    auto lock = c.make_lock(unique_resource("set_expiration"), o);
+    BOOST_REQUIRE(lock.acquire());
+    lock.refresh(1s);
+    auto left = lock.remaining_lifetime();
+    BOOST_REQUIRE(left.has_value());
+    BOOST_TEST(left->count() >= 0);
+    BOOST_TEST(left->count() <= 1000);
+    BOOST_TEST(!lock.is_expired());
+}
+
+void test_expired_lock_cleaned(context& c) {
+    auto resource = unique_resource("cleaned");
+    auto d = c.delay();
+    key k1(resource);
+    key k2(resource);
+    BOOST_REQUIRE(c.s->try_acquire(k1, ex, d));
+    std::this_thread::sleep_for(2 * d);
+    BOOST_TEST(!c.s->holds(k1));
+    // Stale state must not block the next holder.
+    BOOST_TEST(c.s->try_acquire(k2, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k2));
+    BOOST_TEST(!c.s->holds(k1));
+    c.s->release(k2);
+}
+
+// A waiter must get a lock whose holder let it expire, without a release to wake it.
+void test_waiter_gets_an_expired_lock(context& c) {
+    auto resource = unique_resource("expired_wait");
+    auto d = c.delay();
+    key holder(resource);
+    BOOST_REQUIRE(c.s->try_acquire(holder, ex, 2 * d));
+    key waiter(resource);
+    auto start = steady::now();
+    BOOST_TEST(c.s->wait_acquire(waiter, ex, long_ttl, start + 20 * d));
+    auto waited = ms_since(start);
+    BOOST_TEST(waited < 15 * d.count(),
+               "waited " << waited << " ms for a " << 2 * d.count() << " ms grant to expire");
+    BOOST_TEST(c.s->holds(waiter));
+    BOOST_TEST(!c.s->holds(holder));
+    c.s->release(waiter);
+}
+
+void test_auto_refresh_keeps_the_lock(context& c) {
+    auto d = c.delay();
+    lock_options o;
+    o.ttl = 3 * d;
+    o.auto_refresh = true;
+    auto resource = unique_resource("auto_refresh");
+    auto lock = c.make_lock(resource, o);
+    BOOST_REQUIRE(lock.acquire());
+    std::this_thread::sleep_for(8 * d);  // well past the TTL
+    BOOST_TEST(lock.is_acquired());
+    BOOST_TEST(!lock.is_expired());
+    key other(resource);
+    BOOST_TEST(!c.s->try_acquire(other, ex, long_ttl));
+    lock.unlock();
+    BOOST_TEST(c.s->try_acquire(other, ex, long_ttl));
+    c.s->release(other);
+}
+
+void test_lock_remaining_lifetime(context& c) {
+    lock_options o;
+    o.ttl = 10s;
+    auto lock = c.make_lock(unique_resource("lifetime"), o);
+    BOOST_REQUIRE(lock.acquire());
+    auto left = lock.remaining_lifetime();
+    BOOST_REQUIRE(left.has_value());
+    BOOST_TEST(left->count() > 9000);
+    BOOST_TEST(left->count() <= 10000);
+}
+
+void test_no_lifetime_without_expiring(context& c) {
+    auto lock = c.make_lock(unique_resource("no_lifetime"));
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_TEST(!lock.remaining_lifetime().has_value());
+    BOOST_TEST(!lock.is_expired());
+    BOOST_CHECK_NO_THROW(lock.refresh());  // a no-op
+    BOOST_TEST(lock.is_acquired());
+}
+
+// ---------------------------------------------------------------------------------------------
+// SharedLockStoreTestTrait (§3.4)
+
+void test_shared_lock_read_first(context& c) {
+    auto resource = unique_resource("read_first");
+    key k1(resource), k2(resource), k3(resource);
+    BOOST_TEST(c.s->try_acquire(k1, sh, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    BOOST_TEST(!c.s->holds(k3));
+    BOOST_TEST(c.s->try_acquire(k2, sh, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    BOOST_TEST(!c.s->holds(k3));
+    BOOST_TEST(!c.s->try_acquire(k3, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    BOOST_TEST(!c.s->holds(k3));
+    c.s->release(k1);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    BOOST_TEST(!c.s->holds(k3));
+    c.s->release(k2);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    BOOST_TEST(!c.s->holds(k3));
+    BOOST_TEST(c.s->try_acquire(k3, ex, long_ttl));
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    BOOST_TEST(c.s->holds(k3));
+    c.s->release(k3);
+    BOOST_TEST(!c.s->holds(k3));
+}
+
+void test_shared_lock_write_first(context& c) {
+    auto resource = unique_resource("write_first");
+    key k1(resource), k2(resource);
+    BOOST_TEST(c.s->try_acquire(k1, ex, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    BOOST_TEST(!c.s->try_acquire(k2, sh, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    c.s->release(k1);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    BOOST_TEST(c.s->try_acquire(k2, ex, long_ttl));
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    c.s->release(k2);
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+}
+
+void test_shared_lock_promote(context& c) {
+    auto resource = unique_resource("promote");
+    key k1(resource), k2(resource);
+    BOOST_TEST(c.s->try_acquire(k1, sh, long_ttl));
+    BOOST_TEST(c.s->try_acquire(k2, sh, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    // Promotion while another reader is present is refused...
+    BOOST_TEST(!c.s->try_acquire(k1, ex, long_ttl));
+    // ...and keeps the read lock (DESIGN: "a failed promote keeps the read lock").
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    key writer(resource);
+    BOOST_TEST(!c.s->try_acquire(writer, ex, long_ttl));
+    c.s->release(k2);
+    // The read lock kept is still a read lock that keeps writers out.
+    BOOST_TEST(!c.s->try_acquire(writer, ex, long_ttl));
+    c.s->release(k1);
+    BOOST_TEST(c.s->try_acquire(writer, ex, long_ttl));
+    c.s->release(writer);
+}
+
+void test_shared_lock_promote_allowed(context& c) {
+    auto resource = unique_resource("promote_allowed");
+    key k1(resource), k2(resource);
+    BOOST_TEST(c.s->try_acquire(k1, sh, long_ttl));
+    BOOST_TEST(c.s->try_acquire(k1, ex, long_ttl));  // sole reader
+    BOOST_TEST(!c.s->try_acquire(k2, sh, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(!c.s->holds(k2));
+    c.s->release(k1);
+    BOOST_TEST(c.s->try_acquire(k2, sh, long_ttl));
+    BOOST_TEST(!c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    c.s->release(k2);
+}
+
+void test_shared_lock_demote(context& c) {
+    auto resource = unique_resource("demote");
+    key k1(resource), k2(resource);
+    BOOST_TEST(c.s->try_acquire(k1, ex, long_ttl));
+    BOOST_TEST(c.s->try_acquire(k1, sh, long_ttl));  // demotion
+    BOOST_TEST(c.s->try_acquire(k2, sh, long_ttl));
+    BOOST_TEST(c.s->holds(k1));
+    BOOST_TEST(c.s->holds(k2));
+    key writer(resource);
+    BOOST_TEST(!c.s->try_acquire(writer, ex, long_ttl));
+    c.s->release(k1);
+    c.s->release(k2);
+    BOOST_TEST(c.s->try_acquire(writer, ex, long_ttl));
+    c.s->release(writer);
+}
+
+void test_shared_lock_objects(context& c) {
+    auto resource = unique_resource("shared_objects");
+    auto r1 = c.make_lock(resource);
+    auto r2 = c.make_lock(resource);
+    auto w = c.make_lock(resource);
+    BOOST_TEST(r1.try_lock_shared());
+    BOOST_TEST(r2.try_lock_shared());
+    BOOST_TEST(!w.try_lock());
+    BOOST_TEST(!w.try_lock_for(50ms));
+    r1.unlock_shared();
+    BOOST_TEST(!w.try_lock());
+    r2.unlock_shared();
+    BOOST_TEST(w.try_lock());
+    BOOST_TEST(!r1.try_lock_shared());
+}
+
+// ---------------------------------------------------------------------------------------------
+// UnserializableTestTrait (§3.5) and its opposite
+
+void test_unserializable_key(context& c) {
+    auto lock = c.make_lock(unique_resource("unserializable"));
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_TEST(lock.is_acquired());
+    BOOST_CHECK_THROW((void)lock.serialize_key(), not_serializable_error);
+    BOOST_TEST(lock.is_acquired());  // refusing did not disturb the lock
+}
+
+void test_serializable_key(context& c) {
+    key k(unique_resource("serializable"));
+    BOOST_REQUIRE(c.s->try_acquire(k, ex, long_ttl));
+    key moved = key::from_json(nlohmann::json::parse(k.to_json().dump()));
+    BOOST_TEST(c.s->holds(moved));
+    c.s->release(moved);
+    BOOST_TEST(!c.s->holds(k));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lock-level cases for every strategy
+
+// Each grant's token is larger than every earlier grant's (DESIGN, capability `fencing`).
+void test_fencing_tokens_increase(context& c) {
+    auto resource = unique_resource("fencing");
+    std::uint64_t last = 0;
+    for (int i = 0; i < 5; ++i) {
+        auto lock = c.make_lock(resource);
+        BOOST_REQUIRE(lock.acquire());
+        auto token = lock.fencing_token();
+        BOOST_REQUIRE(token.has_value());
+        BOOST_TEST(*token > last, "grant " << i << ": " << *token << " after " << last);
+        last = *token;
+        lock.release();
+    }
+}
+
+void test_two_lock_objects_exclude_each_other(context& c) {
+    auto resource = unique_resource("two_objects");
+    auto a = c.make_lock(resource);
+    auto b = c.make_lock(resource);
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(!b.try_lock());
+    BOOST_TEST(a.try_lock());  // idempotent, not counted
+    a.unlock();                // one unlock releases
+    BOOST_TEST(b.try_lock());
+    BOOST_TEST(!a.try_lock());
+    b.unlock();
+}
+
+void test_bounded_wait_times_out(context& c) {
+    auto resource = unique_resource("bounded");
+    auto holder = c.make_lock(resource);
+    BOOST_REQUIRE(holder.try_lock());
+    auto waiter = c.make_lock(resource);
+    auto start = steady::now();
+    BOOST_TEST(!waiter.try_lock_for(200ms));
+    auto waited = ms_since(start);
+    BOOST_TEST(waited >= 195, "gave up after " << waited << " ms of 200");
+    BOOST_TEST(waited < 1500, "gave up after " << waited << " ms of 200");
+    BOOST_TEST(!waiter.held_mode().has_value());
+    BOOST_TEST(holder.is_acquired());
+    start = steady::now();
+    BOOST_TEST(!waiter.try_lock_until(steady::now() + 100ms));
+    waited = ms_since(start);
+    BOOST_TEST(waited >= 95);
+    BOOST_TEST(waited < 1500);
+}
+
+void test_try_lock_for_zero_is_a_single_try(context& c) {
+    auto counting = std::make_shared<forwarding_store>(c.s);
+    auto resource = unique_resource("zero");
+    auto holder = c.make_lock(resource);
+    BOOST_REQUIRE(holder.try_lock());
+    auto waiter = c.make_lock(counting, resource);
+    auto start = steady::now();
+    BOOST_TEST(!waiter.try_lock_for(0ms));
+    BOOST_TEST(counting->acquire_calls() == 1);
+    BOOST_TEST(ms_since(start) < 1000);
+    holder.unlock();
+    BOOST_TEST(waiter.try_lock_for(0ms));
+    BOOST_TEST(counting->acquire_calls() == 2);
+}
+
+void test_lock_waits_for_the_holder(context& c) {
+    auto resource = unique_resource("lock_waits");
+    thread_holder holder(c, resource);
+    BOOST_REQUIRE(holder.holding());
+    auto waiter = c.make_lock(resource);
+    BOOST_TEST(!waiter.try_lock());
+    auto start = steady::now();
+    holder.let_go();
+    waiter.lock();
+    auto waited = ms_since(start);
+    BOOST_TEST(waited >= 45);
+    BOOST_TEST(waiter.is_acquired());
+    waiter.unlock();
+}
+
+void test_lock_waits_for_another_process(context& c) {
+    auto resource = unique_resource("lock_waits_process");
+    byte_pipe to_parent, to_child;
+    const auto entry = c.entry;
+    pid_t child = fork_child([&]() -> int {
+        to_parent.close_read();
+        to_child.close_write();
+        auto lock = named_lock(create_store(entry), std::make_shared<key>(resource));
+        if (!lock.try_lock()) return 1;
+        to_parent.put('H');
+        if (to_child.get(10s) != 'G') return 2;
+        std::this_thread::sleep_for(50ms);
+        lock.unlock();
+        return 0;
+    });
+    to_parent.close_write();
+    to_child.close_read();
+    BOOST_REQUIRE_MESSAGE(to_parent.get(10s) == 'H', "child did not report holding the lock");
+    auto waiter = c.make_lock(resource);
+    BOOST_TEST(!waiter.try_lock());
+    auto start = steady::now();
+    BOOST_REQUIRE(to_child.put('G'));
+    BOOST_TEST(waiter.try_lock_for(10s));
+    BOOST_TEST(ms_since(start) >= 45);
+    BOOST_TEST(wait_child(child) == 0);
+}
+
+void test_mutual_exclusion_across_threads(context& c) {
+    auto resource = unique_resource("threads");
+    long counter = 0;
+    std::atomic<int> inside{0};
+    std::atomic<int> overlaps{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] {
+            auto lock = c.make_lock(resource);
+            for (int i = 0; i < 200; ++i) {
+                std::lock_guard guard(lock);
+                if (inside.fetch_add(1) != 0) ++overlaps;
+                long seen = counter;
+                std::this_thread::yield();  // widen the window for a lost update
+                counter = seen + 1;
+                inside.fetch_sub(1);
+            }
+        });
+    for (auto& t : threads) t.join();
+    BOOST_TEST(overlaps.load() == 0);
+    BOOST_TEST(counter == 800);
+}
+
+void test_readers_and_writers_across_threads(context& c) {
+    auto resource = unique_resource("rw_threads");
+    std::atomic<int> readers{0};
+    std::atomic<int> writers{0};
+    std::atomic<int> violations{0};
+    std::atomic<int> max_readers{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            auto lock = c.make_lock(resource);
+            for (int i = 0; i < 100; ++i) {
+                if ((i + t) % 4 == 0) {
+                    std::unique_lock guard(lock);
+                    if (writers.fetch_add(1) != 0 || readers.load() != 0) ++violations;
+                    std::this_thread::yield();
+                    writers.fetch_sub(1);
+                } else {
+                    std::shared_lock guard(lock);
+                    int now = readers.fetch_add(1) + 1;
+                    if (writers.load() != 0) ++violations;
+                    int prev = max_readers.load();
+                    while (now > prev && !max_readers.compare_exchange_weak(prev, now)) {
+                    }
+                    std::this_thread::sleep_for(100us);
+                    readers.fetch_sub(1);
+                }
+            }
+        });
+    for (auto& t : threads) t.join();
+    BOOST_TEST(violations.load() == 0);
+    BOOST_TEST_MESSAGE(c.entry.name << ": at most " << max_readers.load() << " readers at once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration
+
+struct case_spec {
+    const char* name;
+    capability needs;         // every bit must be in the strategy's capabilities
+    capability needs_absent;  // none of these bits may be there
+    bool cross_process;       // skipped for in_process_only entries
+    void (*run)(context&);
+};
+
+const capability exclusive = capability::exclusive;
+
+const case_spec cases[] = {
+    // §3.1 AbstractStoreTestCase
+    {"save", exclusive, capability::none, false, test_save},
+    {"save_with_different_resources", exclusive, capability::none, false,
+     test_save_with_different_resources},
+    {"save_with_different_keys_on_same_resource", exclusive, capability::none, false,
+     test_save_with_different_keys_on_same_resource},
+    {"save_twice", exclusive, capability::none, false, test_save_twice},
+    {"delete_isolated", exclusive, capability::none, false, test_delete_isolated},
+    {"release_by_another_owner_is_ignored", exclusive, capability::none, false,
+     test_release_by_another_owner_is_ignored},
+    {"release_twice", exclusive, capability::none, false, test_release_twice},
+    {"reports_its_capabilities", capability::none, capability::none, false,
+     test_reports_its_capabilities},
+    {"status", exclusive, capability::none, false, test_status},
+    // §3.2 BlockingStoreTestTrait
+    {"blocking_locks_across_processes", capability::native_wait, capability::none, true,
+     test_blocking_locks_across_processes},
+    {"blocking_locks_across_threads", capability::native_wait, capability::none, false,
+     test_blocking_locks_across_threads},
+    {"native_wait_times_out", capability::native_wait, capability::none, false,
+     test_native_wait_times_out},
+    // §3.3 ExpiringStoreTestTrait
+    {"expiration", capability::expiring, capability::none, false, test_expiration},
+    {"refresh_lock", capability::expiring, capability::none, false, test_refresh_lock},
+    {"refresh_of_a_lost_lock_fails", capability::expiring, capability::none, false,
+     test_refresh_of_a_lost_lock_fails},
+    {"abort_after_expiration", capability::expiring, capability::none, false,
+     test_abort_after_expiration},
+    {"set_expiration", capability::expiring, capability::none, false, test_set_expiration},
+    {"expired_lock_cleaned", capability::expiring, capability::none, false,
+     test_expired_lock_cleaned},
+    {"waiter_gets_an_expired_lock", capability::expiring | capability::native_wait,
+     capability::none, false, test_waiter_gets_an_expired_lock},
+    {"auto_refresh_keeps_the_lock", capability::expiring, capability::none, false,
+     test_auto_refresh_keeps_the_lock},
+    {"lock_remaining_lifetime", capability::expiring, capability::none, false,
+     test_lock_remaining_lifetime},
+    {"no_lifetime_without_expiring", exclusive, capability::expiring, false,
+     test_no_lifetime_without_expiring},
+    // §3.4 SharedLockStoreTestTrait
+    {"shared_lock_read_first", capability::shared, capability::none, false,
+     test_shared_lock_read_first},
+    {"shared_lock_write_first", capability::shared, capability::none, false,
+     test_shared_lock_write_first},
+    {"shared_lock_promote", capability::shared, capability::none, false, test_shared_lock_promote},
+    {"shared_lock_promote_allowed", capability::shared, capability::none, false,
+     test_shared_lock_promote_allowed},
+    {"shared_lock_demote", capability::shared, capability::none, false, test_shared_lock_demote},
+    {"shared_lock_objects", capability::shared, capability::none, false, test_shared_lock_objects},
+    {"readers_and_writers_across_threads", capability::shared, capability::none, false,
+     test_readers_and_writers_across_threads},
+    // §3.5 UnserializableTestTrait
+    {"unserializable_key", exclusive, capability::serializable, false, test_unserializable_key},
+    {"serializable_key", exclusive | capability::serializable, capability::none, false,
+     test_serializable_key},
+    // named_lock on the real store
+    {"fencing_tokens_increase", exclusive | capability::fencing, capability::none, false,
+     test_fencing_tokens_increase},
+    {"two_lock_objects_exclude_each_other", exclusive, capability::none, false,
+     test_two_lock_objects_exclude_each_other},
+    {"bounded_wait_times_out", exclusive, capability::none, false, test_bounded_wait_times_out},
+    {"try_lock_for_zero_is_a_single_try", exclusive, capability::none, false,
+     test_try_lock_for_zero_is_a_single_try},
+    {"lock_waits_for_the_holder", exclusive, capability::none, false,
+     test_lock_waits_for_the_holder},
+    {"lock_waits_for_another_process", exclusive, capability::none, true,
+     test_lock_waits_for_another_process},
+    {"mutual_exclusion_across_threads", exclusive, capability::none, false,
+     test_mutual_exclusion_across_threads},
+};
+
+// Runs one case, or explains why it cannot.
+void run_case(const strategy_under_test& entry, const case_spec& spec) {
+    if (!entry.options) {
+        // Only reached under CI: locally the precondition skipped the case.
+        BOOST_FAIL(entry.name << " is not available: " << entry.missing);
+    }
+    BOOST_TEST_CONTEXT("strategy " << entry.name) {
+        context c(entry);
+        spec.run(c);
+    }
+}
+
+bool init_conformance_suite() {
+    using namespace boost::unit_test;
+    auto& master = framework::master_test_suite();
+    master.p_name.value = "conformance";
+    static const std::vector<strategy_under_test> entries = strategies_under_test();
+    if (entries.empty()) {
+        master.add(make_test_case([] { BOOST_FAIL("strategies_under_test() is empty"); },
+                                  "no_strategies", __FILE__, __LINE__));
+        return true;
+    }
+    for (const auto& entry : entries) {
+        auto descriptor = default_registry().find(entry.name);
+        auto* suite = BOOST_TEST_SUITE(entry.name);
+        master.add(suite);
+        if (!descriptor) {
+            suite->add(make_test_case(
+                [name = entry.name] { BOOST_FAIL(name << " is listed but not registered"); },
+                "registered", __FILE__, __LINE__));
+            continue;
+        }
+        for (const auto& spec : cases) {
+            if (!has(descriptor->capabilities, spec.needs)) continue;
+            if ((descriptor->capabilities & spec.needs_absent) != capability::none) continue;
+            if (spec.cross_process && entry.in_process_only) continue;
+            const strategy_under_test* e = &entry;
+            const case_spec* s = &spec;
+            auto* tc = make_test_case([e, s] { run_case(*e, *s); }, spec.name, __FILE__, __LINE__);
+            if (!entry.options && !running_in_ci()) {
+                std::string why = entry.name + " skipped: " + entry.missing;
+                tc->add_precondition([why](test_unit_id) {
+                    boost::test_tools::assertion_result r(false);
+                    r.message() << why;
+                    return r;
+                });
+            }
+            suite->add(tc);
+        }
+    }
+    return true;
+}
+
+// Removes the lock directories the entries created, once every case has run.
+struct cleanup {
+    ~cleanup() { remove_test_lock_dirs(); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(cleanup);
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+    return boost::unit_test::unit_test_main(&init_conformance_suite, argc, argv);
+}

@@ -1,0 +1,263 @@
+// Multi-process tests, run for every entry of strategies_under_test() that works across
+// processes (in_process_only entries such as `memory` are skipped):
+//  - counter: several processes increment a counter file under the lock, with a delay between
+//    read and write to provoke lost updates; the final value must be exact;
+//  - crash: a holder killed with SIGKILL releases at once (strategies with crash_release);
+//  - shared: readers in several processes coexist and exclude a writer (strategies with shared).
+// Processes are forked; they synchronise through pipes, never through sleeps.
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <locksmith/named_lock.hpp>
+#include <locksmith/registry.hpp>
+
+#include "support/child_process.hpp"
+#include "support/strategies_under_test.hpp"
+#include "support/suite_helpers.hpp"
+#include "support/test_environment.hpp"
+
+using namespace locksmith;
+using namespace locksmith::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int process_count = 4;
+constexpr int increments = 200;
+
+named_lock make_lock(const strategy_under_test& entry, const std::string& resource) {
+    return named_lock(create_store(entry), std::make_shared<key>(resource));
+}
+
+// The counter lives in a plain file, read and written with separate system calls so that two
+// processes inside the critical section at once lose an update.
+class counter_file {
+  public:
+    explicit counter_file(std::filesystem::path path) : path_(std::move(path)) {}
+    long read() const {
+        int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return -1;
+        char buf[32] = {};
+        ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+        ::close(fd);
+        if (n <= 0) return -1;
+        return std::strtol(buf, nullptr, 10);
+    }
+    bool write(long value) const {
+        int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) return false;
+        char buf[32];
+        int len = std::snprintf(buf, sizeof buf, "%020ld\n", value);  // fixed width
+        bool ok = ::pwrite(fd, buf, size_t(len), 0) == len;
+        ::close(fd);
+        return ok;
+    }
+
+  private:
+    std::filesystem::path path_;
+};
+
+std::filesystem::path scratch_dir() {
+    auto dir =
+        std::filesystem::temp_directory_path() / ("locksmith-stress-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void test_counter(const strategy_under_test& entry) {
+    auto resource = unique_resource("counter");
+    counter_file counter(scratch_dir() / (entry.name + ".counter"));
+    BOOST_REQUIRE(counter.write(0));
+
+    byte_pipe go;  // closing its write end starts every child at once
+    byte_pipe ready;
+    std::vector<pid_t> children;
+    for (int p = 0; p < process_count; ++p) {
+        children.push_back(fork_child([&]() -> int {
+            go.close_write();
+            ready.close_read();
+            auto lock = make_lock(entry, resource);
+            ready.put('R');
+            (void)go.get(20s);  // EOF: go
+            for (int i = 0; i < increments; ++i) {
+                lock.lock();
+                long value = counter.read();
+                if (value < 0) return 3;
+                std::this_thread::sleep_for(50us);  // widen the race window
+                if (!counter.write(value + 1)) return 4;
+                lock.unlock();
+            }
+            return 0;
+        }));
+    }
+    ready.close_write();
+    for (int p = 0; p < process_count; ++p)
+        BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
+    go.close_write();
+    for (auto pid : children) BOOST_TEST(wait_child(pid, 60s) == 0, "child " << pid);
+    BOOST_TEST(counter.read() == long(process_count) * increments);
+}
+
+void test_sigkill_releases(const strategy_under_test& entry) {
+    auto resource = unique_resource("crash");
+    byte_pipe to_parent;
+    pid_t child = fork_child([&]() -> int {
+        to_parent.close_read();
+        auto lock = make_lock(entry, resource);
+        lock.lock();
+        to_parent.put('H');
+        for (;;) ::pause();  // hold until killed
+    });
+    to_parent.close_write();
+    BOOST_REQUIRE_MESSAGE(to_parent.get(10s) == 'H', "child did not report holding the lock");
+
+    auto lock = make_lock(entry, resource);
+    BOOST_TEST(!lock.try_lock());
+    BOOST_REQUIRE(::kill(child, SIGKILL) == 0);
+    BOOST_TEST(wait_child(child, 10s) == 128 + SIGKILL);
+    // crash_release: the kernel or server frees it with the process, so the next acquire
+    // succeeds within 100 ms.
+    BOOST_TEST(lock.try_lock_for(100ms));
+}
+
+void test_shared_holders(const strategy_under_test& entry) {
+    auto resource = unique_resource("shared");
+    constexpr int readers = 3;
+    byte_pipe reports;
+    byte_pipe release;  // closing its write end tells every reader to unlock
+    std::vector<pid_t> children;
+    for (int r = 0; r < readers; ++r) {
+        children.push_back(fork_child([&]() -> int {
+            reports.close_read();
+            release.close_write();
+            auto lock = make_lock(entry, resource);
+            if (!lock.try_lock_shared_for(10s)) {
+                reports.put('F');
+                return 1;
+            }
+            reports.put('S');
+            (void)release.get(20s);
+            lock.unlock_shared();
+            return 0;
+        }));
+    }
+    reports.close_write();
+    // Every reader reports while holding, and none releases before `release` closes: three
+    // 'S' mean three processes held the shared lock at the same time.
+    int holding = 0;
+    for (int r = 0; r < readers; ++r) {
+        auto c = reports.get(10s);
+        if (c == 'S') ++holding;
+    }
+    BOOST_TEST(holding == readers);
+
+    auto writer = make_lock(entry, resource);
+    BOOST_TEST(!writer.try_lock());
+    BOOST_TEST(!writer.try_lock_for(50ms));
+    // One more reader in this process still gets in.
+    auto reader = make_lock(entry, resource);
+    BOOST_TEST(reader.try_lock_shared());
+    reader.unlock_shared();
+
+    release.close_write();
+    for (auto pid : children) BOOST_TEST(wait_child(pid, 20s) == 0, "child " << pid);
+    BOOST_TEST(writer.try_lock_for(5s));
+
+    // And the writer, now holding, excludes a reader in another process.
+    pid_t probe = fork_child([&]() -> int {
+        auto lock = make_lock(entry, resource);
+        return lock.try_lock_shared() ? 1 : 0;
+    });
+    BOOST_TEST(wait_child(probe, 10s) == 0, "a reader got in while a writer held the lock");
+    writer.unlock();
+    pid_t after = fork_child([&]() -> int {
+        auto lock = make_lock(entry, resource);
+        return lock.try_lock_shared() ? 0 : 1;
+    });
+    BOOST_TEST(wait_child(after, 10s) == 0, "a reader was refused after the writer left");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct case_spec {
+    const char* name;
+    capability needs;
+    void (*run)(const strategy_under_test&);
+};
+
+const case_spec cases[] = {
+    {"counter_under_lock", capability::exclusive, test_counter},
+    {"sigkill_releases_at_once", capability::exclusive | capability::crash_release,
+     test_sigkill_releases},
+    {"shared_holders_coexist_and_exclude_a_writer", capability::shared, test_shared_holders},
+};
+
+bool init_stress_suite() {
+    using namespace boost::unit_test;
+    auto& master = framework::master_test_suite();
+    master.p_name.value = "multi_process";
+    static const std::vector<strategy_under_test> entries = strategies_under_test();
+    int registered = 0;
+    for (const auto& entry : entries) {
+        if (entry.in_process_only) continue;
+        auto descriptor = default_registry().find(entry.name);
+        if (!descriptor) continue;
+        auto* suite = BOOST_TEST_SUITE(entry.name);
+        master.add(suite);
+        for (const auto& spec : cases) {
+            if (!has(descriptor->capabilities, spec.needs)) continue;
+            const strategy_under_test* e = &entry;
+            auto run = spec.run;
+            auto* tc = make_test_case(
+                [e, run] {
+                    if (!e->options) BOOST_FAIL(e->name << " is not available: " << e->missing);
+                    run(*e);
+                },
+                spec.name, __FILE__, __LINE__);
+            if (!entry.options && !running_in_ci()) {
+                std::string why = entry.name + " skipped: " + entry.missing;
+                tc->add_precondition([why](test_unit_id) {
+                    boost::test_tools::assertion_result r(false);
+                    r.message() << why;
+                    return r;
+                });
+            }
+            suite->add(tc);
+            ++registered;
+        }
+    }
+    if (registered == 0)
+        master.add(make_test_case([] { BOOST_FAIL("no cross-process strategy under test"); },
+                                  "no_strategies", __FILE__, __LINE__));
+    return true;
+}
+
+struct cleanup {
+    ~cleanup() {
+        std::error_code ec;
+        std::filesystem::remove_all(scratch_dir(), ec);
+        remove_test_lock_dirs();
+    }
+};
+BOOST_TEST_GLOBAL_FIXTURE(cleanup);
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+    return boost::unit_test::unit_test_main(&init_stress_suite, argc, argv);
+}

@@ -1,0 +1,47 @@
+// Helpers for tests that fork: a pipe to pass single bytes between parent and child (the
+// synchronisation, instead of sleeps), and fork/wait with a safety timeout so a broken lock
+// makes a test fail instead of hanging CTest.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace locksmith::test {
+
+// A pipe whose ends close on destruction. Each end can be closed early, e.g. by a child that
+// only reads, so that closing the last write end is seen as EOF by every reader.
+class byte_pipe {
+  public:
+    byte_pipe();
+    ~byte_pipe();
+    byte_pipe(const byte_pipe&) = delete;
+    byte_pipe& operator=(const byte_pipe&) = delete;
+
+    // Returns false when the write failed (reader gone).
+    bool put(char c);
+    // Waits up to `timeout` for one byte. nullopt on timeout or EOF.
+    std::optional<char> get(std::chrono::milliseconds timeout);
+    void close_read();
+    void close_write();
+
+  private:
+    int read_fd_ = -1;
+    int write_fd_ = -1;
+};
+
+// Forks; the child runs `body` and _exit()s with its result (exceptions give 120, so the parent
+// sees them as a failure). The child never returns into the test framework, and an alarm
+// kills it after `limit` so that a stuck child cannot outlive the test.
+// Returns the child's pid in the parent. Throws std::system_error when fork fails.
+pid_t fork_child(const std::function<int()>& body,
+                 std::chrono::seconds limit = std::chrono::seconds(30));
+
+// Waits for `pid` at most `timeout`, killing it with SIGKILL after that.
+// Returns its exit status, 128+signal when a signal ended it, or -1 on timeout or error.
+int wait_child(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+}  // namespace locksmith::test

@@ -1,0 +1,191 @@
+#include "support/recording_store.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include <locksmith/errors.hpp>
+
+namespace locksmith::test {
+
+recording_store::recording_store(capability caps, std::string strategy)
+    : store(std::move(strategy), caps) {}
+
+void recording_store::conflict_next(int n) {
+    std::lock_guard lock(mutex_);
+    conflicts_left_ = n;
+}
+void recording_store::conflict_randomly(bool on) {
+    std::lock_guard lock(mutex_);
+    random_conflicts_ = on;
+}
+void recording_store::acquire_delay(std::chrono::milliseconds delay) {
+    std::lock_guard lock(mutex_);
+    delay_ = delay;
+}
+void recording_store::fail_acquire(bool on) {
+    std::lock_guard lock(mutex_);
+    fail_acquire_ = on;
+}
+void recording_store::fail_release(bool on) {
+    std::lock_guard lock(mutex_);
+    fail_release_ = on;
+}
+void recording_store::ignore_release(bool on) {
+    std::lock_guard lock(mutex_);
+    ignore_release_ = on;
+}
+void recording_store::fail_refresh(bool on) {
+    std::lock_guard lock(mutex_);
+    fail_refresh_ = on;
+}
+
+void recording_store::clear(const std::string& resource) {
+    std::lock_guard lock(mutex_);
+    table_.erase(resource);
+}
+
+std::vector<recording_store::call> recording_store::calls() const {
+    std::lock_guard lock(mutex_);
+    return calls_;
+}
+
+int recording_store::count(call::kind what) const {
+    std::lock_guard lock(mutex_);
+    return int(std::count_if(calls_.begin(), calls_.end(),
+                             [what](const call& c) { return c.what == what; }));
+}
+
+std::optional<recording_store::call> recording_store::last(call::kind what) const {
+    std::lock_guard lock(mutex_);
+    for (auto it = calls_.rbegin(); it != calls_.rend(); ++it)
+        if (it->what == what) return *it;
+    return std::nullopt;
+}
+
+void recording_store::reset_calls() {
+    std::lock_guard lock(mutex_);
+    calls_.clear();
+}
+
+void recording_store::record(call c) {
+    std::lock_guard lock(mutex_);
+    calls_.push_back(std::move(c));
+}
+
+bool recording_store::grant_locked(key& k, lock_mode mode) {
+    auto& e = table_[k.resource()];
+    const auto& me = k.token();
+    bool other_writer = !e.writer.empty() && e.writer != me;
+    bool other_readers = std::any_of(e.readers.begin(), e.readers.end(),
+                                     [&](const std::string& t) { return t != me; });
+    if (mode == lock_mode::exclusive) {
+        if (other_writer || other_readers) return false;
+        e.readers.erase(me);  // promotion
+        e.writer = me;
+    } else {
+        if (other_writer) return false;
+        if (e.writer == me) e.writer.clear();  // demotion
+        e.readers.insert(me);
+    }
+    if (has(capabilities(), capability::fencing)) k.set_fencing_token(next_fencing_token_++);
+    return true;
+}
+
+bool recording_store::do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) {
+    record({call::kind::try_acquire, k.resource(), k.token(), mode, ttl});
+    std::chrono::milliseconds delay;
+    {
+        std::lock_guard lock(mutex_);
+        delay = delay_;
+    }
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    std::lock_guard lock(mutex_);
+    if (fail_acquire_) throw backend_error(strategy(), "test", "injected acquire failure");
+    if (conflicts_left_ > 0) {
+        --conflicts_left_;
+        return false;
+    }
+    if (random_conflicts_) {
+        // xorshift64: deterministic per store, good enough for a coin.
+        rng_ ^= rng_ << 13;
+        rng_ ^= rng_ >> 7;
+        rng_ ^= rng_ << 17;
+        if (rng_ & 1) return false;
+    }
+    return grant_locked(k, mode);
+}
+
+bool recording_store::do_wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl,
+                                      deadline until) {
+    record({call::kind::wait_acquire, k.resource(), k.token(), mode, ttl});
+    std::chrono::milliseconds delay;
+    {
+        std::lock_guard lock(mutex_);
+        delay = delay_;
+    }
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    // The double waits by polling its table; callers only see one wait_acquire call, which is
+    // what the tests count.
+    for (;;) {
+        {
+            std::lock_guard lock(mutex_);
+            if (fail_acquire_) throw backend_error(strategy(), "test", "injected acquire failure");
+            if (grant_locked(k, mode)) return true;
+        }
+        if (deadline::clock::now() >= until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+bool recording_store::do_refresh(key& k, std::chrono::milliseconds ttl) {
+    record({call::kind::refresh, k.resource(), k.token(), lock_mode::exclusive, ttl});
+    std::chrono::milliseconds delay;
+    {
+        std::lock_guard lock(mutex_);
+        delay = delay_;
+    }
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    std::lock_guard lock(mutex_);
+    if (fail_refresh_) return false;
+    auto it = table_.find(k.resource());
+    if (it == table_.end()) return false;
+    return it->second.writer == k.token() || it->second.readers.count(k.token()) != 0;
+}
+
+void recording_store::do_release(key& k) {
+    record({call::kind::release, k.resource(), k.token(), lock_mode::exclusive, {}});
+    std::lock_guard lock(mutex_);
+    if (fail_release_) throw backend_error(strategy(), "test", "injected release failure");
+    if (ignore_release_) return;
+    auto it = table_.find(k.resource());
+    if (it == table_.end()) return;
+    if (it->second.writer == k.token()) it->second.writer.clear();
+    it->second.readers.erase(k.token());
+    if (it->second.writer.empty() && it->second.readers.empty()) table_.erase(it);
+}
+
+bool recording_store::do_holds(const key& k) {
+    record({call::kind::holds, k.resource(), k.token(), lock_mode::exclusive, {}});
+    std::lock_guard lock(mutex_);
+    auto it = table_.find(k.resource());
+    if (it == table_.end()) return false;
+    return it->second.writer == k.token() || it->second.readers.count(k.token()) != 0;
+}
+
+lock_status recording_store::do_status(std::string_view resource) {
+    std::lock_guard lock(mutex_);
+    lock_status status;
+    auto it = table_.find(std::string(resource));
+    if (it == table_.end()) {
+        status.held = lock_status::state::free;
+    } else if (!it->second.writer.empty()) {
+        status.held = lock_status::state::held_exclusive;
+        status.holders.push_back(it->second.writer);
+    } else {
+        status.held = lock_status::state::held_shared;
+        status.holders.assign(it->second.readers.begin(), it->second.readers.end());
+    }
+    return status;
+}
+
+}  // namespace locksmith::test

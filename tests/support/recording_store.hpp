@@ -1,0 +1,103 @@
+// recording_store: a store double for unit tests of named_lock, lock_factory and the registry.
+//
+// It keeps a real, in-memory lock table (owners are key tokens, so a key restored from JSON is
+// the same owner), records every hook call with its arguments, and lets a test inject
+// contention, delays and failures. Symfony's LockTest uses PHPUnit mocks for the same purpose;
+// a small real table is easier to reason about than scripted `exists` answers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <locksmith/capability.hpp>
+#include <locksmith/store.hpp>
+
+namespace locksmith::test {
+
+class recording_store : public store {
+  public:
+    struct call {
+        enum class kind { try_acquire, wait_acquire, refresh, release, holds };
+        kind what;
+        std::string resource;
+        std::string token;
+        lock_mode mode = lock_mode::exclusive;
+        std::chrono::milliseconds ttl{0};
+    };
+
+    explicit recording_store(capability caps, std::string strategy = "recording");
+
+    // --- injection (set before use; read under the store's mutex) ---
+    // The next `n` try_acquire calls report contention without looking at the table.
+    void conflict_next(int n);
+    // Every try_acquire reports contention with probability 1/2 (Symfony's "randomly conflicts").
+    void conflict_randomly(bool on);
+    // Sleeps this long inside every try_acquire, wait_acquire and refresh (to make a grant or a
+    // renewal come back after its TTL).
+    void acquire_delay(std::chrono::milliseconds delay);
+    // try_acquire throws backend_error.
+    void fail_acquire(bool on);
+    // release throws backend_error.
+    void fail_release(bool on);
+    // release does nothing, so the owner still holds afterwards.
+    void ignore_release(bool on);
+    // refresh reports that the lock is no longer ours.
+    void fail_refresh(bool on);
+
+    // --- direct table access for tests ---
+    // Frees `resource` for everybody (simulates another owner releasing or a grant expiring).
+    void clear(const std::string& resource);
+
+    // --- what happened ---
+    std::vector<call> calls() const;
+    int count(call::kind what) const;
+    int try_acquires() const { return count(call::kind::try_acquire); }
+    int wait_acquires() const { return count(call::kind::wait_acquire); }
+    int refreshes() const { return count(call::kind::refresh); }
+    int releases() const { return count(call::kind::release); }
+    int holds_calls() const { return count(call::kind::holds); }
+    // The last call of a kind; nullopt when there was none.
+    std::optional<call> last(call::kind what) const;
+    void reset_calls();
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) override;
+    bool do_wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl,
+                         deadline until) override;
+    bool do_refresh(key& k, std::chrono::milliseconds ttl) override;
+    void do_release(key& k) override;
+    bool do_holds(const key& k) override;
+    lock_status do_status(std::string_view resource) override;
+
+  private:
+    struct entry {
+        std::string writer;  // token of the exclusive holder, empty when none
+        std::set<std::string> readers;
+    };
+    void record(call c);
+    // Requires mutex_ held.
+    bool grant_locked(key& k, lock_mode mode);
+
+    mutable std::mutex mutex_;
+    std::map<std::string, entry> table_;
+    std::vector<call> calls_;
+    int conflicts_left_ = 0;
+    bool random_conflicts_ = false;
+    std::chrono::milliseconds delay_{0};
+    bool fail_acquire_ = false;
+    bool fail_release_ = false;
+    bool ignore_release_ = false;
+    bool fail_refresh_ = false;
+    std::uint64_t next_fencing_token_ = 1;
+    std::uint64_t rng_ = 0x9e3779b97f4a7c15ull;
+};
+
+}  // namespace locksmith::test

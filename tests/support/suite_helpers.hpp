@@ -1,0 +1,26 @@
+// Small helpers shared by the conformance and multi-process suites.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <locksmith/store.hpp>
+
+#include "support/strategies_under_test.hpp"
+
+namespace locksmith::test {
+
+// A new store of the strategy, built the way applications get one: through the default
+// registry's descriptor and the entry's options.
+// Requires: s.options has a value. Throws invalid_argument_error for a strategy this build lacks.
+std::shared_ptr<store> create_store(const strategy_under_test& s);
+
+// A resource name no other test (or test process) uses: "<label>.<pid>.<counter>".
+std::string unique_resource(std::string_view label);
+
+// Removes the directories the entries' options name in "lock_dir"; for the end of a suite, so
+// test runs do not leave directories behind in /tmp.
+void remove_test_lock_dirs();
+
+}  // namespace locksmith::test

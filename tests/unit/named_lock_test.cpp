@@ -1,0 +1,900 @@
+// named_lock's generic semantics, against the recording store double (Symfony's LockTest).
+#define BOOST_TEST_MODULE named_lock
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/named_lock.hpp>
+
+#include "support/printers.hpp"
+#include "support/recording_store.hpp"
+
+using namespace locksmith;
+using namespace std::chrono_literals;
+using locksmith::test::recording_store;
+using kind = recording_store::call::kind;
+
+// --- the standard library's named requirements (checked at compile time) ---
+
+template <class L>
+concept basic_lockable = requires(L& l) {
+    l.lock();
+    l.unlock();
+};
+template <class L>
+concept lockable = basic_lockable<L> && requires(L& l) {
+    { l.try_lock() } -> std::convertible_to<bool>;
+};
+template <class L>
+concept timed_lockable = lockable<L> && requires(L& l) {
+    { l.try_lock_for(std::chrono::milliseconds(1)) } -> std::convertible_to<bool>;
+    { l.try_lock_for(std::chrono::duration<double>(0.5)) } -> std::convertible_to<bool>;
+    { l.try_lock_until(std::chrono::steady_clock::now()) } -> std::convertible_to<bool>;
+    { l.try_lock_until(std::chrono::system_clock::now()) } -> std::convertible_to<bool>;
+};
+template <class L>
+concept shared_timed_lockable = requires(L& l) {
+    l.lock_shared();
+    l.unlock_shared();
+    { l.try_lock_shared() } -> std::convertible_to<bool>;
+    { l.try_lock_shared_for(std::chrono::milliseconds(1)) } -> std::convertible_to<bool>;
+    { l.try_lock_shared_until(std::chrono::steady_clock::now()) } -> std::convertible_to<bool>;
+};
+
+static_assert(lockable<named_lock>);
+static_assert(timed_lockable<named_lock>);
+static_assert(shared_timed_lockable<named_lock>);
+static_assert(noexcept(std::declval<named_lock&>().unlock()));
+static_assert(noexcept(std::declval<named_lock&>().unlock_shared()));
+static_assert(std::is_nothrow_move_constructible_v<named_lock>);
+static_assert(!std::is_copy_constructible_v<named_lock>);
+static_assert(std::is_constructible_v<std::unique_lock<named_lock>, named_lock&>);
+static_assert(
+    std::is_constructible_v<std::unique_lock<named_lock>, named_lock&, std::try_to_lock_t>);
+static_assert(
+    std::is_constructible_v<std::unique_lock<named_lock>, named_lock&, std::chrono::milliseconds>);
+static_assert(std::is_constructible_v<std::shared_lock<named_lock>, named_lock&>);
+static_assert(
+    std::is_constructible_v<std::shared_lock<named_lock>, named_lock&, std::chrono::milliseconds>);
+static_assert(
+    std::is_constructible_v<std::scoped_lock<named_lock, named_lock>, named_lock&, named_lock&>);
+
+namespace {
+
+const capability basic = capability::exclusive | capability::noblock;
+const capability blocking = basic | capability::native_wait;
+const capability rw = basic | capability::shared;
+const capability expiring = basic | capability::expiring;
+
+struct fixture {
+    std::shared_ptr<recording_store> store;
+    explicit fixture(capability caps) : store(std::make_shared<recording_store>(caps)) {}
+
+    named_lock make(const std::string& name = "resource", lock_options options = {}) {
+        return named_lock(store, std::make_shared<key>(name), std::move(options));
+    }
+    lock_options with_ttl(std::chrono::milliseconds ttl) {
+        lock_options o;
+        o.ttl = ttl;
+        return o;
+    }
+};
+
+// Every recorded acquisition call used `mode`.
+bool all_acquisitions_in(const recording_store& s, lock_mode mode) {
+    for (const auto& c : s.calls())
+        if ((c.what == kind::try_acquire || c.what == kind::wait_acquire) && c.mode != mode)
+            return false;
+    return true;
+}
+
+}  // namespace
+
+// --- Symfony LockTest 1-7: acquiring ---
+
+BOOST_AUTO_TEST_CASE(acquire_no_blocking) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_TEST(lock.acquire(false));
+    BOOST_TEST(f.store->try_acquires() == 1);
+    BOOST_TEST(f.store->wait_acquires() == 0);
+    BOOST_TEST(lock.held_mode() == std::optional<lock_mode>(lock_mode::exclusive));
+}
+
+BOOST_AUTO_TEST_CASE(acquire_blocking_on_a_polling_store_first_try) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_TEST(lock.acquire(true));
+    BOOST_TEST(f.store->try_acquires() == 1);
+    BOOST_TEST(f.store->wait_acquires() == 0);  // the store has no native_wait
+}
+
+BOOST_AUTO_TEST_CASE(acquire_blocking_retries_until_success) {
+    fixture f(basic);
+    f.store->conflict_randomly(true);
+    auto lock = f.make();
+    for (int i = 0; i < 20; ++i) {
+        BOOST_TEST(lock.acquire(true));
+        lock.release();
+    }
+    BOOST_TEST(f.store->try_acquires() >= 20);
+    BOOST_TEST(f.store->wait_acquires() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(blocking_polls_until_the_holder_leaves) {
+    fixture f(basic);
+    auto holder = f.make();
+    BOOST_REQUIRE(holder.try_lock());
+    auto waiter = f.make();
+    std::thread releaser([&] {
+        std::this_thread::sleep_for(50ms);
+        holder.unlock();
+    });
+    auto start = std::chrono::steady_clock::now();
+    waiter.lock();
+    auto waited = std::chrono::steady_clock::now() - start;
+    releaser.join();
+    BOOST_TEST(waiter.is_acquired());
+    BOOST_TEST(waited >= 40ms);
+    BOOST_TEST(f.store->try_acquires() >= 3);  // 1 for the holder, several polls
+}
+
+BOOST_AUTO_TEST_CASE(acquire_returns_false_on_conflict) {
+    fixture f(basic);
+    f.store->conflict_next(1);
+    auto lock = f.make();
+    BOOST_TEST(!lock.acquire(false));
+    BOOST_TEST(!lock.held_mode().has_value());
+    BOOST_TEST(f.store->try_acquires() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(try_lock_returns_false_when_another_owner_holds) {
+    fixture f(basic);
+    auto a = f.make();
+    auto b = f.make();
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(!b.try_lock());
+    BOOST_TEST(a.is_acquired());
+    BOOST_TEST(!b.is_acquired());
+}
+
+BOOST_AUTO_TEST_CASE(native_wait_store_waits_in_the_store_and_never_polls) {
+    fixture f(blocking);
+    auto holder = f.make();
+    BOOST_REQUIRE(holder.try_lock());
+    f.store->reset_calls();
+    auto waiter = f.make();
+    std::thread releaser([&] {
+        std::this_thread::sleep_for(30ms);
+        holder.unlock();
+    });
+    BOOST_TEST(waiter.acquire(true));
+    releaser.join();
+    BOOST_TEST(f.store->wait_acquires() == 1);
+    // One quick try before waiting is fine; a polling loop is not.
+    BOOST_TEST(f.store->try_acquires() <= 1);
+}
+
+BOOST_AUTO_TEST_CASE(native_wait_bounded_wait_passes_the_deadline) {
+    fixture f(blocking);
+    auto holder = f.make();
+    BOOST_REQUIRE(holder.try_lock());
+    f.store->reset_calls();
+    auto waiter = f.make();
+    auto start = std::chrono::steady_clock::now();
+    BOOST_TEST(!waiter.try_lock_for(60ms));
+    auto waited = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(waited >= 55ms);
+    BOOST_TEST(f.store->wait_acquires() == 1);
+    BOOST_TEST(f.store->try_acquires() <= 1);
+}
+
+BOOST_AUTO_TEST_CASE(bounded_wait_on_a_polling_store_backs_off) {
+    fixture f(basic);
+    auto holder = f.make();
+    BOOST_REQUIRE(holder.try_lock());
+    f.store->reset_calls();
+    auto waiter = f.make();
+    auto start = std::chrono::steady_clock::now();
+    BOOST_TEST(!waiter.try_lock_for(150ms));
+    auto waited = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(waited >= 145ms);
+    BOOST_TEST(waited < 2s);
+    int tries = f.store->try_acquires();
+    BOOST_TEST(tries >= 2);
+    // Exponential backoff from 0.5 ms to 50 ms needs about ten tries in 150 ms; a busy spin
+    // needs thousands.
+    BOOST_TEST(tries < 100, "polled " << tries << " times in 150 ms");
+    BOOST_TEST(f.store->wait_acquires() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(try_lock_for_zero_is_a_single_try) {
+    for (auto caps : {basic, blocking}) {
+        BOOST_TEST_CONTEXT("capabilities " << to_string(caps)) {
+            fixture f(caps);
+            auto holder = f.make();
+            BOOST_REQUIRE(holder.try_lock());
+            f.store->reset_calls();
+            auto waiter = f.make();
+            BOOST_TEST(!waiter.try_lock_for(0ms));
+            BOOST_TEST(f.store->try_acquires() + f.store->wait_acquires() == 1);
+            f.store->reset_calls();
+            BOOST_TEST(!waiter.try_lock_for(-5s));
+            BOOST_TEST(f.store->try_acquires() + f.store->wait_acquires() == 1);
+            f.store->reset_calls();
+            BOOST_TEST(!waiter.try_lock_until(std::chrono::steady_clock::now() - 1s));
+            BOOST_TEST(f.store->try_acquires() + f.store->wait_acquires() == 1);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(huge_timeouts_do_not_overflow) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_TEST(lock.try_lock_for(std::chrono::hours::max()));
+    lock.unlock();
+    BOOST_TEST(lock.try_lock_until(std::chrono::steady_clock::time_point::max()));
+    lock.unlock();
+    BOOST_TEST(lock.try_lock_for(std::chrono::duration<double>(1e300)));
+}
+
+BOOST_AUTO_TEST_CASE(system_clock_deadlines_work) {
+    fixture f(basic);
+    auto holder = f.make();
+    BOOST_REQUIRE(holder.try_lock());
+    auto waiter = f.make();
+    auto start = std::chrono::steady_clock::now();
+    BOOST_TEST(!waiter.try_lock_until(std::chrono::system_clock::now() + 50ms));
+    BOOST_TEST((std::chrono::steady_clock::now() - start) >= 40ms);
+}
+
+// --- Symfony LockTest 8-10: TTL ---
+
+BOOST_AUTO_TEST_CASE(acquire_passes_the_ttl_to_the_store) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_TEST(lock.acquire());
+    BOOST_TEST(f.store->try_acquires() == 1);
+    auto call = f.store->last(kind::try_acquire);
+    BOOST_REQUIRE(call.has_value());
+    BOOST_TEST(call->ttl.count() == 10'000);
+    auto left = lock.remaining_lifetime();
+    BOOST_REQUIRE(left.has_value());
+    BOOST_TEST(left->count() <= 10'000);
+    BOOST_TEST(left->count() > 9'000);
+    BOOST_TEST(!lock.is_expired());
+}
+
+BOOST_AUTO_TEST_CASE(refresh_uses_the_lock_ttl) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_REQUIRE(lock.acquire());
+    lock.refresh();
+    BOOST_TEST(f.store->refreshes() == 1);
+    BOOST_TEST(f.store->last(kind::refresh)->ttl.count() == 10'000);
+}
+
+BOOST_AUTO_TEST_CASE(refresh_with_a_custom_ttl) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_REQUIRE(lock.acquire());
+    lock.refresh(20s);
+    BOOST_TEST(f.store->refreshes() == 1);
+    BOOST_TEST(f.store->last(kind::refresh)->ttl.count() == 20'000);
+    auto left = lock.remaining_lifetime();
+    BOOST_REQUIRE(left.has_value());
+    BOOST_TEST(left->count() > 19'000);  // the key's lifetime follows the refresh
+}
+
+BOOST_AUTO_TEST_CASE(refresh_rejects_bad_ttls) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_CHECK_THROW(lock.refresh(0ms), invalid_argument_error);
+    BOOST_CHECK_THROW(lock.refresh(-1s), invalid_argument_error);
+    BOOST_CHECK_THROW(lock.refresh(max_ttl + 1ms), invalid_argument_error);
+    BOOST_TEST(f.store->refreshes() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(refresh_of_a_lost_lock_throws_acquire_error) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_REQUIRE(lock.acquire());
+    f.store->fail_refresh(true);
+    BOOST_CHECK_THROW(lock.refresh(), acquire_error);
+}
+
+BOOST_AUTO_TEST_CASE(refresh_is_a_no_op_without_expiring) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_CHECK_NO_THROW(lock.refresh());
+    BOOST_CHECK_NO_THROW(lock.refresh(5s));
+    BOOST_TEST(f.store->refreshes() == 0);
+    BOOST_TEST(!lock.remaining_lifetime().has_value());
+    BOOST_TEST(!lock.is_expired());
+}
+
+BOOST_AUTO_TEST_CASE(bad_ttl_at_construction) {
+    fixture f(expiring);
+    BOOST_CHECK_THROW(f.make("r", f.with_ttl(0ms)), invalid_argument_error);
+    BOOST_CHECK_THROW(f.make("r", f.with_ttl(-1ms)), invalid_argument_error);
+    BOOST_CHECK_THROW(f.make("r", f.with_ttl(max_ttl + 1ms)), invalid_argument_error);
+    BOOST_CHECK_NO_THROW(f.make("r", f.with_ttl(max_ttl)));
+    BOOST_CHECK_THROW(validate_ttl(0ms), invalid_argument_error);
+    BOOST_CHECK_NO_THROW(validate_ttl(1ms));
+}
+
+// --- Symfony LockTest 11-19: is_acquired and release ---
+
+BOOST_AUTO_TEST_CASE(is_acquired_asks_the_store) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_REQUIRE(lock.acquire());
+    int before = f.store->holds_calls();
+    BOOST_TEST(lock.is_acquired());
+    BOOST_TEST(f.store->holds_calls() == before + 1);
+    // The store is the truth: a lock lost behind our back is reported lost.
+    f.store->clear("resource");
+    BOOST_TEST(!lock.is_acquired());
+}
+
+BOOST_AUTO_TEST_CASE(release_calls_the_store_and_checks) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_REQUIRE(lock.acquire());
+    f.store->reset_calls();
+    BOOST_CHECK_NO_THROW(lock.release());
+    BOOST_TEST(f.store->releases() == 1);
+    BOOST_TEST(!lock.held_mode().has_value());
+    BOOST_TEST(!lock.is_acquired());
+}
+
+BOOST_AUTO_TEST_CASE(release_without_acquiring_is_harmless) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_CHECK_NO_THROW(lock.release());
+    BOOST_CHECK_NO_THROW(lock.unlock());
+}
+
+BOOST_AUTO_TEST_CASE(release_throws_when_the_store_fails) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_REQUIRE(lock.acquire());
+    f.store->fail_release(true);
+    bool thrown = false;
+    try {
+        lock.release();
+    } catch (const release_error&) {
+        thrown = true;
+    } catch (const backend_error&) {
+        thrown = true;
+    }
+    BOOST_TEST(thrown);
+    f.store->fail_release(false);
+}
+
+BOOST_AUTO_TEST_CASE(release_throws_when_still_held_afterwards) {
+    fixture f(basic);
+    auto lock = f.make();
+    BOOST_REQUIRE(lock.acquire());
+    f.store->ignore_release(true);
+    BOOST_CHECK_THROW(lock.release(), release_error);
+    f.store->ignore_release(false);
+}
+
+BOOST_AUTO_TEST_CASE(unlock_reports_errors_to_the_handler) {
+    fixture f(basic);
+    std::vector<std::string> errors;
+    lock_options o;
+    o.on_error = [&](const error& e) { errors.push_back(e.what()); };
+    auto lock = f.make("resource", o);
+    BOOST_REQUIRE(lock.try_lock());
+    f.store->fail_release(true);
+    lock.unlock();  // noexcept: must not throw
+    BOOST_TEST(errors.size() == 1u);
+    BOOST_TEST(errors.at(0).find("injected release failure") != std::string::npos);
+    f.store->fail_release(false);
+}
+
+BOOST_AUTO_TEST_CASE(one_unlock_releases_a_lock_acquired_twice) {
+    fixture f(basic);
+    auto a = f.make();
+    auto b = f.make();
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(a.try_lock());  // idempotent
+    BOOST_TEST(a.acquire(true));
+    a.unlock();
+    BOOST_TEST(b.try_lock());
+}
+
+BOOST_AUTO_TEST_CASE(destructor_releases) {
+    fixture f(blocking);
+    {
+        auto lock = f.make("resource", f.with_ttl(10s));
+        BOOST_REQUIRE(lock.acquire(false));
+    }
+    BOOST_TEST(f.store->releases() == 1);
+    BOOST_TEST(f.make().try_lock());
+}
+
+BOOST_AUTO_TEST_CASE(destructor_keeps_the_lock_when_auto_release_is_off) {
+    fixture f(basic);
+    {
+        lock_options o;
+        o.auto_release = false;
+        auto lock = f.make("resource", o);
+        BOOST_REQUIRE(lock.acquire(false));
+    }
+    BOOST_TEST(f.store->releases() == 0);
+    BOOST_TEST(!f.make().try_lock());
+    {
+        auto lock = f.make("other");
+        BOOST_REQUIRE(lock.acquire(false));
+        lock.set_auto_release(false);
+    }
+    BOOST_TEST(!f.make("other").try_lock());
+}
+
+BOOST_AUTO_TEST_CASE(destructor_swallows_release_errors) {
+    fixture f(basic);
+    int reported = 0;
+    {
+        lock_options o;
+        o.on_error = [&](const error&) { ++reported; };
+        auto lock = f.make("resource", o);
+        BOOST_REQUIRE(lock.acquire(false));
+        f.store->fail_release(true);
+    }  // must not throw out of the destructor
+    BOOST_TEST(reported == 1);
+    f.store->fail_release(false);
+}
+
+BOOST_AUTO_TEST_CASE(destructor_of_an_unacquired_lock_does_not_touch_the_store) {
+    fixture f(basic);
+    { auto lock = f.make(); }
+    BOOST_TEST(f.store->releases() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(moved_from_lock_releases_nothing) {
+    fixture f(basic);
+    {
+        auto a = f.make();
+        BOOST_REQUIRE(a.try_lock());
+        named_lock b(std::move(a));
+        BOOST_TEST(b.held_mode().has_value());
+        BOOST_TEST(b.is_acquired());
+        {
+            named_lock c = f.make("other");
+            c = std::move(b);  // c held nothing; now it holds "resource"
+            BOOST_TEST(f.store->releases() == 0);
+            BOOST_TEST(c.name() == "resource");
+        }
+        BOOST_TEST(f.store->releases() == 1);
+    }
+    BOOST_TEST(f.store->releases() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(move_assignment_releases_the_previous_lock) {
+    fixture f(basic);
+    auto a = f.make("first");
+    BOOST_REQUIRE(a.try_lock());
+    auto b = f.make("second");
+    BOOST_REQUIRE(b.try_lock());
+    a = std::move(b);  // "first" is released (auto-release), "second" now belongs to a
+    BOOST_TEST(f.make("first").try_lock());
+    BOOST_TEST(!f.make("second").try_lock());
+}
+
+// --- a throwing acquire leaves nothing held ---
+
+BOOST_AUTO_TEST_CASE(failing_store_leaves_nothing_held) {
+    fixture f(basic);
+    f.store->fail_acquire(true);
+    auto lock = f.make();
+    BOOST_CHECK_THROW(lock.lock(), error);
+    BOOST_TEST(!lock.held_mode().has_value());
+    BOOST_CHECK_THROW((void)lock.try_lock(), error);
+    f.store->fail_acquire(false);
+    BOOST_TEST(!lock.is_acquired());
+    BOOST_TEST(f.make().try_lock());
+}
+
+// --- expiry ---
+
+BOOST_AUTO_TEST_CASE(grant_that_comes_back_expired_is_released_and_reported) {
+    fixture f(expiring);
+    f.store->acquire_delay(40ms);
+    auto lock = f.make("resource", f.with_ttl(5ms));
+    BOOST_CHECK_THROW(lock.acquire(), expired_error);
+    BOOST_TEST(f.store->releases() >= 1);
+    f.store->acquire_delay(0ms);
+    BOOST_TEST(!lock.held_mode().has_value());
+    BOOST_TEST(!lock.is_acquired());
+    BOOST_TEST(f.make().try_lock());  // nothing stale blocks the next owner
+}
+
+BOOST_AUTO_TEST_CASE(refresh_that_comes_back_expired_is_reported) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_REQUIRE(lock.acquire());
+    f.store->acquire_delay(40ms);
+    BOOST_CHECK_THROW(lock.refresh(5ms), expired_error);
+    f.store->acquire_delay(0ms);
+}
+
+// Symfony LockTest::testExpiration at the lock level: is_expired() follows the key.
+BOOST_AUTO_TEST_CASE(is_expired_follows_the_key) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_TEST(!lock.is_expired());
+    lock.owner()->reduce_lifetime(key::clock::now() - 100ms);
+    BOOST_TEST(lock.is_expired());
+    BOOST_REQUIRE(lock.remaining_lifetime().has_value());
+    BOOST_TEST(lock.remaining_lifetime()->count() < 0);
+}
+
+// Symfony #38541 (LockTest 23/24): acquiring again after a grant expired must start a new
+// lifetime, not inherit the old, past expiry.
+BOOST_AUTO_TEST_CASE(reacquire_after_expiry_works) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(30ms));
+    BOOST_TEST(lock.acquire());
+    lock.release();
+    std::this_thread::sleep_for(60ms);
+    bool again = false;
+    BOOST_CHECK_NO_THROW(again = lock.acquire());
+    BOOST_TEST(again);
+    BOOST_TEST(!lock.is_expired());
+    lock.release();
+}
+
+BOOST_AUTO_TEST_CASE(reacquire_read_after_expiry_works_on_a_store_without_shared) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(30ms));
+    BOOST_TEST(lock.acquire_read());
+    lock.release();
+    std::this_thread::sleep_for(60ms);
+    bool again = false;
+    BOOST_CHECK_NO_THROW(again = lock.acquire_read());
+    BOOST_TEST(again);
+    BOOST_TEST(all_acquisitions_in(*f.store, lock_mode::exclusive));
+}
+
+BOOST_AUTO_TEST_CASE(reacquire_while_held_after_expiry_renews) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(30ms));
+    BOOST_TEST(lock.acquire());
+    std::this_thread::sleep_for(60ms);
+    BOOST_TEST(lock.is_expired());
+    bool again = false;
+    BOOST_CHECK_NO_THROW(again = lock.acquire());
+    BOOST_TEST(again);
+    BOOST_TEST(!lock.is_expired());
+}
+
+BOOST_AUTO_TEST_CASE(remaining_lifetime_is_empty_when_not_held) {
+    fixture f(expiring);
+    auto lock = f.make("resource", f.with_ttl(10s));
+    BOOST_TEST(!lock.remaining_lifetime().has_value());
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_TEST(lock.remaining_lifetime().has_value());
+    lock.release();
+    BOOST_TEST(!lock.remaining_lifetime().has_value());
+}
+
+// --- auto_refresh (the renewal thread) ---
+
+namespace {
+// Polls `done` for up to `limit`; the renewal thread works asynchronously.
+template <class F>
+bool eventually(F&& done, std::chrono::milliseconds limit = 2s) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (done()) return true;
+        std::this_thread::sleep_for(2ms);
+    }
+    return done();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(auto_refresh_renews_with_the_lock_ttl) {
+    fixture f(expiring);
+    lock_options o;
+    o.ttl = 90ms;
+    o.auto_refresh = true;
+    auto lock = f.make("resource", o);
+    BOOST_REQUIRE(lock.acquire());
+    // Renewals at a third of the TTL: several within two TTLs.
+    BOOST_TEST(eventually([&] { return f.store->refreshes() >= 2; }));
+    std::this_thread::sleep_for(200ms);
+    BOOST_TEST(!lock.is_expired(), "the lock expired although it was renewed");
+    BOOST_TEST(lock.is_acquired());
+    for (const auto& c : f.store->calls())
+        if (c.what == kind::refresh) BOOST_TEST(c.ttl.count() == 90);
+}
+
+BOOST_AUTO_TEST_CASE(unlock_stops_the_renewals) {
+    fixture f(expiring);
+    lock_options o;
+    o.ttl = 60ms;
+    o.auto_refresh = true;
+    auto lock = f.make("resource", o);
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_REQUIRE(eventually([&] { return f.store->refreshes() >= 1; }));
+    lock.unlock();
+    std::this_thread::sleep_for(30ms);  // a renewal already running may finish
+    int after_unlock = f.store->refreshes();
+    std::this_thread::sleep_for(150ms);
+    BOOST_TEST(f.store->refreshes() == after_unlock);
+}
+
+BOOST_AUTO_TEST_CASE(destroying_a_renewed_lock_stops_the_renewals) {
+    fixture f(expiring);
+    {
+        lock_options o;
+        o.ttl = 60ms;
+        o.auto_refresh = true;
+        auto lock = f.make("resource", o);
+        BOOST_REQUIRE(lock.acquire());
+        BOOST_REQUIRE(eventually([&] { return f.store->refreshes() >= 1; }));
+    }
+    std::this_thread::sleep_for(30ms);
+    int after = f.store->refreshes();
+    std::this_thread::sleep_for(150ms);
+    BOOST_TEST(f.store->refreshes() == after);
+    BOOST_TEST(f.make().try_lock());
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_lock_is_reported_through_on_lost) {
+    fixture f(expiring);
+    std::atomic<int> lost{0};
+    lock_options o;
+    o.ttl = 60ms;
+    o.auto_refresh = true;
+    o.on_lost = [&](const error&) { ++lost; };
+    auto lock = f.make("resource", o);
+    BOOST_REQUIRE(lock.acquire());
+    f.store->clear("resource");  // taken away behind the owner's back
+    BOOST_TEST(eventually([&] { return lost.load() == 1; }));
+    BOOST_TEST(!lock.is_acquired());
+    BOOST_TEST(!lock.held_mode().has_value());
+    std::this_thread::sleep_for(100ms);
+    BOOST_TEST(lost.load() == 1);  // reported once, and renewals stopped
+}
+
+BOOST_AUTO_TEST_CASE(auto_refresh_is_ignored_without_expiring) {
+    fixture f(basic);
+    lock_options o;
+    o.ttl = 30ms;
+    o.auto_refresh = true;
+    auto lock = f.make("resource", o);
+    BOOST_REQUIRE(lock.acquire());
+    std::this_thread::sleep_for(100ms);
+    BOOST_TEST(f.store->refreshes() == 0);
+    BOOST_TEST(lock.is_acquired());
+}
+
+// --- Symfony LockTest 22, 25-28: shared ---
+
+BOOST_AUTO_TEST_CASE(acquire_read_on_a_shared_store) {
+    fixture f(rw);
+    auto lock = f.make();
+    BOOST_TEST(lock.acquire_read(false));
+    BOOST_TEST(f.store->try_acquires() == 1);
+    BOOST_TEST(f.store->last(kind::try_acquire)->mode == lock_mode::shared);
+    BOOST_TEST(lock.held_mode() == std::optional<lock_mode>(lock_mode::shared));
+    // Two readers coexist, a writer is refused.
+    auto reader = f.make();
+    BOOST_TEST(reader.try_lock_shared());
+    BOOST_TEST(!f.make().try_lock());
+}
+
+BOOST_AUTO_TEST_CASE(acquire_read_blocking_on_a_native_shared_store) {
+    fixture f(rw | capability::native_wait);
+    auto lock = f.make();
+    BOOST_TEST(lock.acquire_read(true));
+    BOOST_TEST(f.store->try_acquires() + f.store->wait_acquires() >= 1);
+    BOOST_TEST(all_acquisitions_in(*f.store, lock_mode::shared));
+    auto writer = f.make();
+    BOOST_REQUIRE(writer.held_mode() == std::nullopt);
+    lock.release();
+    BOOST_REQUIRE(writer.try_lock());
+    f.store->reset_calls();
+    std::thread releaser([&] {
+        std::this_thread::sleep_for(30ms);
+        writer.unlock();
+    });
+    BOOST_TEST(lock.acquire_read(true));
+    releaser.join();
+    BOOST_TEST(f.store->wait_acquires() == 1);
+    BOOST_TEST(f.store->try_acquires() <= 1);
+    BOOST_TEST(all_acquisitions_in(*f.store, lock_mode::shared));
+}
+
+BOOST_AUTO_TEST_CASE(acquire_read_blocking_polls_a_shared_store) {
+    fixture f(rw);
+    f.store->conflict_randomly(true);
+    auto lock = f.make();
+    for (int i = 0; i < 10; ++i) {
+        BOOST_TEST(lock.acquire_read(true));
+        lock.release();
+    }
+    BOOST_TEST(f.store->wait_acquires() == 0);
+    BOOST_TEST(all_acquisitions_in(*f.store, lock_mode::shared));
+}
+
+BOOST_AUTO_TEST_CASE(acquire_read_falls_back_to_exclusive_on_a_native_store) {
+    fixture f(blocking);
+    auto lock = f.make();
+    BOOST_TEST(lock.acquire_read(true));
+    BOOST_TEST(f.store->try_acquires() + f.store->wait_acquires() >= 1);
+    BOOST_TEST(all_acquisitions_in(*f.store, lock_mode::exclusive));
+    BOOST_TEST(lock.held_mode() == std::optional<lock_mode>(lock_mode::exclusive));
+}
+
+BOOST_AUTO_TEST_CASE(acquire_read_falls_back_to_exclusive_on_a_polling_store) {
+    fixture f(basic);
+    f.store->conflict_randomly(true);
+    auto lock = f.make();
+    for (int i = 0; i < 10; ++i) {
+        BOOST_TEST(lock.acquire_read(true));
+        lock.release();
+    }
+    BOOST_TEST(all_acquisitions_in(*f.store, lock_mode::exclusive));
+    // And two "readers" exclude each other, since they are writers underneath.
+    f.store->conflict_randomly(false);
+    auto a = f.make();
+    auto b = f.make();
+    BOOST_TEST(a.try_lock_shared());
+    BOOST_TEST(!b.try_lock_shared());
+}
+
+BOOST_AUTO_TEST_CASE(promote_and_demote) {
+    fixture f(rw);
+    auto lock = f.make();
+    BOOST_REQUIRE(lock.acquire_read());
+    BOOST_TEST(lock.acquire());  // sole reader: promotion succeeds
+    BOOST_TEST(lock.held_mode() == std::optional<lock_mode>(lock_mode::exclusive));
+    BOOST_TEST(f.store->last(kind::try_acquire)->mode == lock_mode::exclusive);
+    BOOST_TEST(!f.make().try_lock_shared());
+    BOOST_TEST(lock.acquire_read());  // demotion
+    BOOST_TEST(lock.held_mode() == std::optional<lock_mode>(lock_mode::shared));
+    BOOST_TEST(f.store->last(kind::try_acquire)->mode == lock_mode::shared);
+    BOOST_TEST(f.make().try_lock_shared());
+}
+
+BOOST_AUTO_TEST_CASE(failed_promotion_keeps_the_read_lock) {
+    fixture f(rw);
+    auto lock = f.make();
+    auto other = f.make();
+    BOOST_REQUIRE(lock.acquire_read());
+    BOOST_REQUIRE(other.acquire_read());
+    BOOST_TEST(!lock.acquire(false));
+    BOOST_TEST(lock.held_mode() == std::optional<lock_mode>(lock_mode::shared));
+    BOOST_TEST(lock.is_acquired());
+    BOOST_TEST(!f.make().try_lock());
+}
+
+// --- TYPO3's acquire(mode) ---
+
+BOOST_AUTO_TEST_CASE(typo3_acquire_with_a_mode) {
+    fixture f(rw);
+    auto a = f.make();
+    auto b = f.make();
+    BOOST_TEST(a.acquire(capability::exclusive | capability::noblock));
+    BOOST_TEST(!b.acquire(capability::exclusive | capability::noblock));
+    BOOST_TEST(!b.acquire(capability::shared | capability::noblock));
+    a.release();
+    BOOST_TEST(a.acquire(capability::shared));  // waits, but it is free
+    BOOST_TEST(b.acquire(capability::shared | capability::noblock));
+    BOOST_CHECK_THROW(a.acquire(capability::fencing), invalid_argument_error);
+    BOOST_CHECK_THROW(a.acquire(capability::exclusive | capability::distributed),
+                      invalid_argument_error);
+}
+
+// --- fencing and identity ---
+
+BOOST_AUTO_TEST_CASE(fencing_token_comes_from_the_grant) {
+    fixture plain(basic);
+    auto p = plain.make();
+    BOOST_REQUIRE(p.acquire());
+    BOOST_TEST(!p.fencing_token().has_value());
+
+    fixture f(basic | capability::fencing);
+    auto a = f.make();
+    BOOST_REQUIRE(a.acquire());
+    auto first = a.fencing_token();
+    BOOST_REQUIRE(first.has_value());
+    a.release();
+    auto b = f.make();
+    BOOST_REQUIRE(b.acquire());
+    auto second = b.fencing_token();
+    BOOST_REQUIRE(second.has_value());
+    BOOST_TEST(*second > *first);
+}
+
+BOOST_AUTO_TEST_CASE(identity) {
+    fixture f(basic);
+    auto lock = f.make("name.1");
+    BOOST_TEST(lock.name() == "name.1");
+    BOOST_TEST(lock.strategy() == "recording");
+    BOOST_TEST(lock.capabilities() == basic);
+    BOOST_TEST(lock.owner()->resource() == "name.1");
+}
+
+BOOST_AUTO_TEST_CASE(serialize_key) {
+    fixture plain(basic);
+    auto p = plain.make();
+    BOOST_REQUIRE(p.acquire());
+    BOOST_CHECK_THROW((void)p.serialize_key(), not_serializable_error);
+
+    fixture f(basic | capability::serializable);
+    auto lock = f.make("moving");
+    BOOST_REQUIRE(lock.acquire());
+    auto json = lock.serialize_key();
+    BOOST_TEST(json.dump().find("recording") != std::string::npos, json.dump());
+    BOOST_TEST(json.dump().find(lock.owner()->token()) != std::string::npos, json.dump());
+}
+
+// --- the standard wrappers at run time ---
+
+BOOST_AUTO_TEST_CASE(standard_wrappers) {
+    fixture f(rw);
+    auto a = f.make("x");
+    auto b = f.make("y");
+    {
+        std::unique_lock guard(a);
+        BOOST_TEST(guard.owns_lock());
+        BOOST_TEST(!f.make("x").try_lock());
+    }
+    BOOST_TEST(f.make("x").try_lock());
+    {
+        std::unique_lock guard(a, std::defer_lock);
+        BOOST_TEST(guard.try_lock_for(10ms));
+    }
+    {
+        std::shared_lock guard(a);
+        BOOST_TEST(guard.owns_lock());
+        BOOST_TEST(f.make("x").try_lock_shared());
+        BOOST_TEST(!f.make("x").try_lock());
+    }
+    {
+        std::scoped_lock both(a, b);
+        BOOST_TEST(!f.make("x").try_lock());
+        BOOST_TEST(!f.make("y").try_lock());
+    }
+    BOOST_TEST(f.make("x").try_lock());
+    BOOST_TEST(f.make("y").try_lock());
+}
+
+BOOST_AUTO_TEST_CASE(mutual_exclusion_across_threads) {
+    fixture f(basic);
+    long counter = 0;
+    std::atomic<int> inside{0};
+    std::atomic<int> overlaps{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&] {
+            auto lock = f.make("counter");
+            for (int i = 0; i < 200; ++i) {
+                std::lock_guard guard(lock);
+                if (inside.fetch_add(1) != 0) ++overlaps;
+                ++counter;
+                inside.fetch_sub(1);
+            }
+        });
+    for (auto& t : threads) t.join();
+    BOOST_TEST(overlaps.load() == 0);
+    BOOST_TEST(counter == 800);
+}
