@@ -1,0 +1,60 @@
+// Which configuration the command uses, and the library objects built from it.
+//
+//   resolve_config   the configuration, found as below
+//   make_factory     a lock_factory on the default registry with that configuration
+//   selection_flags  --strategy / --require as typed; make_request checks and converts them
+//
+// Configuration order (the first that applies wins):
+//   1. --config FILE
+//   2. LOCKSMITH_CONFIG (a file path, or a JSON document starting with '{')
+//   3. $XDG_CONFIG_HOME/locksmith/config.json (XDG_CONFIG_HOME defaults to ~/.config)
+//   4. /etc/locksmith/config.json
+//   5. the built-in defaults
+// A file named by 1 or 2 must exist; 3 and 4 are used only when present.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <locksmith/config.hpp>
+#include <locksmith/lock_factory.hpp>
+
+namespace locksmith::cli {
+
+// The default locations (3 and 4 above), in the order they are tried.
+std::vector<std::filesystem::path> default_config_locations();
+
+// Reads the whole file. Throws cli_error(EX_NOINPUT) when it is missing, unreadable or not a
+// regular file, with a message that says so and names `role` ("config file").
+std::string read_input_file(const std::filesystem::path& path, std::string_view role);
+
+// Loads the configuration following the order above.
+// Throws cli_error(EX_NOINPUT) for a named file that cannot be read, config_error otherwise.
+config resolve_config(const std::optional<std::string>& config_flag);
+
+// A factory with the resolved configuration applied to the default registry.
+// Throws as resolve_config, and config_error for strategy names the registry does not know.
+std::unique_ptr<lock_factory> make_factory(const std::optional<std::string>& config_flag);
+
+struct selection_flags {
+    std::optional<std::string> strategy;  // --strategy NAME
+    std::optional<std::string> require;   // --require CAPS
+};
+
+// The request for `name`'s strategy. Throws cli_error(EX_USAGE) for an unknown strategy name (the
+// message lists the known ones) and for capability text that does not parse.
+lock_request make_request(const lock_factory& factory, const selection_flags& flags);
+
+// The capabilities a request resolves to for `name`: --require, else the config's lock rule,
+// else exclusive (the factory's own order).
+capability effective_requirement(const lock_factory& factory, std::string_view name,
+                                 const lock_request& request);
+
+// Parses --require text. Throws cli_error(EX_USAGE) naming the unknown word and listing the known
+// capability names.
+capability parse_require(const std::string& text);
+
+}  // namespace locksmith::cli

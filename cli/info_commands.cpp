@@ -1,0 +1,245 @@
+#include "info_commands.hpp"
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/registry.hpp>
+
+#include "cli_common.hpp"
+
+namespace locksmith::cli {
+
+namespace {
+
+using nlohmann::json;
+
+json capability_list(capability set) {
+    json out = json::array();
+    for (capability bit : all_capabilities) {
+        if (has(set, bit)) out.push_back(std::string(capability_name(bit)));
+    }
+    return out;
+}
+
+// A plain text table: columns padded to their widest cell, two spaces apart, no trailing blanks.
+class text_table {
+  public:
+    explicit text_table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+    void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+    void print(std::ostream& out) const {
+        std::vector<std::size_t> width;
+        for (const auto& row : rows_) {
+            if (width.size() < row.size()) width.resize(row.size(), 0);
+            for (std::size_t i = 0; i < row.size(); ++i)
+                width[i] = std::max(width[i], row[i].size());
+        }
+        for (const auto& row : rows_) {
+            std::string line;
+            for (std::size_t i = 0; i < row.size(); ++i) {
+                line += row[i];
+                if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+            }
+            while (!line.empty() && line.back() == ' ') line.pop_back();
+            out << line << '\n';
+        }
+    }
+
+  private:
+    std::vector<std::vector<std::string>> rows_;
+};
+
+// Stable identifiers for scripts (the library's to_string is prose and may change).
+std::string state_id(lock_status::state s) {
+    switch (s) {
+        case lock_status::state::free:
+            return "free";
+        case lock_status::state::held_exclusive:
+            return "held_exclusive";
+        case lock_status::state::held_shared:
+            return "held_shared";
+        case lock_status::state::unknown:
+            break;
+    }
+    return "unknown";
+}
+
+std::string yes_no(bool b) {
+    return b ? "yes" : "no";
+}
+
+std::string state_text(lock_status::state s) {
+    switch (s) {
+        case lock_status::state::free:
+            return "free";
+        case lock_status::state::held_exclusive:
+            return "held exclusive";
+        case lock_status::state::held_shared:
+            return "held shared";
+        case lock_status::state::unknown:
+            break;
+    }
+    return "unknown";
+}
+
+}  // namespace
+
+int strategies_command(const std::optional<std::string>& config_flag, bool json_output) {
+    auto factory = make_factory(config_flag);
+    auto infos = factory->registry().list();
+    if (json_output) {
+        json list = json::array();
+        for (const auto& info : infos) {
+            list.push_back({
+                {"name", info.descriptor.name},
+                {"description", info.descriptor.description},
+                {"default_priority", info.descriptor.default_priority},
+                {"priority", info.effective_priority},
+                {"priority_source", info.priority_source},
+                {"capabilities", capability_list(info.descriptor.capabilities)},
+                {"enabled", info.enabled},
+                {"enabled_by_default", info.descriptor.enabled_by_default},
+                {"needs_configuration", info.descriptor.needs_configuration},
+                {"configured", info.configured},
+                {"supported", info.support.supported},
+                {"reason", info.support.reason},
+            });
+        }
+        std::cout << json{{"config", factory->settings().origin}, {"strategies", list}}.dump()
+                  << '\n';
+        return 0;
+    }
+    std::cout << "config: " << factory->settings().origin << "\n\n";
+    text_table table(
+        {"NAME", "PRIORITY", "DEFAULT", "PRIORITY FROM", "ENABLED", "SUPPORTED", "CAPABILITIES"});
+    std::vector<std::string> notes;
+    for (const auto& info : infos) {
+        const auto& d = info.descriptor;
+        std::string enabled = yes_no(info.enabled);
+        if (d.needs_configuration && !info.configured) enabled += " (needs options)";
+        table.add({d.name, std::to_string(info.effective_priority),
+                   std::to_string(d.default_priority), info.priority_source, enabled,
+                   yes_no(info.support.supported), to_string(d.capabilities)});
+        if (!info.support.reason.empty()) {
+            notes.push_back(d.name + (info.support.supported ? ": " : ": not supported: ") +
+                            info.support.reason);
+        }
+    }
+    table.print(std::cout);
+    if (!notes.empty()) {
+        std::cout << '\n';
+        for (const auto& note : notes) std::cout << note << '\n';
+    }
+    return 0;
+}
+
+int explain_command(const std::optional<std::string>& config_flag, const std::string& require,
+                    bool json_output) {
+    capability wanted = parse_require(require);
+    auto factory = make_factory(config_flag);
+    selection_report report = factory->explain(wanted);
+    const auto* chosen = report.chosen();
+    if (json_output) {
+        json entries = json::array();
+        for (const auto& e : report.entries) {
+            entries.push_back({{"strategy", e.strategy},
+                               {"priority", e.priority},
+                               {"candidate", e.candidate},
+                               {"passed_over", e.passed_over}});
+        }
+        std::cout << json{{"config", factory->settings().origin},
+                          {"requested", capability_list(report.requested)},
+                          {"chosen", chosen ? json(chosen->strategy) : json(nullptr)},
+                          {"entries", entries}}
+                         .dump()
+                  << '\n';
+    } else {
+        std::string text = report.to_string();
+        std::cout << "config: " << factory->settings().origin << '\n'
+                  << "requested: " << to_string(report.requested) << '\n'
+                  << text;
+        if (!text.empty() && text.back() != '\n') std::cout << '\n';
+    }
+    return chosen ? 0 : EX_UNAVAILABLE;
+}
+
+int config_check_command(const std::string& file, bool json_output) {
+    std::string text = read_input_file(file, "config file");
+    std::vector<config_error> problems = config::check(text, &default_registry());
+    if (json_output) {
+        json list = json::array();
+        for (const auto& p : problems) {
+            json item{{"id", p.id()}, {"pointer", p.pointer()}, {"message", p.what()}};
+            if (p.line() > 0) {
+                item["line"] = p.line();
+                item["column"] = p.column();
+            }
+            list.push_back(item);
+        }
+        std::cout << json{{"file", file}, {"valid", problems.empty()}, {"errors", list}}.dump()
+                  << '\n';
+    } else if (problems.empty()) {
+        std::cout << file << ": OK\n";
+    } else {
+        // The compiler's "file:line:column: message" form, so editors can jump to the error;
+        // errors about values carry their JSON pointer instead of a position.
+        for (const auto& p : problems) {
+            std::cout << file;
+            if (p.line() > 0) std::cout << ':' << p.line() << ':' << p.column();
+            if (!p.pointer().empty()) std::cout << ": " << p.pointer();
+            std::cout << ": " << p.what() << " [" << p.id() << "]\n";
+        }
+    }
+    return problems.empty() ? 0 : EX_CONFIG;
+}
+
+int status_command(const std::optional<std::string>& config_flag, const std::string& name,
+                   const selection_flags& selection, bool json_output) {
+    validate_lock_name(name);
+    auto factory = make_factory(config_flag);
+    lock_request request = make_request(*factory, selection);
+    std::string strategy = factory->strategy_for(name, request);
+    auto store = factory->store_for(strategy);
+    lock_status status = store->status(name);
+
+    int code = 0;
+    switch (status.held) {
+        case lock_status::state::free:
+            code = 0;
+            break;
+        case lock_status::state::held_exclusive:
+        case lock_status::state::held_shared:
+            code = exit_status_held;
+            break;
+        case lock_status::state::unknown:
+            code = EX_UNAVAILABLE;
+            break;
+    }
+    if (json_output) {
+        json out{{"name", name},
+                 {"strategy", strategy},
+                 {"state", state_id(status.held)},
+                 {"holders", status.holders}};
+        out["remaining_s"] = status.remaining
+                                 ? json(std::chrono::duration<double>(*status.remaining).count())
+                                 : json(nullptr);
+        std::cout << out.dump() << '\n';
+    } else {
+        std::cout << name << ": " << state_text(status.held) << " (strategy " << strategy << ")\n";
+        for (const auto& holder : status.holders) std::cout << "  holder: " << holder << '\n';
+        if (status.remaining) {
+            std::cout << "  remaining: " << format_seconds(*status.remaining) << '\n';
+        }
+        if (status.held == lock_status::state::unknown) {
+            std::cout << "  the " << strategy
+                      << " strategy cannot tell whether a lock is held without taking it\n";
+        }
+    }
+    return code;
+}
+
+}  // namespace locksmith::cli

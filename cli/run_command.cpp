@@ -1,0 +1,136 @@
+#include "run_command.hpp"
+
+#include <cstdlib>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/key.hpp>
+#include <locksmith/lock_factory.hpp>
+
+#include "cli_common.hpp"
+#include "supervisor.hpp"
+
+namespace locksmith::cli {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Why this strategy: the pin, the lock rule, or the selection report.
+void explain_choice(const lock_factory& factory, const std::string& name,
+                    const lock_request& request, const std::string& chosen) {
+    if (!request.strategy.empty()) {
+        print_note("strategy " + chosen + " (pinned by --strategy)");
+        return;
+    }
+    const lock_rule* rule = factory.settings().rule_for(name);
+    if (rule && rule->strategy) {
+        print_note("strategy " + chosen + " (pinned by the lock rule \"" + rule->pattern +
+                   "\" in " + factory.settings().origin + ")");
+        return;
+    }
+    capability wanted = effective_requirement(factory, name, request);
+    std::string source = request.require != capability::none ? "--require"
+                         : (rule && rule->require) ? "the lock rule \"" + rule->pattern + "\""
+                                                   : "the default";
+    print_note("strategy " + chosen + " for " + to_string(wanted) + " (from " + source +
+               "; config: " + factory.settings().origin + ")");
+    print_note(factory.explain(wanted).to_string());
+}
+
+void set_child_environment(const named_lock& lock) {
+    ::setenv("LOCKSMITH_NAME", lock.name().c_str(), 1);
+    ::setenv("LOCKSMITH_STRATEGY", lock.strategy().c_str(), 1);
+    // Unset otherwise, so that a token from an enclosing `locksmith run` cannot be mistaken for
+    // this grant's.
+    if (auto token = lock.fencing_token()) {
+        ::setenv("LOCKSMITH_FENCING_TOKEN", std::to_string(*token).c_str(), 1);
+    } else {
+        ::unsetenv("LOCKSMITH_FENCING_TOKEN");
+    }
+}
+
+}  // namespace
+
+int run_command(const run_options& options) {
+    if (options.shell && !options.command.empty()) {
+        throw cli_error(EX_USAGE,
+                        "give either -c 'shell command' or -- COMMAND [ARGS...], not both");
+    }
+    if (!options.shell && options.command.empty()) {
+        throw cli_error(EX_USAGE,
+                        "no command to run: use locksmith run NAME -- COMMAND [ARGS...] or "
+                        "locksmith run NAME -c 'shell command'");
+    }
+    if (options.shell && options.shell->empty()) throw cli_error(EX_USAGE, "-c needs a command");
+    validate_lock_name(options.name);
+
+    std::optional<clock::duration> wait;
+    if (options.wait_s) wait = parse_seconds(*options.wait_s, "-w/--wait", true);
+    const bool nonblocking = options.nonblock || (wait && *wait == clock::duration::zero());
+
+    supervise_options supervision;
+    supervision.kill_after = parse_seconds(options.kill_after_s, "--kill-after", true);
+    supervision.lost_exit_code = options.lost_exit_code;
+    supervision.verbose = options.verbose;
+
+    auto factory = make_factory(options.config);
+    lock_request request = make_request(*factory, options.selection);
+    if (options.ttl_s) {
+        auto ttl = parse_seconds(*options.ttl_s, "--ttl", false);
+        request.ttl = std::max(std::chrono::ceil<std::chrono::milliseconds>(ttl),
+                               std::chrono::milliseconds(1));
+    }
+    request.on_error = [](const error& e) { print_error(e.what()); };
+    // A fallback means a backend is down: worth a line even without -v.
+    factory->on_fallback([](const std::string& sentence) { print_note(sentence); });
+
+    named_lock lock = factory->create_lock(options.name, request);
+    if (options.verbose) {
+        explain_choice(*factory, options.name, request, lock.strategy());
+        if (options.shared && !has(lock.capabilities(), capability::shared)) {
+            print_note("the " + lock.strategy() +
+                       " strategy has no shared mode; taking the exclusive lock");
+        }
+    }
+
+    const auto started = clock::now();
+    bool acquired;
+    if (nonblocking) {
+        acquired = options.shared ? lock.try_lock_shared() : lock.try_lock();
+    } else if (wait) {
+        acquired = options.shared ? lock.try_lock_shared_for(*wait) : lock.try_lock_for(*wait);
+    } else {
+        if (options.shared) {
+            lock.lock_shared();
+        } else {
+            lock.lock();
+        }
+        acquired = true;
+    }
+    const auto waited = clock::now() - started;
+    if (!acquired) {
+        if (options.verbose) {
+            print_note(nonblocking ? options.name + " is held; not waiting (-n)"
+                                   : options.name + " is still held; gave up after " +
+                                         format_seconds(waited));
+        }
+        return options.conflict_exit_code;
+    }
+    if (options.verbose) {
+        std::string note = "acquired " + options.name + " (" +
+                           (options.shared ? "shared" : "exclusive") + ", strategy " +
+                           lock.strategy() + ") after " + format_seconds(waited);
+        if (auto token = lock.fencing_token()) note += ", fencing token " + std::to_string(*token);
+        if (auto left = lock.remaining_lifetime()) note += ", ttl " + format_seconds(*left);
+        print_note(note);
+    }
+
+    set_child_environment(lock);
+    // -c runs /bin/sh, not $SHELL as flock(1) does: a script's meaning should not depend on the
+    // login shell of whoever runs it.
+    std::vector<std::string> argv =
+        options.shell ? std::vector<std::string>{"/bin/sh", "-c", *options.shell} : options.command;
+    return supervise_child(lock, argv, supervision);
+}
+
+}  // namespace locksmith::cli

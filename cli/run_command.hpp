@@ -1,0 +1,32 @@
+// `locksmith run`: take a lock, run a command while holding it, release it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "factory_setup.hpp"
+
+namespace locksmith::cli {
+
+struct run_options {
+    std::string name;
+    bool shared = false;                // -s
+    bool nonblock = false;              // -n
+    std::optional<double> wait_s;       // -w SECONDS (0 = non-blocking)
+    int conflict_exit_code = 1;         // -E
+    std::optional<double> ttl_s;        // --ttl
+    double kill_after_s = 5;            // --kill-after
+    int lost_exit_code = 75;            // --lost-exit-code
+    selection_flags selection;          // --strategy / --require
+    std::optional<std::string> config;  // --config
+    bool verbose = false;               // -v
+    std::optional<std::string> shell;   // -c 'shell command'
+    std::vector<std::string> command;   // -- COMMAND ARGS...
+};
+
+// Returns the exit code: the child's, the conflict code, or the lost-lock code.
+// Throws cli_error and locksmith::error for locksmith's own failures (main maps them).
+int run_command(const run_options& options);
+
+}  // namespace locksmith::cli

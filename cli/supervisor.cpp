@@ -1,0 +1,287 @@
+#include "supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+#include "cli_common.hpp"
+
+namespace locksmith::cli {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+[[noreturn]] void throw_os_error(const std::string& what, int err) {
+    throw cli_error(EX_OSERR, what + ": " + std::strerror(err));
+}
+
+// Owns a file descriptor.
+class fd_guard {
+  public:
+    explicit fd_guard(int fd = -1) noexcept : fd_(fd) {}
+    ~fd_guard() { reset(); }
+    fd_guard(const fd_guard&) = delete;
+    fd_guard& operator=(const fd_guard&) = delete;
+    int get() const noexcept { return fd_; }
+    void reset(int fd = -1) noexcept {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = fd;
+    }
+
+  private:
+    int fd_;
+};
+
+const char* signal_name(int sig) {
+    switch (sig) {
+        case SIGINT:
+            return "SIGINT";
+        case SIGTERM:
+            return "SIGTERM";
+        case SIGHUP:
+            return "SIGHUP";
+        case SIGKILL:
+            return "SIGKILL";
+        default:
+            return strsignal(sig);
+    }
+}
+
+int exit_code_of(int status) {
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return EX_SOFTWARE;
+}
+
+// True when the terminal sent `info` to our whole foreground process group and the child is in
+// that group too, so it already received the signal itself.
+bool child_already_got_it(const signalfd_siginfo& info, pid_t child) {
+    if (info.ssi_code != SI_KERNEL) return false;
+    pid_t child_group = ::getpgid(child);
+    return child_group >= 0 && child_group == ::getpgrp();
+}
+
+// Whether some PATH directory has an entry called `name` (for a name without '/').
+bool exists_in_path(const std::string& name) {
+    if (name.find('/') != std::string::npos) return true;
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path != nullptr ? path : "/bin:/usr/bin";
+    while (true) {
+        auto colon = dirs.find(':');
+        std::string dir(dirs.substr(0, colon));
+        if (dir.empty()) dir = ".";
+        struct stat st;
+        if (::stat((dir + "/" + name).c_str(), &st) == 0) return true;
+        if (colon == std::string_view::npos) return false;
+        dirs.remove_prefix(colon + 1);
+    }
+}
+
+// Starts the child with vfork: no copy of locksmith's page tables and no copy-on-write faults
+// afterwards, which is most of the cost of fork() for a short command (see
+// bench/cli/RESULTS.md). The child shares our memory until it execs, so it only makes system
+// calls on data prepared before the vfork, and leaves with _exit.
+pid_t start_child(const std::vector<std::string>& argv, const sigset_t& original_mask) {
+    std::vector<char*> args;
+    args.reserve(argv.size() + 1);
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    char* const* child_argv = args.data();
+
+    // The child reports a failed exec through this pipe; a successful exec closes it (CLOEXEC)
+    // and the parent reads end-of-file.
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw_os_error("cannot create a pipe", errno);
+    fd_guard read_end(pipe_fds[0]);
+    fd_guard write_end(pipe_fds[1]);
+    const int report_fd = pipe_fds[1];
+
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::vfork();
+    if (pid < 0) throw_os_error("cannot start a process", errno);
+    if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        // locksmith died before prctl took effect: the lock is already gone.
+        if (::getppid() != parent) ::_exit(128 + SIGTERM);
+        ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+        ::execvp(child_argv[0], child_argv);
+        int err = errno;
+        ssize_t ignored = ::write(report_fd, &err, sizeof err);
+        (void)ignored;
+        ::_exit(err == ENOENT ? exit_not_found : exit_not_executable);
+    }
+    write_end.reset();
+    int err = 0;
+    ssize_t n;
+    do {
+        n = ::read(read_end.get(), &err, sizeof err);
+    } while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof err)) {
+        int status;
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        bool not_found = err == ENOENT || err == ENOTDIR;
+        if (err == EACCES && !exists_in_path(argv[0])) {
+            // execvp reports EACCES for a PATH directory it may not search (e.g. /root/... for
+            // another user) even when no such command exists anywhere: that is "not found".
+            not_found = true;
+            err = ENOENT;
+        }
+        throw cli_error(not_found ? exit_not_found : exit_not_executable,
+                        "cannot run " + argv[0] + ": " + std::strerror(err));
+    }
+    return pid;
+}
+
+}  // namespace
+
+int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
+                    const supervise_options& options) {
+    // An inherited SIG_IGN for SIGCHLD would make the kernel reap the child before waitpid.
+    ::signal(SIGCHLD, SIG_DFL);
+
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, sig);
+    sigset_t original_mask;
+    // Blocked for the rest of the process's life: a signal that comes after the child ended
+    // waits in the queue instead of killing locksmith before it has released the lock.
+    if (::sigprocmask(SIG_BLOCK, &handled, &original_mask) != 0) {
+        throw_os_error("cannot block signals", errno);
+    }
+    fd_guard signals(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (signals.get() < 0) throw_os_error("cannot create a signalfd", errno);
+
+    // Expiring strategies: refresh every third of the lifetime the grant came with. Planned
+    // before the child starts, so that a delay here (a stopped or starved locksmith) shows up
+    // as a late refresh and not as a lock that seems not to expire.
+    std::optional<clock::duration> refresh_every;
+    if (has(lock.capabilities(), capability::expiring)) {
+        if (auto left = lock.remaining_lifetime()) {
+            if (*left <= std::chrono::milliseconds(0)) {
+                print_error("the lock " + lock.name() +
+                            " expired before the command could start; not starting it");
+                lock.unlock();
+                return options.lost_exit_code;
+            }
+            refresh_every = std::max<clock::duration>(*left / 3, std::chrono::milliseconds(1));
+        }
+    }
+    auto next_refresh = clock::now() + refresh_every.value_or(clock::duration::zero());
+
+    const pid_t child = start_child(argv, original_mask);
+    if (options.verbose) {
+        print_note("started " + argv[0] + " (pid " + std::to_string(child) + ")");
+    }
+
+    bool lost = false;
+    bool killed = false;
+    clock::time_point kill_at{};
+    int status = 0;
+
+    auto lose = [&](const std::string& why) {
+        lost = true;
+        print_error("lost the lock " + lock.name() + ": " + why + "; sending SIGTERM to pid " +
+                    std::to_string(child));
+        ::kill(child, SIGTERM);
+        kill_at = clock::now() + options.kill_after;
+    };
+
+    for (;;) {
+        // Reap first: SIGCHLD may already be queued, and waitpid is the source of truth.
+        pid_t done = ::waitpid(child, &status, WNOHANG);
+        if (done == child) break;
+        if (done < 0 && errno != EINTR) throw_os_error("waitpid", errno);
+
+        auto now = clock::now();
+        if (refresh_every && !lost && now >= next_refresh) {
+            try {
+                auto left = lock.remaining_lifetime();
+                if (!left || *left <= std::chrono::milliseconds(0)) {
+                    // Refreshing now would extend a lease someone else may already hold.
+                    lose("its lifetime ran out before it could be refreshed");
+                } else {
+                    lock.refresh();
+                    next_refresh = clock::now() + *refresh_every;
+                    if (options.verbose) print_note("refreshed the lock " + lock.name());
+                }
+            } catch (const std::exception& e) {
+                lose(e.what());
+            }
+        }
+        if (lost && !killed && now >= kill_at) {
+            print_error("pid " + std::to_string(child) + " still running after " +
+                        format_seconds(options.kill_after) + "; sending SIGKILL");
+            ::kill(child, SIGKILL);
+            killed = true;
+        }
+
+        // Sleep until a signal arrives or the next timed step is due.
+        int timeout_ms = -1;
+        auto due = clock::time_point::max();
+        if (refresh_every && !lost) due = next_refresh;
+        if (lost && !killed) due = std::min(due, kill_at);
+        if (due != clock::time_point::max()) {
+            auto wait = std::chrono::ceil<std::chrono::milliseconds>(due - clock::now());
+            timeout_ms = static_cast<int>(std::clamp<std::int64_t>(wait.count(), 0, 60'000));
+        }
+        pollfd pfd{signals.get(), POLLIN, 0};
+        int ready = ::poll(&pfd, 1, timeout_ms);
+        if (ready < 0 && errno != EINTR) throw_os_error("poll", errno);
+        if (ready <= 0) continue;
+
+        signalfd_siginfo info;
+        while (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+            int sig = static_cast<int>(info.ssi_signo);
+            if (sig == SIGCHLD) continue;  // reaped at the top of the loop
+            if (child_already_got_it(info, child)) {
+                if (options.verbose) {
+                    print_note(std::string(signal_name(sig)) +
+                               " from the terminal reached the child directly");
+                }
+                continue;
+            }
+            if (options.verbose) {
+                print_note(std::string("forwarding ") + signal_name(sig) + " to pid " +
+                           std::to_string(child));
+            }
+            ::kill(child, sig);
+        }
+    }
+
+    if (options.verbose) {
+        if (WIFSIGNALED(status)) {
+            print_note("pid " + std::to_string(child) + " was killed by " +
+                       signal_name(WTERMSIG(status)));
+        } else {
+            print_note("pid " + std::to_string(child) + " exited with status " +
+                       std::to_string(exit_code_of(status)));
+        }
+    }
+    if (!lost && refresh_every) {
+        // The child may have finished after the lease ran out, unprotected for a while.
+        auto left = lock.remaining_lifetime();
+        if (!left || *left <= std::chrono::milliseconds(0)) {
+            lost = true;
+            print_error("the lock " + lock.name() + " expired before the command finished");
+        }
+    }
+    lock.unlock();
+    if (options.verbose) print_note("released " + lock.name());
+    return lost ? options.lost_exit_code : exit_code_of(status);
+}
+
+}  // namespace locksmith::cli

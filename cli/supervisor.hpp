@@ -1,0 +1,38 @@
+// supervise_child: runs a command while a lock is held, and keeps the lock honest meanwhile.
+//
+// Signals: SIGINT, SIGTERM and SIGHUP are blocked and read from a signalfd, together with
+// SIGCHLD, so no work happens in a signal handler and none is lost between checks. Each is
+// forwarded to the child, except one the terminal sent to the whole foreground process group
+// (the child already has it; sending it twice would, e.g., abort a shell's cleanup trap).
+// Expiring locks are refreshed every third of their lifetime; when a refresh fails or comes too
+// late, the child gets SIGTERM and, after `kill_after`, SIGKILL, and the lost-lock code is
+// returned. If locksmith itself dies (even by SIGKILL), the kernel sends the child SIGTERM
+// (PR_SET_PDEATHSIG): the lock is gone then, so the child must not go on unprotected.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <locksmith/named_lock.hpp>
+
+namespace locksmith::cli {
+
+struct supervise_options {
+    // Between SIGTERM and SIGKILL when the lock is lost (consul lock's 5 s).
+    std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
+    int lost_exit_code = 75;
+    bool verbose = false;
+};
+
+// Runs `argv` (argv[0] looked up in PATH) with the caller's environment, waits for it and
+// releases `lock` afterwards, however the child ended.
+// Requires: `lock` is held; `argv` is not empty.
+// Returns: the child's exit status; 128 + N when signal N ended it (as a shell reports it);
+//   options.lost_exit_code when the lock was lost while the child ran.
+// Throws: cli_error(127) when the command was not found, cli_error(126) when it could not be
+//   executed, cli_error(EX_OSERR) when fork or the signal setup failed.
+int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
+                    const supervise_options& options);
+
+}  // namespace locksmith::cli

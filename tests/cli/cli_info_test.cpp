@@ -1,0 +1,242 @@
+// `locksmith strategies / explain / config check / status`, --help, --version, and bad input.
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/version.hpp>
+
+#include "cli/cli_sandbox.hpp"
+
+using locksmith::test::cli_result;
+using locksmith::test::cli_sandbox;
+using locksmith::test::wait_for_file;
+using nlohmann::json;
+
+namespace {
+
+std::string describe(const cli_result& r) {
+    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
+           "]";
+}
+
+// One clear line to stderr, prefixed, and nothing that looks like a crash.
+void expect_clean_error(const cli_result& r, int code, const std::string& fragment) {
+    BOOST_TEST(r.exit_code == code, describe(r));
+    BOOST_TEST(r.err.rfind("locksmith: ", 0) == 0, r.err);
+    BOOST_TEST(r.err.find(fragment) != std::string::npos, "want [" + fragment + "] in " + r.err);
+    BOOST_TEST(r.err.find("terminate called") == std::string::npos, r.err);
+}
+
+json find_strategy(const json& doc, const std::string& name) {
+    for (const auto& s : doc.at("strategies")) {
+        if (s.at("name") == name) return s;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(info_commands)
+
+BOOST_AUTO_TEST_CASE(help_and_version) {
+    cli_sandbox box;
+    auto r = box.run({"--help"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    for (const char* word : {"run", "strategies", "explain", "config", "status", "--version"}) {
+        BOOST_TEST(r.out.find(word) != std::string::npos, word);
+    }
+    r = box.run({"run", "--help"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("--conflict-exit-code") != std::string::npos, r.out);
+    r = box.run({"--version"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out == "locksmith " + std::string(locksmith::version) + "\n");
+}
+
+BOOST_AUTO_TEST_CASE(strategies_shows_raised_priority_and_disabled_strategy) {
+    cli_sandbox box(
+        json::parse(R"({"strategies": {"file": {"priority": 95}, "memory": {"enabled": false}}})"));
+    auto r = box.run_with_config("strategies", {});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find(box.config_path().string()) != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("95") != std::string::npos, r.out);
+
+    r = box.run_with_config("strategies", {"--json"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    json doc = json::parse(r.out);
+    json file = find_strategy(doc, "file");
+    BOOST_REQUIRE(!file.is_null());
+    BOOST_TEST(file.at("priority") == 95);
+    BOOST_TEST(file.at("default_priority") == 75);
+    BOOST_TEST(file.at("priority_source").get<std::string>().find(box.config_path().string()) !=
+               std::string::npos);
+    BOOST_TEST(file.at("enabled") == true);
+    BOOST_TEST(file.at("supported") == true);
+    BOOST_TEST(file.at("capabilities").dump().find("\"exclusive\"") != std::string::npos);
+    json memory = find_strategy(doc, "memory");
+    BOOST_REQUIRE(!memory.is_null());
+    BOOST_TEST(memory.at("enabled") == false);
+}
+
+BOOST_AUTO_TEST_CASE(explain_chooses_and_says_why) {
+    cli_sandbox box;
+    auto r = box.run_with_config("explain", {"--require", "exclusive"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("file") != std::string::npos, r.out);
+
+    r = box.run_with_config("explain", {"--require", "exclusive,shared", "--json"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    json doc = json::parse(r.out);
+    BOOST_TEST(doc.at("chosen") == "file");
+    // memory is disabled by default, so it is passed over with a reason.
+    bool memory_passed_over = false;
+    for (const auto& e : doc.at("entries")) {
+        if (e.at("strategy") == "memory") {
+            memory_passed_over = e.at("candidate") == false && !e.at("passed_over").empty();
+        }
+    }
+    BOOST_TEST(memory_passed_over, r.out);
+
+    // expiring: only memory has it, and it is disabled → nothing to choose.
+    r = box.run_with_config("explain", {"--require", "expiring", "--json"});
+    BOOST_TEST(r.exit_code == EX_UNAVAILABLE, describe(r));
+    BOOST_TEST(json::parse(r.out).at("chosen").is_null());
+
+    // Raising memory's priority and enabling it changes the choice.
+    cli_sandbox raised(
+        json::parse(R"({"strategies": {"memory": {"enabled": true, "priority": 99}}})"));
+    r = raised.run_with_config("explain", {"--require", "exclusive", "--json"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(json::parse(r.out).at("chosen") == "memory");
+}
+
+BOOST_AUTO_TEST_CASE(config_check_valid_malformed_and_invalid) {
+    cli_sandbox box;
+    auto r = box.run({"config", "check", box.config_path().string()});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("OK") != std::string::npos, r.out);
+
+    std::string bad_syntax =
+        box.write_file("syntax.json", "{\n  \"strategies\": {\n    \"file\": ,\n}\n");
+    r = box.run({"config", "check", bad_syntax});
+    BOOST_TEST(r.exit_code == EX_CONFIG, describe(r));
+    BOOST_TEST(r.out.find(bad_syntax + ":3:") != std::string::npos, r.out);
+
+    std::string bad_values = box.write_file(
+        "values.json",
+        R"({"strategies": {"file": {"priority": 500}, "nosuch": {}}, "unknown_key": 1})");
+    r = box.run({"config", "check", bad_values});
+    BOOST_TEST(r.exit_code == EX_CONFIG, describe(r));
+    BOOST_TEST(r.out.find("/strategies/file/priority") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("/unknown_key") != std::string::npos, r.out);
+
+    r = box.run({"config", "check", "--json", bad_values});
+    BOOST_TEST(r.exit_code == EX_CONFIG, describe(r));
+    json doc = json::parse(r.out);
+    BOOST_TEST(doc.at("valid") == false);
+    BOOST_TEST(doc.at("errors").size() >= 2u);
+
+    r = box.run({"config", "check", box.path("missing.json")});
+    expect_clean_error(r, EX_NOINPUT, "does not exist");
+}
+
+BOOST_AUTO_TEST_CASE(status_free_and_held) {
+    cli_sandbox box;
+    auto r = box.run_with_config("status", {"st"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("free") != std::string::npos, r.out);
+
+    auto holder =
+        box.start(box.with_config("run", {"st", "-c", "touch " + box.path("ready") + "; sleep 3"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    r = box.run_with_config("status", {"st", "--json"});
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    json doc = json::parse(r.out);
+    BOOST_TEST(doc.at("state") == "held_exclusive");
+    BOOST_TEST(doc.at("strategy") == "file");
+    // Who holds it: the file strategy knows the holding process (locksmith itself holds the
+    // flock; the command only runs under it).
+    BOOST_TEST(doc.at("holders").dump().find(std::to_string(holder.pid)) != std::string::npos,
+               r.out);
+    // Looking does not take: the holder still holds, a -n run still fails.
+    r = box.run(box.with_config("run", {"-n", "st", "--", "true"}));
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    ::kill(holder.pid, SIGTERM);
+    box.wait(holder);
+
+    r = box.run_with_config("status", {"st", "--json"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(json::parse(r.out).at("state") == "free");
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_gets_a_clear_message_and_a_sysexits_code) {
+    cli_sandbox box;
+    auto run = [&](std::vector<std::string> args) { return box.run(args); };
+    std::string cfg = box.config_path().string();
+
+    expect_clean_error(run({}), EX_USAGE, "");
+    expect_clean_error(run({"frobnicate"}), EX_USAGE, "frobnicate");
+    expect_clean_error(run({"run", "--config", cfg, "name"}), EX_USAGE, "no command");
+    expect_clean_error(run({"run", "--config", cfg, "name", "--"}), EX_USAGE, "no command");
+    expect_clean_error(run({"run", "--config", cfg}), EX_USAGE, "NAME is required");
+    expect_clean_error(run({"run", "--bogus", "name", "--", "true"}), EX_USAGE, "--bogus");
+    expect_clean_error(run({"run", "--config", cfg, "--strategy", "nosuch", "n", "--", "true"}),
+                       EX_USAGE, "unknown strategy 'nosuch'");
+    expect_clean_error(
+        run({"run", "--config", cfg, "--require", "exclusive,teleport", "n", "--", "true"}),
+        EX_USAGE, "teleport");
+    expect_clean_error(run({"explain", "--config", cfg, "--require", "warp"}), EX_USAGE, "warp");
+    expect_clean_error(run({"run", "--config", cfg, "-w", "-1", "n", "--", "true"}), EX_USAGE,
+                       "-w");
+    expect_clean_error(run({"run", "--config", cfg, "-E", "300", "n", "--", "true"}), EX_USAGE, "");
+    expect_clean_error(run({"run", "--config", cfg, "-x", "-s", "n", "--", "true"}), EX_USAGE, "");
+    expect_clean_error(run({"run", "--config", cfg, "n", "-c", "true", "--", "true"}), EX_USAGE,
+                       "not both");
+    expect_clean_error(run({"run", "--config", cfg, "", "--", "true"}), EX_USAGE, "");
+
+    // Config files: missing, unreadable (a directory), not JSON, JSON but invalid.
+    expect_clean_error(run({"run", "--config", box.path("nope.json"), "n", "--", "true"}),
+                       EX_NOINPUT, "does not exist");
+    expect_clean_error(run({"run", "--config", box.dir().string(), "n", "--", "true"}), EX_NOINPUT,
+                       "directory");
+    if (::geteuid() != 0) {  // root reads any file, so only others can test permissions
+        std::string locked = box.write_file("locked.json", "{}");
+        std::filesystem::permissions(locked, std::filesystem::perms::none);
+        expect_clean_error(run({"run", "--config", locked, "n", "--", "true"}), EX_NOINPUT,
+                           "cannot read");
+    }
+    std::string not_json = box.write_file("not.json", "this is not json");
+    expect_clean_error(run({"run", "--config", not_json, "n", "--", "true"}), EX_CONFIG, "");
+    expect_clean_error(run({"strategies", "--config", not_json}), EX_CONFIG, "");
+    std::string invalid =
+        box.write_file("invalid.json", R"({"strategies":{"file":{"priority":"high"}}})");
+    expect_clean_error(run({"run", "--config", invalid, "n", "--", "true"}), EX_CONFIG,
+                       "/strategies/file/priority");
+
+    // LOCKSMITH_CONFIG naming a missing file is the same error as --config.
+    box.set_env("LOCKSMITH_CONFIG", box.path("gone.json"));
+    expect_clean_error(run({"strategies"}), EX_NOINPUT, "gone.json");
+    // ...and a JSON document in it is used.
+    box.set_env("LOCKSMITH_CONFIG", R"({"strategies":{"file":{"priority":42}}})");
+    auto r = run({"strategies", "--json"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(find_strategy(json::parse(r.out), "file").at("priority") == 42);
+}
+
+BOOST_AUTO_TEST_CASE(default_config_location_is_used) {
+    cli_sandbox box;
+    std::filesystem::create_directories(box.dir() / "xdg" / "locksmith");
+    box.write_file("xdg/locksmith/config.json", R"({"strategies":{"file":{"priority":33}}})");
+    auto r = box.run({"strategies", "--json"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    json doc = json::parse(r.out);
+    BOOST_TEST(find_strategy(doc, "file").at("priority") == 33);
+    BOOST_TEST(doc.at("config").get<std::string>().find("xdg/locksmith/config.json") !=
+               std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

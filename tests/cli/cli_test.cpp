@@ -1,0 +1,324 @@
+// `locksmith run`: locking, exit codes, environment, signals, crash release, lock loss.
+#define BOOST_TEST_MODULE locksmith_cli
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "cli/cli_sandbox.hpp"
+
+using namespace std::chrono_literals;
+using locksmith::test::cli_result;
+using locksmith::test::cli_sandbox;
+using locksmith::test::wait_for_file;
+
+namespace {
+
+// "locksmith run --config C ARGS..."
+std::vector<std::string> run_args(const cli_sandbox& box, std::vector<std::string> args) {
+    return box.with_config("run", args);
+}
+
+std::string describe(const cli_result& r) {
+    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
+           "]";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(run_command)
+
+BOOST_AUTO_TEST_CASE(child_exit_status_is_passed_through) {
+    cli_sandbox box;
+    auto r = box.run(run_args(box, {"job", "--", "sh", "-c", "exit 42"}));
+    BOOST_TEST(r.exit_code == 42, describe(r));
+    r = box.run(run_args(box, {"job", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    // A child killed by a signal reports 128 + N, as a shell does.
+    r = box.run(run_args(box, {"job", "--", "sh", "-c", "kill -KILL $$"}));
+    BOOST_TEST(r.exit_code == 128 + SIGKILL, describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(shell_command_form_and_flock_form) {
+    cli_sandbox box;
+    auto r = box.run(run_args(box, {"job", "-c", "echo hello; exit 5"}));
+    BOOST_TEST(r.exit_code == 5, describe(r));
+    BOOST_TEST(r.out == "hello\n");
+    // flock(1)'s form without "--" is refused with a hint: the command's own options would
+    // otherwise be read as locksmith's ("-n" here).
+    r = box.run(run_args(box, {"job", "echo", "-n", "x"}));
+    BOOST_TEST(r.exit_code == 64, describe(r));
+    BOOST_TEST(r.err.find("Put -- before the command") != std::string::npos, r.err);
+    BOOST_TEST(r.out.empty());
+    // Words that are locksmith subcommands are the command's after "--".
+    r = box.run(run_args(box, {"job", "--", "echo", "status", "--", "-x"}));
+    BOOST_TEST(r.out == "status -- -x\n", describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(environment_variables_reach_the_child) {
+    cli_sandbox box;
+    box.set_env("LOCKSMITH_FENCING_TOKEN", "999");  // from an enclosing run: must not leak
+    auto r = box.run(run_args(
+        box, {"my.lock", "--", "sh", "-c",
+              "echo \"$LOCKSMITH_NAME|$LOCKSMITH_STRATEGY|${LOCKSMITH_FENCING_TOKEN-unset}\""}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    // The file strategy has no fencing, so no token.
+    BOOST_TEST(r.out == "my.lock|file|unset\n");
+}
+
+BOOST_AUTO_TEST_CASE(require_selects_the_strategy_and_no_candidate_is_unavailable) {
+    cli_sandbox box;
+    auto r = box.run(run_args(box, {"--require", "expiring", "sel", "--", "true"}));
+    BOOST_TEST(r.exit_code == EX_UNAVAILABLE, describe(r));
+    BOOST_TEST(r.err.rfind("locksmith: ", 0) == 0, r.err);
+    BOOST_TEST(r.err.find("memory") != std::string::npos, "names what was passed over: " + r.err);
+
+    cli_sandbox enabled(nlohmann::json::parse(R"({"strategies": {"memory": {"enabled": true}}})"));
+    r = enabled.run(run_args(enabled, {"--require", "expiring|exclusive", "sel", "--", "sh", "-c",
+                                       "echo $LOCKSMITH_STRATEGY"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out == "memory\n");
+}
+
+BOOST_AUTO_TEST_CASE(two_concurrent_runs_serialise) {
+    cli_sandbox box;
+    std::string log = box.path("log");
+    std::string script = "echo start >> " + log + "; sleep 0.3; echo end >> " + log;
+    auto a = box.start(run_args(box, {"shared.name", "-c", script}));
+    auto b = box.start(run_args(box, {"shared.name", "-c", script}));
+    auto ra = box.wait(a);
+    auto rb = box.wait(b);
+    BOOST_TEST(ra.exit_code == 0, describe(ra));
+    BOOST_TEST(rb.exit_code == 0, describe(rb));
+    BOOST_TEST(box.read_file("log") == "start\nend\nstart\nend\n");
+    BOOST_TEST(std::max(ra.seconds, rb.seconds) >= 0.55);
+}
+
+BOOST_AUTO_TEST_CASE(nonblock_on_a_held_name_exits_with_the_conflict_code_at_once) {
+    cli_sandbox box;
+    auto holder =
+        box.start(run_args(box, {"busy", "-c", "touch " + box.path("ready") + "; sleep 3"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+
+    auto r = box.run(run_args(box, {"-n", "busy", "--", "true"}));
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    BOOST_TEST(r.seconds < 1.0);
+    BOOST_TEST(r.err.empty(), "quiet without -v, as flock(1): " + r.err);
+
+    r = box.run(run_args(box, {"-n", "-E", "7", "busy", "--", "true"}));
+    BOOST_TEST(r.exit_code == 7, describe(r));
+
+    // -w 0 means non-blocking too.
+    r = box.run(run_args(box, {"-w", "0", "busy", "--", "true"}));
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    BOOST_TEST(r.seconds < 1.0);
+
+    // -v says why.
+    r = box.run(run_args(box, {"-n", "-v", "busy", "--", "true"}));
+    BOOST_TEST(r.exit_code == 1);
+    BOOST_TEST(r.err.find("locksmith: ") == 0, r.err);
+    BOOST_TEST(r.err.find("busy is held") != std::string::npos, r.err);
+
+    // A different name is not affected.
+    r = box.run(run_args(box, {"-n", "other", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    ::kill(holder.pid, SIGTERM);
+    box.wait(holder);
+}
+
+BOOST_AUTO_TEST_CASE(wait_gives_up_after_the_timeout) {
+    cli_sandbox box;
+    auto holder =
+        box.start(run_args(box, {"slow", "-c", "touch " + box.path("ready") + "; sleep 4"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    auto r = box.run(run_args(box, {"-w", "0.3", "-v", "slow", "--", "true"}));
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    BOOST_TEST(r.seconds >= 0.28, r.seconds);
+    BOOST_TEST(r.seconds < 1.5, r.seconds);
+    BOOST_TEST(r.err.find("gave up after") != std::string::npos, r.err);
+    ::kill(holder.pid, SIGTERM);
+    box.wait(holder);
+
+    // Once free, a bounded wait succeeds and runs the command.
+    r = box.run(run_args(box, {"-w", "2", "slow", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(waiting_run_gets_the_lock_when_the_holder_ends) {
+    cli_sandbox box;
+    auto holder =
+        box.start(run_args(box, {"q", "-c", "touch " + box.path("ready") + "; sleep 0.4"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    auto r = box.run(run_args(box, {"-v", "q", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.seconds >= 0.2, r.seconds);
+    BOOST_TEST(r.err.find("acquired q") != std::string::npos, r.err);
+    BOOST_TEST(box.wait(holder).exit_code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(shared_holders_run_together_and_exclude_an_exclusive_one) {
+    cli_sandbox box;
+    // Each reader waits (up to 5 s) for the other to be inside too: if the two were serialised,
+    // the first would give up and exit 1.
+    auto reader = [&](const std::string& me, const std::string& other) {
+        return "touch " + box.path(me) + "; i=0; while [ ! -e " + box.path(other) +
+               " ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; [ -e " + box.path(other) +
+               " ] || exit 1; sleep 1";
+    };
+    auto a = box.start(run_args(box, {"-s", "rw", "-c", reader("a", "b")}));
+    auto b = box.start(run_args(box, {"-s", "rw", "-c", reader("b", "a")}));
+    BOOST_REQUIRE(wait_for_file(box.path("a")));
+    BOOST_REQUIRE(wait_for_file(box.path("b")));
+    auto writer = box.run(run_args(box, {"-x", "-n", "rw", "--", "true"}));
+    BOOST_TEST(writer.exit_code == 1, describe(writer));
+    // A third reader gets in while the readers hold it.
+    auto third = box.run(run_args(box, {"-s", "-n", "rw", "--", "true"}));
+    BOOST_TEST(third.exit_code == 0, describe(third));
+    auto ra = box.wait(a);
+    auto rb = box.wait(b);
+    BOOST_TEST(ra.exit_code == 0, describe(ra));
+    BOOST_TEST(rb.exit_code == 0, describe(rb));
+    // And a writer gets in afterwards.
+    writer = box.run(run_args(box, {"-x", "-n", "rw", "--", "true"}));
+    BOOST_TEST(writer.exit_code == 0, describe(writer));
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_is_forwarded_and_the_lock_released) {
+    cli_sandbox box;
+    std::string script = "trap 'echo term > " + box.path("got") + "; exit 3' TERM; touch " +
+                         box.path("ready") + "; while :; do sleep 0.05; done";
+    auto holder = box.start(run_args(box, {"sig", "-c", script}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    ::kill(holder.pid, SIGTERM);
+    auto r = box.wait(holder, 10s);
+    BOOST_TEST(r.exit_code == 3, describe(r));  // the child's status, not locksmith's death
+    BOOST_TEST(box.read_file("got") == "term\n");
+    r = box.run(run_args(box, {"-n", "sig", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(sighup_and_sigint_are_forwarded) {
+    cli_sandbox box;
+    for (int sig : {SIGHUP, SIGINT}) {
+        std::string ready = box.path("ready" + std::to_string(sig));
+        std::string script =
+            "trap 'exit 9' HUP INT; touch " + ready + "; while :; do sleep 0.05; done";
+        auto holder = box.start(run_args(box, {"sig2", "-c", script}));
+        BOOST_REQUIRE(wait_for_file(ready));
+        ::kill(holder.pid, sig);
+        auto r = box.wait(holder, 10s);
+        BOOST_TEST(r.exit_code == 9, "signal " << sig << ": " << describe(r));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(kill_9_of_locksmith_releases_the_lock_and_stops_the_child) {
+    cli_sandbox box;
+    std::string script = "echo $$ > " + box.path("pid") + "; trap 'echo term > " + box.path("got") +
+                         "; exit 0' TERM; touch " + box.path("ready") +
+                         "; while :; do sleep 0.05; done";
+    auto holder = box.start(run_args(box, {"crash", "-c", script}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    auto r = box.run(run_args(box, {"-n", "crash", "--", "true"}));
+    BOOST_TEST(r.exit_code == 1, "held before the kill: " + describe(r));
+
+    ::kill(holder.pid, SIGKILL);
+    box.wait(holder);
+    // file is crash_release: the kernel dropped the flock with locksmith's descriptor.
+    r = box.run(run_args(box, {"-n", "crash", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    // The child no longer runs unprotected: it got SIGTERM when locksmith died.
+    bool stopped = wait_for_file(box.path("got"), 5s);
+    BOOST_TEST(stopped);
+    if (!stopped) {
+        std::string pid = box.read_file("pid");
+        if (!pid.empty()) ::kill(std::stoi(pid), SIGKILL);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_lock_descriptor_is_not_inherited) {
+    cli_sandbox box;
+    auto r = box.run(run_args(box, {"fd", "--", "sh", "-c", "ls -l /proc/$$/fd/"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find(box.lock_dir().string()) == std::string::npos, r.out);
+    // ...so a background grandchild does not keep the lock after the run ends.
+    r = box.run(run_args(box, {"bg", "-c", "sleep 3 >/dev/null 2>&1 &"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    r = box.run(run_args(box, {"-n", "bg", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(command_not_found_and_not_executable) {
+    cli_sandbox box;
+    auto r = box.run(run_args(box, {"x", "--", "/nonexistent/command"}));
+    BOOST_TEST(r.exit_code == 127, describe(r));
+    BOOST_TEST(r.err.find("locksmith: cannot run /nonexistent/command") == 0, r.err);
+    r = box.run(run_args(box, {"x", "--", "no-such-command-locksmith-test"}));
+    BOOST_TEST(r.exit_code == 127, describe(r));
+    std::string plain = box.write_file("plain.txt", "not a program\n");
+    r = box.run(run_args(box, {"x", "--", plain}));
+    BOOST_TEST(r.exit_code == 126, describe(r));
+    r = box.run(run_args(box, {"x", "--", box.dir().string()}));
+    BOOST_TEST(r.exit_code == 126, describe(r));
+    // The lock was released after the failed exec.
+    r = box.run(run_args(box, {"-n", "x", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(verbose_says_which_strategy_and_why) {
+    cli_sandbox box;
+    auto r = box.run(run_args(box, {"-v", "v", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.err.find("locksmith: strategy file") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("acquired v") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("released v") != std::string::npos, r.err);
+}
+
+// Expiring locks: the memory strategy (in-process, enabled by the sandbox config) is the
+// expiring strategy that needs no server; its lock lives inside the one locksmith process,
+// which is enough to exercise refresh and loss.
+BOOST_AUTO_TEST_CASE(expiring_lock_is_refreshed_while_the_child_runs) {
+    cli_sandbox box(nlohmann::json::parse(R"({"strategies": {"memory": {"enabled": true}}})"));
+    auto r = box.run(
+        run_args(box, {"-v", "--strategy", "memory", "--ttl", "0.3", "exp", "--", "sleep", "1"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.err.find("refreshed the lock exp") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(lost_lock_terminates_the_child_with_a_distinct_code) {
+    cli_sandbox box(nlohmann::json::parse(R"({"strategies": {"memory": {"enabled": true}}})"));
+    std::string script = "trap 'echo term > " + box.path("got") + "; exit 0' TERM; touch " +
+                         box.path("ready") + "; while :; do sleep 0.05; done";
+    auto p = box.start(run_args(
+        box, {"--strategy", "memory", "--ttl", "0.3", "--kill-after", "1", "lost", "-c", script}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    // A stopped holder cannot refresh: when it resumes, its lease has run out.
+    ::kill(p.pid, SIGSTOP);
+    std::this_thread::sleep_for(800ms);
+    ::kill(p.pid, SIGCONT);
+    auto r = box.wait(p, 10s);
+    BOOST_TEST(r.exit_code == 75, describe(r));
+    BOOST_TEST(box.read_file("got") == "term\n");
+    BOOST_TEST(r.err.find("lost the lock lost") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
+    cli_sandbox box(nlohmann::json::parse(R"({"strategies": {"memory": {"enabled": true}}})"));
+    std::string script =
+        "trap '' TERM; touch " + box.path("ready") + "; while :; do sleep 0.05; done";
+    auto p = box.start(run_args(box, {"--strategy", "memory", "--ttl", "0.3", "--kill-after", "0.5",
+                                      "--lost-exit-code", "99", "stubborn", "-c", script}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    ::kill(p.pid, SIGSTOP);
+    std::this_thread::sleep_for(800ms);
+    ::kill(p.pid, SIGCONT);
+    auto r = box.wait(p, 10s);
+    BOOST_TEST(r.exit_code == 99, describe(r));
+    BOOST_TEST(r.err.find("SIGKILL") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
