@@ -23,12 +23,15 @@
 //  - Waiting: a waiter subscribes to `<prefix>chan:<name>`, retries once (a release between its
 //    failed try and its subscription is not missed), then waits for the release message, at
 //    most until the holder's TTL would run out, so a lost message costs latency, not liveness.
-//    Each waiter uses one extra connection while it waits.
+//    Each waiter uses one extra connection while it waits; up to pool_size of them are kept
+//    for later waits.
 //  - Names are binary-safe (any bytes, up to 1 MiB) and are used unhashed in the keys.
-//  - Not for Redis Cluster (the scripts touch several keys) and not safe across an asynchronous
-//    replica failover (a promoted replica may not have the grant): use one primary.
-//  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOSCRIPT")
-//    or the hiredis error ("io", "eof", "timeout"). A password never appears in a message.
+//  - Needs Redis >= 5 (the scripts read the server's TIME before writing). Not for Redis
+//    Cluster (the scripts touch several keys) and not safe across an asynchronous replica
+//    failover (a promoted replica may not have the grant): use one primary.
+//  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOAUTH",
+//    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "other"). A password never
+//    appears in a message.
 #pragma once
 
 #include <chrono>

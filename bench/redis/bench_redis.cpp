@@ -1,0 +1,256 @@
+// bench_redis: the redis (and memcached) strategies beside raw client loops on the same server.
+//
+//   uncontended pairs/s  named_lock::lock() + unlock() on one name, one thread, versus a raw
+//                        hiredis loop sending the very same commands (EVALSHA of our acquire and
+//                        release scripts) on one connection, and the classic raw pair
+//                        (SET NX PX + EVALSHA compare-and-delete)
+//   hand-over latency    a holder releases while a waiter blocks in try_lock_for: time from the
+//                        release call to the waiter's return, with pub/sub waiting and with the
+//                        same store polled (named_lock's backoff, native_wait hidden)
+//
+// Usage: bench_redis [pairs] [rounds]; endpoints from LOCKSMITH_TEST_REDIS_URL and
+// LOCKSMITH_TEST_MEMCACHED (scripts/services.sh env). Benchmarks are not tests: nothing here
+// asserts a speed.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+#include <libmemcached/memcached.h>
+
+#include <locksmith/locksmith.hpp>
+#include <locksmith/strategies/memcached.hpp>
+#include <locksmith/strategies/redis.hpp>
+
+#include "strategies/redis/redis_scripts.hpp"
+
+using namespace locksmith;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(steady::time_point t) {
+    return std::chrono::duration<double>(steady::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+void row(const char* what, std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    std::printf("| %s | %.0f | %.0f | %.0f |\n", what, v.front(), v[v.size() / 2], v.back());
+}
+
+lock_options long_ttl() {
+    lock_options o;
+    o.ttl = 30s;
+    return o;
+}
+
+// Hides native_wait, so that named_lock polls the same backend with its backoff.
+class polling_store final : public store {
+  public:
+    explicit polling_store(std::shared_ptr<store> inner)
+        : store(inner->strategy(), inner->capabilities() & ~capability::native_wait),
+          inner_(std::move(inner)) {}
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode m, std::chrono::milliseconds ttl) override {
+        return inner_->try_acquire(k, m, ttl);
+    }
+    bool do_refresh(key& k, std::chrono::milliseconds ttl) override {
+        return inner_->refresh(k, ttl);
+    }
+    void do_release(key& k) override { inner_->release(k); }
+    bool do_holds(const key& k) override { return inner_->holds(k); }
+
+  private:
+    std::shared_ptr<store> inner_;
+};
+
+redisReply* must(redisContext* c, void* r) {
+    if (r == nullptr) {
+        std::fprintf(stderr, "hiredis: %s\n", c->errstr);
+        std::exit(1);
+    }
+    auto* reply = static_cast<redisReply*>(r);
+    if (reply->type == REDIS_REPLY_ERROR) {
+        std::fprintf(stderr, "redis: %s\n", reply->str);
+        std::exit(1);
+    }
+    return reply;
+}
+
+std::string load(redisContext* c, const char* script) {
+    auto* r = must(c, redisCommand(c, "SCRIPT LOAD %s", script));
+    std::string sha(r->str, r->len);
+    freeReplyObject(r);
+    return sha;
+}
+
+// The commands named_lock sends for one pair, on one connection, with nothing around them.
+double raw_same_scripts(redisContext* c, const std::string& prefix, int pairs) {
+    const std::string acquire = load(c, strategies::redis_detail::acquire_script);
+    const std::string release = load(c, strategies::redis_detail::release_script);
+    const std::string token = random_token();
+    const std::string lock = prefix + "lock:raw", fence = prefix + "fence:raw",
+                      wait = prefix + "wait:raw", chan = prefix + "chan:raw";
+    auto start = steady::now();
+    for (int i = 0; i < pairs; ++i) {
+        freeReplyObject(
+            must(c, redisCommand(c, "EVALSHA %s 3 %s %s %s %s %s %s %s %s", acquire.c_str(),
+                                 lock.c_str(), fence.c_str(), wait.c_str(), token.c_str(), "30000",
+                                 "x", "0", chan.c_str())));
+        freeReplyObject(
+            must(c, redisCommand(c, "EVALSHA %s 2 %s %s %s %s", release.c_str(), lock.c_str(),
+                                 wait.c_str(), token.c_str(), chan.c_str())));
+    }
+    return pairs / seconds_since(start);
+}
+
+// The textbook pair: SET NX PX, then a compare-and-delete script.
+double raw_classic(redisContext* c, const std::string& prefix, int pairs) {
+    const std::string del =
+        load(c,
+             "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+             "return 0");
+    const std::string token = random_token();
+    const std::string lock = prefix + "lock:classic";
+    auto start = steady::now();
+    for (int i = 0; i < pairs; ++i) {
+        freeReplyObject(
+            must(c, redisCommand(c, "SET %s %s NX PX 30000", lock.c_str(), token.c_str())));
+        freeReplyObject(must(
+            c, redisCommand(c, "EVALSHA %s 1 %s %s", del.c_str(), lock.c_str(), token.c_str())));
+    }
+    return pairs / seconds_since(start);
+}
+
+double library_pairs(const std::shared_ptr<store>& s, const std::string& name, int pairs) {
+    named_lock lock(s, std::make_shared<key>(name), long_ttl());
+    auto start = steady::now();
+    for (int i = 0; i < pairs; ++i) {
+        lock.lock();
+        lock.unlock();
+    }
+    return pairs / seconds_since(start);
+}
+
+double raw_memcached(memcached_st* m, int pairs) {
+    const std::string token = random_token();
+    const std::string item = "locksmith-bench:raw";
+    auto start = steady::now();
+    for (int i = 0; i < pairs; ++i) {
+        if (memcached_add(m, item.data(), item.size(), token.data(), token.size(), 31, 0) !=
+            MEMCACHED_SUCCESS)
+            std::exit(1);
+        memcached_delete(m, item.data(), item.size(), 0);
+    }
+    return pairs / seconds_since(start);
+}
+
+// Milliseconds from the holder's unlock() to the waiter's return, `rounds` times.
+std::vector<double> handover(const std::shared_ptr<store>& holder_store,
+                             const std::shared_ptr<store>& waiter_store, const std::string& name,
+                             int rounds) {
+    std::vector<double> out;
+    for (int r = 0; r < rounds; ++r) {
+        named_lock holder(holder_store, std::make_shared<key>(name), long_ttl());
+        named_lock waiter(waiter_store, std::make_shared<key>(name), long_ttl());
+        holder.lock();
+        steady::time_point got{};
+        std::thread t([&] {
+            if (waiter.try_lock_for(10s)) got = steady::now();
+        });
+        std::this_thread::sleep_for(20ms);
+        auto released = steady::now();
+        holder.unlock();
+        t.join();
+        out.push_back(std::chrono::duration<double, std::milli>(got - released).count());
+        waiter.unlock();
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int pairs = argc > 1 ? std::atoi(argv[1]) : 20000;
+    const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+    const char* url = std::getenv("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) {
+        std::fprintf(stderr,
+                     "LOCKSMITH_TEST_REDIS_URL is unset (scripts/services.sh start; "
+                     "eval \"$(scripts/services.sh env)\")\n");
+        return 2;
+    }
+    strategies::redis_options o;
+    o.endpoint = strategies::parse_redis_url(url);
+    o.key_prefix = "locksmith-bench:";
+    auto s = strategies::make_redis_store(o);
+    redisContext* c = redisConnect(o.endpoint.host.c_str(), o.endpoint.port);
+    if (!c || c->err) return 1;
+
+    std::vector<double> lib, same, classic;
+    for (int r = 0; r < rounds; ++r) {  // alternating, so that drift hits all loops alike
+        lib.push_back(library_pairs(s, "bench", pairs));
+        same.push_back(raw_same_scripts(c, o.key_prefix, pairs));
+        classic.push_back(raw_classic(c, o.key_prefix, pairs));
+    }
+    std::printf(
+        "redis: %d pairs x %d rounds\n\n| loop | min pairs/s | median pairs/s | max pairs/s |\n"
+        "|---|---:|---:|---:|\n",
+        pairs, rounds);
+    row("raw hiredis, our two scripts by EVALSHA, one connection", same);
+    row("raw hiredis, SET NX PX + EVALSHA compare-and-delete", classic);
+    row("`named_lock::lock(); unlock()` on `redis`", lib);
+    std::printf("\nratio library / raw same commands: %.2f; / raw classic: %.2f\n",
+                median(lib) / median(same), median(lib) / median(classic));
+
+    auto waiter_store = strategies::make_redis_store(o);
+    auto pubsub = handover(s, waiter_store, "handover", 200);
+    auto polled = handover(s, std::make_shared<polling_store>(waiter_store), "handover-poll", 200);
+    auto pct = [](const std::vector<double>& v, double p) {
+        return v[std::size_t(p * (v.size() - 1))];
+    };
+    std::printf(
+        "\nhand-over latency, 200 rounds (ms from unlock() to the waiter's return)\n\n"
+        "| waiter | p50 | p99 | max |\n|---|---:|---:|---:|\n"
+        "| pub/sub (native_wait) | %.3f | %.3f | %.3f |\n"
+        "| polling (named_lock backoff 0.5 ms .. 50 ms) | %.3f | %.3f | %.3f |\n",
+        pct(pubsub, 0.5), pct(pubsub, 0.99), pubsub.back(), pct(polled, 0.5), pct(polled, 0.99),
+        polled.back());
+    redisFree(c);
+
+    if (const char* servers = std::getenv("LOCKSMITH_TEST_MEMCACHED")) {
+        strategies::memcached_options mo;
+        mo.servers = strategies::parse_memcached_servers(servers);
+        mo.key_prefix = "locksmith-bench:";
+        auto ms = strategies::make_memcached_store(mo);
+        memcached_st* m = memcached_create(nullptr);
+        memcached_behavior_set(m, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
+        memcached_server_add(m, mo.servers[0].first.c_str(), in_port_t(mo.servers[0].second));
+        std::vector<double> mlib, mraw;
+        for (int r = 0; r < rounds; ++r) {
+            mlib.push_back(library_pairs(ms, "bench", pairs));
+            mraw.push_back(raw_memcached(m, pairs));
+        }
+        std::printf(
+            "\nmemcached: %d pairs x %d rounds\n\n| loop | min pairs/s | median pairs/s | "
+            "max pairs/s |\n|---|---:|---:|---:|\n",
+            pairs, rounds);
+        row("raw libmemcached add + delete", mraw);
+        row("`named_lock::lock(); unlock()` on `memcached` (add; gets + cas + delete)", mlib);
+        std::printf("\nratio library / raw: %.2f\n", median(mlib) / median(mraw));
+        memcached_free(m);
+    }
+    return 0;
+}

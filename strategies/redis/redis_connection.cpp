@@ -1,0 +1,214 @@
+#include "redis_connection.hpp"
+
+#include <poll.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <locksmith/errors.hpp>
+
+namespace locksmith::strategies::redis_detail {
+namespace {
+
+timeval to_timeval(std::chrono::milliseconds d) {
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+    return tv;
+}
+
+// Error texts from the server can echo what the client sent; make sure the password is not
+// among them.
+std::string scrub(std::string text, const std::string& password) {
+    if (password.empty()) return text;
+    for (auto pos = text.find(password); pos != std::string::npos; pos = text.find(password, pos))
+        text.replace(pos, password.size(), "***");
+    return text;
+}
+
+}  // namespace
+
+std::string reply_error_code(const redisReply& reply) {
+    std::string text(reply.str ? reply.str : "", reply.str ? reply.len : 0);
+    return text.substr(0, text.find(' '));
+}
+
+connection::connection(const redis_options& options) : options_(options) {
+    const auto& e = options.endpoint;
+    const timeval tv = to_timeval(options.connect_timeout);
+    context_ = e.socket_path.empty() ? redisConnectWithTimeout(e.host.c_str(), e.port, tv)
+                                     : redisConnectUnixWithTimeout(e.socket_path.c_str(), tv);
+    if (context_ == nullptr) fail("connecting", "oom", "cannot allocate a hiredis context");
+    try {
+        set_up();
+    } catch (...) {
+        redisFree(context_);
+        throw;
+    }
+}
+
+void connection::set_up() {
+    const auto& e = options_.endpoint;
+    if (context_->err) fail_io("connecting");
+    if (redisSetTimeout(context_, to_timeval(options_.command_timeout)) != REDIS_OK)
+        fail_io("setting the command timeout");
+    if (e.socket_path.empty()) redisEnableKeepAlive(context_);
+    if (!e.password.empty()) {
+        std::vector<std::string_view> auth{"AUTH"};
+        if (!e.user.empty()) auth.push_back(e.user);
+        auth.push_back(e.password);
+        auto reply = command(auth);
+        check(reply.get(), "authenticating" + (e.user.empty() ? "" : " as user '" + e.user + "'"));
+    }
+    if (e.db != 0) {
+        auto db = std::to_string(e.db);
+        auto reply = command({"SELECT", db});
+        check(reply.get(), "selecting database " + db);
+    }
+}
+
+connection::~connection() {
+    if (context_) redisFree(context_);
+}
+
+void connection::fail(const std::string& what, const std::string& native_code,
+                      const std::string& detail) const {
+    throw backend_error("redis", native_code,
+                        "redis: " + what + " at " + options_.endpoint.redacted() +
+                            " failed: " + scrub(detail, options_.endpoint.password));
+}
+
+void connection::fail_io(const std::string& what) {
+    broken_ = true;
+    const int err = context_->err;
+    const int saved_errno = errno;
+    std::string detail = context_->errstr;
+    std::string code;
+    if (err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
+        code = "timeout";
+        detail = "no reply within " + std::to_string(options_.command_timeout.count()) + " ms";
+    } else if (err == REDIS_ERR_IO) {
+        code = "errno " + std::to_string(saved_errno);
+    } else if (err == REDIS_ERR_EOF) {
+        code = "eof";
+    } else if (err == REDIS_ERR_PROTOCOL) {
+        code = "protocol";
+    } else {
+        code = "other";
+    }
+    fail(what, code, detail);
+}
+
+void connection::check(const redisReply* reply, const std::string& what) const {
+    if (reply == nullptr) fail(what, "null", "no reply");
+    if (reply->type == REDIS_REPLY_ERROR)
+        fail(what, reply_error_code(*reply), std::string(reply->str, reply->len));
+}
+
+reply_ptr connection::command(const std::vector<std::string_view>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (auto a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+    }
+    void* reply = redisCommandArgv(context_, int(argv.size()), argv.data(), lens.data());
+    if (reply == nullptr) fail_io("command " + std::string(args.empty() ? "" : args.front()));
+    return reply_ptr(static_cast<redisReply*>(reply));
+}
+
+void connection::send(const std::vector<std::string_view>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (auto a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(context_, int(argv.size()), argv.data(), lens.data()) != REDIS_OK)
+        fail_io("sending " + std::string(args.empty() ? "" : args.front()));
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(context_, &done) != REDIS_OK)
+            fail_io("sending " + std::string(args.empty() ? "" : args.front()));
+}
+
+reply_ptr connection::read(std::chrono::milliseconds timeout) {
+    if (timeout < timeout.zero()) timeout = options_.command_timeout;
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        void* reply = nullptr;
+        if (redisGetReplyFromReader(context_, &reply) != REDIS_OK) fail_io("reading a reply");
+        if (reply) return reply_ptr(static_cast<redisReply*>(reply));
+        auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left <= left.zero()) return nullptr;
+        pollfd p{context_->fd, POLLIN, 0};
+        int n = ::poll(&p, 1, int(std::min<long long>(left.count(), 1'000'000'000)));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            broken_ = true;
+            fail("waiting for a reply", "errno " + std::to_string(errno), std::strerror(errno));
+        }
+        if (n == 0) continue;
+        if (redisBufferRead(context_) != REDIS_OK) fail_io("reading a reply");
+    }
+}
+
+bool connection::stale() const noexcept {
+    if (broken_ || context_ == nullptr || context_->err) return true;
+    pollfd p{context_->fd, POLLIN, 0};
+    // An idle connection never has anything to read: data means EOF or an error.
+    return ::poll(&p, 1, 0) != 0;
+}
+
+connection_pool::connection_pool(const redis_options& options) : options_(options) {
+    idle_.reserve(options.pool_size);
+}
+
+connection_pool::lease::~lease() {
+    if (pool_ && connection_) pool_->give_back(std::move(connection_));
+}
+
+connection_pool::lease connection_pool::take() {
+    std::unique_lock lock(mutex_);
+    const auto until =
+        std::chrono::steady_clock::now() + options_.connect_timeout + options_.command_timeout;
+    for (;;) {
+        while (!idle_.empty()) {
+            auto c = std::move(idle_.back());
+            idle_.pop_back();
+            if (c->stale()) continue;  // closed by the server (restart); open another
+            ++out_;
+            return lease(*this, std::move(c));
+        }
+        if (out_ < options_.pool_size) {
+            ++out_;
+            lock.unlock();
+            try {
+                return lease(*this, std::make_unique<connection>(options_));
+            } catch (...) {
+                lock.lock();
+                --out_;
+                returned_.notify_one();
+                throw;
+            }
+        }
+        if (returned_.wait_until(lock, until) == std::cv_status::timeout)
+            throw backend_error("redis", "pool",
+                                "redis: all " + std::to_string(options_.pool_size) +
+                                    " connections to " + options_.endpoint.redacted() +
+                                    " stayed busy; raise pool_size");
+    }
+}
+
+void connection_pool::give_back(std::unique_ptr<connection> c) noexcept {
+    std::lock_guard lock(mutex_);
+    --out_;
+    if (!c->broken()) idle_.push_back(std::move(c));
+    returned_.notify_one();
+}
+
+}  // namespace locksmith::strategies::redis_detail

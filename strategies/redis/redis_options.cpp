@@ -1,0 +1,159 @@
+// Parsing of the redis strategy's URL and JSON options. Messages never contain the password:
+// the URL is only ever shown in its redacted form.
+#include <charconv>
+#include <string>
+#include <string_view>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
+#include <locksmith/strategies/redis.hpp>
+
+namespace locksmith::strategies {
+namespace {
+
+[[noreturn]] void bad_url(const std::string& why) {
+    throw invalid_argument_error("redis url: " + why);
+}
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// `what` names the part for the message; the part itself is not shown (it may be the password).
+std::string percent_decode(std::string_view text, const char* what) {
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '%') {
+            out += text[i];
+            continue;
+        }
+        const bool complete = i + 2 < text.size();
+        int hi = complete ? hex_value(text[i + 1]) : -1;
+        int lo = complete ? hex_value(text[i + 2]) : -1;
+        if (hi < 0 || lo < 0) bad_url(std::string("malformed %-escape in the ") + what);
+        out += char(hi * 16 + lo);
+        i += 2;
+    }
+    return out;
+}
+
+int parse_number(std::string_view text, int min, int max, const char* what) {
+    int value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min ||
+        value > max)
+        bad_url(std::string(what) + " '" + std::string(text) + "' is not a number in [" +
+                std::to_string(min) + ", " + std::to_string(max) + "]");
+    return value;
+}
+
+}  // namespace
+
+std::string redis_endpoint::redacted() const {
+    std::string out;
+    if (!socket_path.empty()) {
+        out = "unix://" + socket_path;
+        if (db != 0) out += "?db=" + std::to_string(db);
+        return out;
+    }
+    out = "redis://";
+    if (!user.empty() || !password.empty()) {
+        out += user;
+        if (!password.empty()) out += ":***";
+        out += "@";
+    }
+    out += host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    out += ":" + std::to_string(port) + "/" + std::to_string(db);
+    return out;
+}
+
+redis_endpoint parse_redis_url(std::string_view url) {
+    redis_endpoint e;
+    constexpr std::string_view tcp = "redis://";
+    constexpr std::string_view unix_scheme = "unix://";
+    if (url.substr(0, unix_scheme.size()) == unix_scheme) {
+        auto rest = url.substr(unix_scheme.size());
+        auto query = rest.find('?');
+        e.socket_path = std::string(rest.substr(0, query));
+        e.host.clear();
+        if (e.socket_path.empty() || e.socket_path.front() != '/')
+            bad_url("a unix:// URL needs an absolute socket path (unix:///path/to.sock)");
+        if (query != std::string_view::npos) {
+            auto q = rest.substr(query + 1);
+            if (q.substr(0, 3) != "db=") bad_url("the only query parameter of unix:// is db=N");
+            e.db = parse_number(q.substr(3), 0, 1'000'000, "database");
+        }
+        return e;
+    }
+    if (url.substr(0, tcp.size()) != tcp) {
+        if (url.substr(0, 9) == "rediss://") bad_url("TLS (rediss://) is not supported");
+        bad_url("must start with redis:// or unix://");
+    }
+    auto rest = url.substr(tcp.size());
+    // Userinfo ends at the last '@' before the path, so that a password may contain '@'.
+    auto slash = rest.find('/');
+    auto authority = rest.substr(0, slash);
+    auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    auto at = authority.rfind('@');
+    if (at != std::string_view::npos) {
+        auto userinfo = authority.substr(0, at);
+        authority = authority.substr(at + 1);
+        auto colon = userinfo.find(':');
+        if (colon == std::string_view::npos) {
+            // redis://secret@host is the common spelling of a password without user.
+            e.password = percent_decode(userinfo, "password");
+        } else {
+            e.user = percent_decode(userinfo.substr(0, colon), "user");
+            e.password = percent_decode(userinfo.substr(colon + 1), "password");
+        }
+    }
+    std::string_view host = authority;
+    std::string_view port;
+    if (!authority.empty() && authority.front() == '[') {
+        auto close = authority.find(']');
+        if (close == std::string_view::npos) bad_url("unterminated [ in the host");
+        host = authority.substr(1, close - 1);
+        auto after = authority.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':') bad_url("unexpected text after the IPv6 host");
+            port = after.substr(1);
+            if (port.empty()) bad_url("empty port");
+        }
+    } else {
+        auto colon = authority.rfind(':');
+        if (colon != std::string_view::npos) {
+            host = authority.substr(0, colon);
+            port = authority.substr(colon + 1);
+            if (port.empty()) bad_url("empty port");
+        }
+    }
+    if (host.empty()) bad_url("missing host");
+    e.host = std::string(host);
+    if (!port.empty()) e.port = parse_number(port, 1, 65535, "port");
+    if (!path.empty()) e.db = parse_number(path, 0, 1'000'000, "database");
+    return e;
+}
+
+redis_options redis_options::from_json(const nlohmann::json& options) {
+    options_reader r(options);
+    redis_options o;
+    auto url = r.string("url");
+    if (!url) throw config_error("config.missing", "/url", "option 'url' is required");
+    try {
+        o.endpoint = parse_redis_url(*url);
+    } catch (const invalid_argument_error& e) {
+        throw config_error("config.value", "/url", e.what());
+    }
+    if (auto v = r.seconds("connect_timeout_s", 0.001, 3600)) o.connect_timeout = *v;
+    if (auto v = r.seconds("command_timeout_s", 0.001, 3600)) o.command_timeout = *v;
+    if (auto v = r.string("key_prefix")) o.key_prefix = *v;
+    if (auto v = r.integer("pool_size", 1, 1024)) o.pool_size = std::size_t(*v);
+    r.finish();
+    return o;
+}
+
+}  // namespace locksmith::strategies

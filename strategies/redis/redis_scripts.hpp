@@ -1,0 +1,176 @@
+// Private to the redis strategy: the server-side scripts. Each runs atomically on the server,
+// which is what makes check-then-act on a lock key safe.
+//
+// Keys of one lock name N (P = key_prefix):
+//   P lock: N   exclusive: a string holding the owner token, with PX = the TTL
+//               shared: a sorted set of reader tokens scored by their expiry (server ms), and
+//               PEXPIREAT = the latest reader expiry, so an abandoned set disappears on its own
+//   P fence: N  the fencing counter (INCR on every new grant; never deleted)
+//   P wait: N   a sorted set of writers that wait, scored by when their registration lapses;
+//               while it is not empty, no new reader is admitted (writers are not starved)
+//   P chan: N   the pub/sub channel on which a release (or a lapse) is announced
+// Times come from the server's TIME, so client clocks do not matter. Needs Redis >= 5 (writes
+// after TIME in a script).
+#pragma once
+
+namespace locksmith::strategies::redis_detail {
+
+// Shared prologue: server time in ms and the helper that aligns a reader set's expiry with its
+// latest reader.
+#define LOCKSMITH_REDIS_PROLOGUE                                                      \
+    "local t = redis.call('TIME')\n"                                                  \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"         \
+    "local function expire_at_latest(k)\n"                                            \
+    "  local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')\n"                   \
+    "  if top[2] then redis.call('PEXPIREAT', k, math.floor(tonumber(top[2]))) end\n" \
+    "end\n"
+
+// KEYS: lock, fence, wait. ARGV: token, ttl ms, mode ("x" or "s"), wait ms (> 0: the caller
+// will wait; a writer then registers in the wait set), channel.
+// Returns {1, fence} for a new grant, {1, 0} when the owner already held it in that mode (the
+// TTL is renewed), {0, ms} when refused, ms being how long the obstacle may last at most
+// (-1 or -2: unknown or none).
+inline constexpr const char* acquire_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
+local lock, fence, wait = KEYS[1], KEYS[2], KEYS[3]
+local token, ttl, mode, wait_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+if mode == 'x' then
+  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+    redis.call('ZREM', wait, token)
+    return {1, redis.call('INCR', fence)}
+  end
+  local kind = redis.call('TYPE', lock).ok
+  if kind == 'string' then
+    if redis.call('GET', lock) == token then
+      redis.call('PEXPIRE', lock, ttl)
+      return {1, 0}
+    end
+  elseif kind == 'zset' then
+    redis.call('ZREMRANGEBYSCORE', lock, '-inf', now)
+    local n = redis.call('ZCARD', lock)
+    if n == 0 or (n == 1 and redis.call('ZSCORE', lock, token)) then
+      -- free, or promotion of the sole reader
+      redis.call('DEL', lock)
+      redis.call('SET', lock, token, 'PX', ttl)
+      redis.call('ZREM', wait, token)
+      return {1, redis.call('INCR', fence)}
+    end
+  end
+  local left = redis.call('PTTL', lock)
+  if wait_ms > 0 then
+    -- Registered until just after this waiter's next scheduled retry: a waiter that died
+    -- blocks new readers for at most the holders' TTL plus 2 s.
+    local keep = math.min(wait_ms, math.max(left, 0) + 2000)
+    redis.call('ZREMRANGEBYSCORE', wait, '-inf', now)
+    redis.call('ZADD', wait, now + keep, token)
+    expire_at_latest(wait)
+  end
+  return {0, left}
+end
+-- shared
+local kind = redis.call('TYPE', lock).ok
+if kind == 'string' then
+  if redis.call('GET', lock) ~= token then return {0, redis.call('PTTL', lock)} end
+  -- demotion: the writer becomes the only reader; waiting readers may come in now
+  redis.call('DEL', lock)
+  redis.call('ZADD', lock, now + ttl, token)
+  redis.call('PEXPIREAT', lock, now + ttl)
+  redis.call('PUBLISH', ARGV[5], 'demoted')
+  return {1, redis.call('INCR', fence)}
+end
+if kind == 'zset' then redis.call('ZREMRANGEBYSCORE', lock, '-inf', now) end
+local renewal = redis.call('ZSCORE', lock, token)
+if not renewal then
+  redis.call('ZREMRANGEBYSCORE', wait, '-inf', now)
+  if redis.call('ZCARD', wait) > 0 then
+    return {0, math.max(redis.call('PTTL', lock), redis.call('PTTL', wait))}
+  end
+end
+redis.call('ZADD', lock, now + ttl, token)
+expire_at_latest(lock)
+if renewal then return {1, 0} end
+return {1, redis.call('INCR', fence)}
+)lua";
+
+// KEYS: lock. ARGV: token, ttl ms. Compare-and-pexpire: 1 when the owner's grant was extended,
+// 0 when the owner holds nothing (expired readers are purged first, so one cannot be revived).
+inline constexpr const char* refresh_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
+local lock, token, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local kind = redis.call('TYPE', lock).ok
+if kind == 'string' then
+  if redis.call('GET', lock) == token then
+    redis.call('PEXPIRE', lock, ttl)
+    return 1
+  end
+elseif kind == 'zset' then
+  redis.call('ZREMRANGEBYSCORE', lock, '-inf', now)
+  if redis.call('ZSCORE', lock, token) then
+    redis.call('ZADD', lock, now + ttl, token)
+    expire_at_latest(lock)
+    return 1
+  end
+end
+return 0
+)lua";
+
+// KEYS: lock, wait. ARGV: token, channel. Compare-and-delete, in either mode; also withdraws
+// the owner from the wait set. Publishes when the lock became free or the wait set shrank, so
+// that waiters retry. Returns 1 when a grant was released.
+inline constexpr const char* release_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
+local lock, wait, token = KEYS[1], KEYS[2], ARGV[1]
+local kind = redis.call('TYPE', lock).ok
+local released, freed = 0, false
+if kind == 'string' then
+  if redis.call('GET', lock) == token then
+    redis.call('DEL', lock)
+    released, freed = 1, true
+  end
+elseif kind == 'zset' then
+  if redis.call('ZREM', lock, token) == 1 then
+    released = 1
+    redis.call('ZREMRANGEBYSCORE', lock, '-inf', now)
+    if redis.call('ZCARD', lock) == 0 then freed = true else expire_at_latest(lock) end
+  end
+end
+if redis.call('ZREM', wait, token) == 1 then freed = true end
+if freed then redis.call('PUBLISH', ARGV[2], 'released') end
+return released
+)lua";
+
+// KEYS: wait. ARGV: token, channel. A writer that stops waiting withdraws its registration and
+// lets blocked readers retry.
+inline constexpr const char* unwait_script = R"lua(
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then redis.call('PUBLISH', ARGV[2], 'unwait') end
+return 0
+)lua";
+
+// KEYS: lock. ARGV: token. 1 when the owner holds a live grant in either mode.
+inline constexpr const char* holds_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
+local lock, token = KEYS[1], ARGV[1]
+local kind = redis.call('TYPE', lock).ok
+if kind == 'string' then
+  if redis.call('GET', lock) == token then return 1 end
+elseif kind == 'zset' then
+  local expiry = redis.call('ZSCORE', lock, token)
+  if expiry and tonumber(expiry) > now then return 1 end
+end
+return 0
+)lua";
+
+// KEYS: lock. Returns {state, holders, pttl}: state 0 free, 1 exclusive, 2 shared, 3 a key of
+// another type (not ours); holders = number of live readers.
+inline constexpr const char* status_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
+local lock = KEYS[1]
+local kind = redis.call('TYPE', lock).ok
+if kind == 'string' then return {1, 1, redis.call('PTTL', lock)} end
+if kind == 'zset' then
+  local n = redis.call('ZCOUNT', lock, '(' .. now, '+inf')
+  if n == 0 then return {0, 0, -2} end
+  return {2, n, redis.call('PTTL', lock)}
+end
+if kind == 'none' then return {0, 0, -2} end
+return {3, 0, -1}
+)lua";
+
+#undef LOCKSMITH_REDIS_PROLOGUE
+
+}  // namespace locksmith::strategies::redis_detail

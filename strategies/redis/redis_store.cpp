@@ -1,0 +1,310 @@
+// The redis strategy: store, scripts transport, pub/sub waiting, and its registry entry.
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/registry.hpp>
+#include <locksmith/strategies/redis.hpp>
+
+#include "redis_connection.hpp"
+#include "redis_scripts.hpp"
+
+namespace locksmith::strategies {
+namespace {
+
+using namespace redis_detail;
+using clock = deadline::clock;
+using std::chrono::milliseconds;
+
+constexpr capability redis_capabilities =
+    capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
+    capability::expiring | capability::distributed | capability::serializable | capability::fencing;
+
+enum script_id : std::size_t { acquire_id, refresh_id, release_id, unwait_id, holds_id, status_id };
+constexpr std::array<const char*, 6> script_text = {acquire_script, refresh_script, release_script,
+                                                    unwait_script,  holds_script,   status_script};
+constexpr std::array<const char*, 6> script_name = {"acquire", "refresh", "release",
+                                                    "unwait",  "holds",   "status"};
+
+long long integer_at(const redisReply* r, std::size_t i) {
+    if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
+        r->element[i]->type != REDIS_REPLY_INTEGER)
+        throw backend_error("redis", "protocol",
+                            "redis: a lock script returned an unexpected reply");
+    return r->element[i]->integer;
+}
+
+long long integer_of(const redisReply* r) {
+    if (r == nullptr || r->type != REDIS_REPLY_INTEGER)
+        throw backend_error("redis", "protocol",
+                            "redis: a lock script returned an unexpected reply");
+    return r->integer;
+}
+
+void check_ttl(milliseconds ttl) {
+    if (ttl <= ttl.zero())
+        throw invalid_argument_error("redis: ttl must be positive, got " +
+                                     std::to_string(ttl.count()) + " ms");
+}
+
+class redis_store final : public store {
+  public:
+    explicit redis_store(redis_options options)
+        : store("redis", redis_capabilities), options_(std::move(options)), pool_(options_) {
+        // Connect once now, so that a wrong endpoint or password fails at construction (and the
+        // factory falls back), and load the scripts so that later calls go by SHA.
+        auto c = pool_.take();
+        for (std::size_t i = 0; i < script_text.size(); ++i) {
+            auto reply = c->command({"SCRIPT", "LOAD", script_text[i]});
+            c->check(reply.get(), std::string("loading the ") + script_name[i] + " script");
+            sha_[i] = std::string(reply->str, reply->len);
+        }
+    }
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode mode, milliseconds ttl) override {
+        return acquire(k, mode, ttl, 0).granted;
+    }
+
+    bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
+        const std::string chan = name_of("chan:", k.resource());
+        std::unique_ptr<connection> subscriber;
+        for (;;) {
+            auto now = clock::now();
+            // A writer registers as waiting so that new readers hold back; readers never do.
+            long long wait_ms = 0;
+            if (mode == lock_mode::exclusive)
+                wait_ms = std::max<long long>(1, ms_until(until, now));
+            k.set_attempt_started(now);
+            const outcome o = acquire(k, mode, ttl, wait_ms);
+            if (o.granted) {
+                recycle(std::move(subscriber));
+                return true;
+            }
+            now = clock::now();
+            if (now >= until) {
+                recycle(std::move(subscriber));
+                if (mode == lock_mode::exclusive) withdraw(k, chan);
+                return false;
+            }
+            if (!subscriber) {
+                // Subscribe, then try again at once: a release between the failed try and the
+                // subscription has published to nobody, but the retry sees its effect.
+                subscriber = subscribe(chan);
+                continue;
+            }
+            // Sleep until a release is announced, but no longer than the obstacle can last (the
+            // holder's TTL), so that a lost message or a dead holder costs only latency. An
+            // obstacle without a known end (a foreign key without TTL) is re-checked each second.
+            milliseconds slice = o.value > 0 ? milliseconds(o.value + 1) : milliseconds(1000);
+            slice =
+                std::min<milliseconds>(slice, milliseconds(ms_until(until, now)) + milliseconds(1));
+            subscriber->read(std::max(slice, milliseconds(1)));
+        }
+    }
+
+    bool do_refresh(key& k, milliseconds ttl) override {
+        check_ttl(ttl);
+        auto c = pool_.take();
+        const auto lock = name_of("lock:", k.resource());
+        const auto ttl_text = std::to_string(ttl.count());
+        auto r = run(*c, refresh_id, {lock}, {k.token(), ttl_text});
+        return integer_of(r.get()) == 1;
+    }
+
+    void do_release(key& k) override {
+        auto c = pool_.take();
+        const auto lock = name_of("lock:", k.resource());
+        const auto wait = name_of("wait:", k.resource());
+        const auto chan = name_of("chan:", k.resource());
+        run(*c, release_id, {lock, wait}, {k.token(), chan});
+    }
+
+    bool do_holds(const key& k) override {
+        auto c = pool_.take();
+        const auto lock = name_of("lock:", k.resource());
+        auto r = run(*c, holds_id, {lock}, {k.token()});
+        return integer_of(r.get()) == 1;
+    }
+
+    lock_status do_status(std::string_view resource) override {
+        auto c = pool_.take();
+        const auto lock = name_of("lock:", resource);
+        auto r = run(*c, status_id, {lock}, {});
+        lock_status s;
+        const auto state = integer_at(r.get(), 0);
+        const auto holders = integer_at(r.get(), 1);
+        const auto pttl = integer_at(r.get(), 2);
+        switch (state) {
+            case 0:
+                s.held = lock_status::state::free;
+                break;
+            case 1:
+                s.held = lock_status::state::held_exclusive;
+                s.holders.push_back("one writer");
+                break;
+            case 2:
+                s.held = lock_status::state::held_shared;
+                s.holders.push_back(std::to_string(holders) + " reader(s)");
+                break;
+            default:
+                s.held = lock_status::state::unknown;
+                s.holders.push_back("the key holds a value that is not a lock of this strategy");
+        }
+        if (pttl >= 0) s.remaining = milliseconds(pttl);
+        return s;
+    }
+
+  private:
+    struct outcome {
+        bool granted;
+        long long value;  // fence token (granted) or the obstacle's remaining ms (refused)
+    };
+
+    static long long ms_until(deadline until, clock::time_point now) {
+        // A year bounds "forever": the script caps the registration by the holders' TTL anyway.
+        constexpr long long year_ms = 365LL * 24 * 3600 * 1000;
+        if (until >= now + milliseconds(year_ms)) return year_ms;
+        return std::chrono::ceil<milliseconds>(until - now).count();
+    }
+
+    std::string name_of(std::string_view kind, std::string_view resource) const {
+        std::string out;
+        out.reserve(options_.key_prefix.size() + kind.size() + resource.size());
+        out.append(options_.key_prefix).append(kind).append(resource);
+        return out;
+    }
+
+    outcome acquire(key& k, lock_mode mode, milliseconds ttl, long long wait_ms) {
+        check_ttl(ttl);
+        const auto lock = name_of("lock:", k.resource());
+        const auto fence = name_of("fence:", k.resource());
+        const auto wait = name_of("wait:", k.resource());
+        const auto chan = name_of("chan:", k.resource());
+        const auto ttl_text = std::to_string(ttl.count());
+        const auto wait_text = std::to_string(wait_ms);
+        auto c = pool_.take();
+        auto r =
+            run(*c, acquire_id, {lock, fence, wait},
+                {k.token(), ttl_text, mode == lock_mode::exclusive ? "x" : "s", wait_text, chan});
+        outcome o{integer_at(r.get(), 0) == 1, integer_at(r.get(), 1)};
+        if (o.granted && o.value > 0) k.set_fencing_token(std::uint64_t(o.value));
+        return o;
+    }
+
+    void withdraw(key& k, const std::string& chan) {
+        auto c = pool_.take();
+        const auto wait = name_of("wait:", k.resource());
+        run(*c, unwait_id, {wait}, {k.token(), chan});
+    }
+
+    // A connection subscribed to `chan`: a recycled one when there is one, else a new one.
+    std::unique_ptr<connection> subscribe(const std::string& chan) {
+        std::unique_ptr<connection> recycled;
+        {
+            std::lock_guard guard(subscribers_mutex_);
+            if (!idle_subscribers_.empty()) {
+                recycled = std::move(idle_subscribers_.back());
+                idle_subscribers_.pop_back();
+            }
+        }
+        if (recycled) {
+            try {
+                subscribe_on(*recycled, chan);
+                return recycled;
+            } catch (const backend_error&) {
+                // Closed while idle (a server restart): a fresh connection decides.
+            }
+        }
+        auto fresh = pool_.open();
+        subscribe_on(*fresh, chan);
+        return fresh;
+    }
+
+    void subscribe_on(connection& s, const std::string& chan) {
+        s.send({"SUBSCRIBE", chan});
+        // A recycled connection first delivers what its previous use left: the confirmation of
+        // its UNSUBSCRIBE and messages of the old channel published before that. The server
+        // answers in order, so everything after our confirmation is about `chan`.
+        for (;;) {
+            auto reply = s.read(milliseconds(-1));
+            if (!reply)
+                s.fail("subscribing to the release channel", "timeout",
+                       "no confirmation within " +
+                           std::to_string(options_.command_timeout.count()) + " ms");
+            s.check(reply.get(), "subscribing to the release channel");
+            if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
+                reply->element[0]->type == REDIS_REPLY_STRING &&
+                std::string_view(reply->element[0]->str, reply->element[0]->len) == "subscribe")
+                return;
+        }
+    }
+
+    // Unsubscribes without waiting for the answer (the next user reads it), so that the waiter
+    // that just got its lock does not pay a round trip, and keeps the connection for the next
+    // wait: waiting then costs no connection set-up (TCP, AUTH, SELECT).
+    void recycle(std::unique_ptr<connection> s) noexcept {
+        if (!s || s->broken()) return;
+        try {
+            s->send({"UNSUBSCRIBE"});
+        } catch (const std::exception&) {
+            return;
+        }
+        std::lock_guard guard(subscribers_mutex_);
+        if (idle_subscribers_.size() < options_.pool_size)
+            idle_subscribers_.push_back(std::move(s));
+    }
+
+    // EVALSHA, reloading the script when the server lost it (restart, SCRIPT FLUSH).
+    reply_ptr run(connection& c, script_id id, std::initializer_list<std::string_view> keys,
+                  std::initializer_list<std::string_view> args) {
+        const auto nkeys = std::to_string(keys.size());
+        std::vector<std::string_view> argv{"EVALSHA", sha_[id], nkeys};
+        argv.insert(argv.end(), keys.begin(), keys.end());
+        argv.insert(argv.end(), args.begin(), args.end());
+        auto reply = c.command(argv);
+        if (reply->type == REDIS_REPLY_ERROR && reply_error_code(*reply) == "NOSCRIPT") {
+            auto load = c.command({"SCRIPT", "LOAD", script_text[id]});
+            c.check(load.get(), std::string("reloading the ") + script_name[id] + " script");
+            reply = c.command(argv);
+        }
+        c.check(reply.get(), std::string("running the ") + script_name[id] + " script");
+        return reply;
+    }
+
+    redis_options options_;
+    connection_pool pool_;
+    std::array<std::string, script_text.size()> sha_;
+    std::mutex subscribers_mutex_;
+    // Subscriber connections between two waits; each has an UNSUBSCRIBE in flight.
+    std::vector<std::unique_ptr<connection>> idle_subscribers_;
+};
+
+}  // namespace
+
+std::shared_ptr<store> make_redis_store(const redis_options& options) {
+    if (options.pool_size == 0) throw invalid_argument_error("redis: pool_size must be >= 1");
+    if (options.connect_timeout <= milliseconds(0) || options.command_timeout <= milliseconds(0))
+        throw invalid_argument_error("redis: timeouts must be positive");
+    return std::make_shared<redis_store>(options);
+}
+
+strategy_descriptor redis_strategy() {
+    strategy_descriptor d;
+    d.name = "redis";
+    d.description = "Redis server (hiredis): SET NX PX with scripts, pub/sub waiting, fencing";
+    d.default_priority = 85;
+    d.capabilities = redis_capabilities;
+    d.needs_configuration = true;
+    d.validate_options = [](const nlohmann::json& options) { redis_options::from_json(options); };
+    d.create = [](const nlohmann::json& options) {
+        return make_redis_store(redis_options::from_json(options));
+    };
+    return d;
+}
+
+}  // namespace locksmith::strategies

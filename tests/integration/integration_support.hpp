@@ -1,0 +1,205 @@
+// Helpers for the integration suites, which talk to real servers:
+//
+//   server_precondition  skips a suite (with the reason) when its endpoint variable is unset,
+//                        except under CI=true, where the tests run and fail on the missing value
+//   endpoint             the variable's value, or a test failure naming the variable
+//   private_server       a server process of the test's own (fork/exec), on a free port, that a
+//                        test may stop and restart (fault tests cannot stop the shared one)
+//   shared_counter       an unsynchronised counter in a file: mutual exclusion is what keeps
+//                        its read-modify-write from losing updates
+#pragma once
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/test_environment.hpp"
+
+namespace locksmith::test {
+
+// A precondition decorator: the suite runs when `variable` is set, or under CI (where the
+// missing value then fails the tests). Otherwise it is skipped with a message.
+struct server_precondition {
+    const char* variable;
+    boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+        if (env(variable) || running_in_ci()) return true;
+        boost::test_tools::assertion_result r(false);
+        r.message() << variable << " is unset: start the servers with scripts/services.sh start "
+                    << "and eval \"$(scripts/services.sh env)\" (skipped; under CI=true this "
+                    << "fails)";
+        return r;
+    }
+};
+
+inline std::string endpoint(const char* variable) {
+    auto value = env(variable);
+    if (!value)
+        BOOST_FAIL(std::string(variable) +
+                   " is unset and CI=true: the integration server must be running");
+    return *value;
+}
+
+// A TCP port nobody listens on right now (the kernel's choice).
+inline int free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+inline bool port_answers(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(std::uint16_t(port));
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
+class private_server {
+  public:
+    // `argv` is run as is; it must listen on 127.0.0.1:`port`.
+    private_server(std::vector<std::string> argv, int port) : argv_(std::move(argv)), port_(port) {
+        start();
+    }
+    ~private_server() { stop(); }
+    private_server(const private_server&) = delete;
+    private_server& operator=(const private_server&) = delete;
+
+    int port() const noexcept { return port_; }
+
+    void start() {
+        BOOST_REQUIRE(pid_ <= 0);
+        pid_ = ::fork();
+        BOOST_REQUIRE(pid_ >= 0);
+        if (pid_ == 0) {
+            int null = ::open("/dev/null", O_RDWR);
+            ::dup2(null, 0);
+            ::dup2(null, 1);
+            ::dup2(null, 2);
+            std::vector<char*> args;
+            for (auto& a : argv_) args.push_back(a.data());
+            args.push_back(nullptr);
+            ::execvp(args[0], args.data());
+            ::_exit(127);
+        }
+        for (int i = 0; i < 200; ++i) {
+            if (port_answers(port_)) return;
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                BOOST_FAIL("private server " + argv_[0] + " exited at start (is it installed?)");
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+        BOOST_FAIL("private server " + argv_[0] + " did not listen within 5 s");
+    }
+
+    // Freezes the server (SIGSTOP): connections stay open but nothing answers, which is what
+    // command timeouts are for.
+    void pause() const { ::kill(pid_, SIGSTOP); }
+    void resume() const { ::kill(pid_, SIGCONT); }
+
+    void stop() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+    }
+
+  private:
+    std::vector<std::string> argv_;
+    int port_;
+    pid_t pid_ = -1;
+};
+
+inline std::vector<std::string> private_redis_argv(int port,
+                                                   const std::string& password = std::string()) {
+    std::vector<std::string> argv = {"redis-server",
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--port",
+                                     std::to_string(port),
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--dir",
+                                     std::filesystem::temp_directory_path().string()};
+    if (!password.empty()) {
+        argv.push_back("--requirepass");
+        argv.push_back(password);
+    }
+    return argv;
+}
+
+inline std::vector<std::string> private_memcached_argv(int port) {
+    std::vector<std::string> argv = {"memcached", "-l", "127.0.0.1", "-p", std::to_string(port),
+                                     "-U",        "0",  "-m",        "16"};
+    if (::getuid() == 0) {
+        argv.push_back("-u");
+        argv.push_back("root");
+    }
+    return argv;
+}
+
+// A counter in a file, incremented with a plain read and write: without mutual exclusion,
+// concurrent increments get lost.
+class shared_counter {
+  public:
+    shared_counter() {
+        char path[] = "/tmp/locksmith-counter-XXXXXX";
+        fd_ = ::mkstemp(path);
+        BOOST_REQUIRE(fd_ >= 0);
+        path_ = path;
+        write(0);
+    }
+    ~shared_counter() {
+        ::close(fd_);
+        ::unlink(path_.c_str());
+    }
+    long read() const {
+        char buf[32] = {};
+        ::pread(fd_, buf, sizeof buf - 1, 0);
+        return std::strtol(buf, nullptr, 10);
+    }
+    void write(long v) const {
+        char buf[32];
+        int n = std::snprintf(buf, sizeof buf, "%020ld", v);
+        ::pwrite(fd_, buf, std::size_t(n), 0);
+    }
+    // The race window is widened by a yield between read and write.
+    void increment() const {
+        long v = read();
+        std::this_thread::yield();
+        write(v + 1);
+    }
+
+  private:
+    int fd_ = -1;
+    std::string path_;
+};
+
+}  // namespace locksmith::test
