@@ -55,6 +55,10 @@ std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
     if (!info.support.supported)
         throw no_strategy_error("strategy '" + strategy + "' is not supported here: " +
                                 info.support.reason);
+    if (info.descriptor.needs_configuration && !info.configured)
+        throw no_strategy_error("strategy '" + strategy +
+                                "' is not configured: give it options (its endpoint) under "
+                                "/strategies/" + strategy + "/options in the config");
     std::shared_ptr<store> s;
     try {
         s = info.descriptor.create(info.options);

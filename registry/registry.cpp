@@ -58,6 +58,7 @@ bool strategy_registry::remove(std::string_view name) {
     auto it = descriptors_.find(name);
     if (it == descriptors_.end()) return false;
     descriptors_.erase(it);
+    support_cache_.erase(std::string(name));
     return true;
 }
 
@@ -90,7 +91,7 @@ void strategy_registry::clear_overrides() {
     overrides_.clear();
 }
 
-strategy_info strategy_registry::info_locked(const strategy_descriptor& d) const {
+strategy_info strategy_registry::info_locked(const strategy_descriptor& d, bool probe) const {
     strategy_info info;
     info.descriptor = d;
     info.effective_priority = d.default_priority;
@@ -106,12 +107,22 @@ strategy_info strategy_registry::info_locked(const strategy_descriptor& d) const
         info.options = o.options;
         info.configured = !o.options.is_null();
     }
-    try {
-        info.support = d.supported ? d.supported() : support_status::yes();
-    } catch (const std::exception& e) {
-        info.support = support_status::no(std::string("its probe failed: ") + e.what());
-    }
+    if (probe) info.support = support_locked(d);
     return info;
+}
+
+support_status strategy_registry::support_locked(const strategy_descriptor& d) const {
+    // A probe answers for the life of the process: whether SysV IPC or a kernel feature exists
+    // does not change, and `locksmith run` should not pay for probing on every selection.
+    if (auto it = support_cache_.find(d.name); it != support_cache_.end()) return it->second;
+    support_status status;
+    try {
+        status = d.supported ? d.supported() : support_status::yes();
+    } catch (const std::exception& e) {
+        status = support_status::no(std::string("its probe failed: ") + e.what());
+    }
+    support_cache_.emplace(d.name, status);
+    return status;
 }
 
 strategy_info strategy_registry::info(std::string_view name) const {
@@ -134,7 +145,10 @@ selection_report strategy_registry::explain(capability required) const {
         throw invalid_argument_error("a lock request must name at least one capability");
     selection_report report;
     report.requested = required;
-    for (const auto& info : list()) {
+    std::lock_guard guard(mutex_);
+    for (const auto& [name, d] : descriptors_) {
+        // Probe only the strategies that pass every other rule.
+        auto info = info_locked(d, false);
         selection_report::entry e;
         e.strategy = info.descriptor.name;
         e.priority = info.effective_priority;
@@ -147,8 +161,8 @@ selection_report strategy_registry::explain(capability required) const {
                                 : "disabled by default (enable it in the config)";
         else if (info.descriptor.needs_configuration && !info.configured)
             e.passed_over = "not configured (give it options, e.g. its endpoint, in the config)";
-        else if (!info.support.supported)
-            e.passed_over = "not supported here: " + info.support.reason;
+        else if (auto support = support_locked(d); !support.supported)
+            e.passed_over = "not supported here: " + support.reason;
         else
             e.candidate = true;
         report.entries.push_back(std::move(e));
@@ -163,13 +177,9 @@ selection_report strategy_registry::explain(capability required) const {
 
 std::vector<strategy_info> strategy_registry::candidates(capability required) const {
     auto report = explain(required);
-    auto all = list();
     std::vector<strategy_info> out;
-    for (const auto& e : report.entries) {
-        if (!e.candidate) continue;
-        for (auto& i : all)
-            if (i.descriptor.name == e.strategy) out.push_back(std::move(i));
-    }
+    for (const auto& e : report.entries)
+        if (e.candidate) out.push_back(info(e.strategy));
     if (out.empty()) throw no_strategy_error(report.to_string());
     return out;
 }

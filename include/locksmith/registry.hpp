@@ -45,7 +45,8 @@ struct strategy_descriptor {
     bool enabled_by_default = true;
     // A remote strategy: a candidate only when the config gives it options (its endpoint).
     bool needs_configuration = false;
-    // Whether the strategy works on this system. Empty = always.
+    // Whether the strategy works on this system. Empty = always. Called at most once per
+    // registry (the answer is cached), so it should be cheap and leave nothing behind.
     std::function<support_status()> supported;
     // Validates options without touching the backend (config check). Throws config_error with a
     // pointer relative to the options. Empty = options must be null or {}.
@@ -117,8 +118,10 @@ public:
     std::vector<strategy_info> candidates(capability required) const;
 
 private:
-    strategy_info info_locked(const strategy_descriptor& d) const;
+    strategy_info info_locked(const strategy_descriptor& d, bool probe = true) const;
+    support_status support_locked(const strategy_descriptor& d) const;
     mutable std::mutex mutex_;
+    mutable std::map<std::string, support_status, std::less<>> support_cache_;
     std::map<std::string, strategy_descriptor, std::less<>> descriptors_;
     std::map<std::string, strategy_override, std::less<>> overrides_;
 };
