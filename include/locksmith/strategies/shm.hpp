@@ -20,12 +20,15 @@
 //  - Waiting: in the kernel (futex), bounded by pthread_mutex_clocklock on CLOCK_MONOTONIC.
 //    The uncontended path makes no system call.
 //  - Names: a 128-bit hash of the name picks a slot (linear probing). Distinct names whose hashes
-//    collide would share a slot: that costs concurrency, never exclusion. A slot is freed when the
-//    last process using it releases it, so after any number of distinct names the segment holds at
-//    most `slots` slots in use: one per name currently held or waited for.
-//  - Full: when every slot holds a live lock, acquiring a new name throws backend_error
-//    ("segment full"); slots leaked by crashed waiters are reclaimed first.
-//  - Left on the system: the segment /dev/shm/<segment> (about 128 bytes per slot). It is never
+//    collide would share a slot: that costs concurrency, never exclusion. A lock object keeps its
+//    slot from its first acquire until it is destroyed (so lock+unlock on it touches nothing
+//    else); a slot is freed when the last lock object for its name, in any process, goes away.
+//    After any number of distinct names, the slots in use are the names that have a live lock
+//    object somewhere, plus those of crashed processes until they are reclaimed.
+//  - Full: when no slot is free, acquiring a new name first reclaims every slot whose mutex is
+//    free (idle lock objects and crashed processes lose nothing but a table lookup); only when
+//    every slot is held or waited for does it throw backend_error ("segment full").
+//  - Left on the system: the segment /dev/shm/<segment> (about 80 bytes per slot). It is never
 //    removed by locksmith (another process may use it); remove it with
 //    shm_remove/`rm /dev/shm/<segment>` when no process has it open. A segment that already exists
 //    keeps its slot count; the option only applies when the segment is created.

@@ -1,0 +1,507 @@
+// The `semaphore` strategy: one System V semaphore set, names hashed onto its semaphores.
+//
+// Two layers, because a SysV semaphore has no owner:
+//  - Between processes, semaphore i of the set (value 1 = free, SEM_UNDO) excludes every process
+//    but one from the names hashed to i.
+//  - Inside a process, a table (one per IPC key, shared by every store of that key) excludes
+//    lock objects of the same name from each other, and lets names that share semaphore i share
+//    the process's kernel grant. Without it, a thread holding name A and then asking for name B
+//    on the same semaphore would wait for itself forever.
+// Only one thread per process waits in the kernel for a given semaphore; the others wait on a
+// condition variable for it, so a kernel grant is never taken twice by one process.
+#include <locksmith/strategies/semaphore.hpp>
+
+#include <sys/ipc.h>
+#include <sys/sem.h>
+#include <unistd.h>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
+#include <locksmith/registry.hpp>
+
+namespace locksmith::strategies {
+namespace {
+
+constexpr const char* strategy_name = "semaphore";
+constexpr std::uint32_t max_semaphores = 32000;  // SEMMSL's usual ceiling
+
+// glibc leaves this union to the caller (semctl(2)).
+union semun {
+    int val;
+    semid_ds* buf;
+    unsigned short* array;
+};
+
+// FNV-1a, 64 bits, finished with a mixer: stable across builds, unlike std::hash.
+std::uint64_t stable_hash(std::string_view text) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : text) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+[[noreturn]] void throw_removed(int semid, int err, const std::string& what) {
+    throw backend_error(strategy_name, std::string(err == EIDRM ? "EIDRM" : "EINVAL"),
+                        "semaphore: " + what + ": the semaphore set (id " + std::to_string(semid) +
+                            ") was removed (by an administrator?); locks it held are lost. The "
+                            "next acquire creates a new set. (errno " +
+                            std::to_string(err) + ")");
+}
+
+// Creates the set, or opens an existing one and waits for its creator to initialise it.
+// Returns {semid, number of semaphores}.
+std::pair<int, std::uint32_t> open_set(key_t key, std::uint32_t wanted, std::uint32_t mode) {
+    const int perms = static_cast<int>(mode & 0777);
+    int id = ::semget(key, static_cast<int>(wanted), IPC_CREAT | IPC_EXCL | perms);
+    if (id >= 0) {
+        // A new set's values are undefined until set. sem_otime stays 0 until the first semop,
+        // which is how other openers know the values are ready (Stevens' recipe).
+        std::vector<unsigned short> ones(wanted, 1);
+        semun arg{};
+        arg.array = ones.data();
+        if (::semctl(id, 0, SETALL, arg) != 0) {
+            int err = errno;
+            ::semctl(id, 0, IPC_RMID);
+            throw_errno(strategy_name, "initialising semaphore set", err);
+        }
+        sembuf touch[2] = {{0, -1, 0}, {0, 1, 0}};
+        if (::semop(id, touch, 2) != 0)
+            throw_errno(strategy_name, "initialising semaphore set", errno);
+        return {id, wanted};
+    }
+    if (errno != EEXIST)
+        throw_errno(strategy_name,
+                    "creating a semaphore set of " + std::to_string(wanted) +
+                        " semaphores with key " + std::to_string(key) +
+                        " (kernel limits: /proc/sys/kernel/sem)",
+                    errno);
+    id = ::semget(key, 0, 0);
+    if (id < 0)
+        throw_errno(strategy_name, "opening semaphore set with key " + std::to_string(key), errno);
+    for (int i = 0; i < 2000; ++i) {
+        semid_ds ds{};
+        semun arg{};
+        arg.buf = &ds;
+        if (::semctl(id, 0, IPC_STAT, arg) != 0)
+            throw_errno(strategy_name, "reading semaphore set with key " + std::to_string(key),
+                        errno);
+        if (ds.sem_otime != 0) return {id, static_cast<std::uint32_t>(ds.sem_nsems)};
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // Re-initialising here could reset a semaphore somebody already holds; an admin must decide.
+    throw backend_error(strategy_name, "uninitialised",
+                        "semaphore: the set with key " + std::to_string(key) +
+                            " was never initialised (its creator died); remove it with `ipcrm -S " +
+                            std::to_string(key) + "`");
+}
+
+// Takes semaphore `index` of `semid` for this process (SEM_UNDO gives it back if we die).
+// Returns 0, EAGAIN (busy or timed out) or the errno of a failure.
+int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until) {
+    for (;;) {
+        sembuf op{static_cast<unsigned short>(index), -1, SEM_UNDO};
+        int rc;
+        if (try_only) {
+            op.sem_flg |= IPC_NOWAIT;
+            rc = ::semop(semid, &op, 1);
+        } else if (until == deadline::max()) {
+            rc = ::semop(semid, &op, 1);
+        } else {
+            // semtimedop takes a relative timeout; recomputed after every EINTR.
+            auto left = until - deadline::clock::now();
+            if (left <= deadline::duration::zero()) {
+                op.sem_flg |= IPC_NOWAIT;
+                rc = ::semop(semid, &op, 1);
+            } else {
+                auto secs = std::chrono::duration_cast<std::chrono::seconds>(left);
+                timespec ts{};
+                ts.tv_sec = static_cast<time_t>(secs.count());
+                ts.tv_nsec = static_cast<long>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(left - secs).count());
+                rc = ::semtimedop(semid, &op, 1, &ts);
+            }
+        }
+        if (rc == 0) return 0;
+        if (errno == EINTR) continue;
+        return errno;
+    }
+}
+
+// This process's id, cached: getpid() is a system call, and a lock+unlock pair should cost the
+// two semop calls and little else. A fork bumps the generation so the child reads its own id.
+std::atomic<std::uint64_t> fork_generation{0};
+
+pid_t current_pid() {
+    static const bool registered = [] {
+        ::pthread_atfork(nullptr, nullptr,
+                         [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
+        return true;
+    }();
+    (void)registered;
+    struct cached {
+        pid_t pid = 0;
+        std::uint64_t generation = ~std::uint64_t(0);
+    };
+    thread_local cached c;
+    const std::uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+    if (c.generation != generation) c = {::getpid(), generation};
+    return c.pid;
+}
+
+class semaphore_set;
+
+struct semaphore_key_state : key_local_state {
+    std::shared_ptr<semaphore_set> set;
+    std::uint32_t index = 0;
+    std::uint64_t epoch = 0;  // the opening of the set the grant belongs to
+    bool held = false;
+};
+
+// The process-wide state of one IPC key.
+class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
+  public:
+    semaphore_set(key_t key, std::uint32_t wanted, std::uint32_t mode)
+        : key_(key), wanted_(wanted), mode_(mode), pid_(current_pid()) {
+        std::lock_guard lock(mutex_);
+        open_locked();
+    }
+
+    key_t ipc_key() const noexcept { return key_; }
+    // The process this table belongs to. A forked child inherits a copy of the table, with the
+    // parent's grants (which SEM_UNDO does not give the child): it must build its own.
+    pid_t pid() const noexcept { return pid_; }
+
+    bool acquire(key& k, bool try_only, deadline until) {
+        std::unique_lock lock(mutex_);
+        if (auto* st = k.local_state_as<semaphore_key_state>();
+            st != nullptr && st->held && st->set.get() == this && st->epoch == epoch_)
+            return true;
+        if (semid_ < 0) open_locked();
+
+        // 1. This process's other owners of the same name.
+        const std::string& name = k.resource();
+        while (names_.count(name) != 0) {
+            if (!wait(lock, try_only, until) && names_.count(name) != 0) return false;
+        }
+        names_.emplace(name, &k);
+        auto give_up_name = [&] {
+            names_.erase(name);
+            cv_.notify_all();
+        };
+
+        // 2. The kernel semaphore, or a share of this process's grant of it.
+        const std::uint64_t h = stable_hash(name);
+        for (;;) {
+            if (semid_ < 0) {
+                try {
+                    open_locked();
+                } catch (...) {
+                    give_up_name();
+                    throw;
+                }
+            }
+            const std::uint32_t index = static_cast<std::uint32_t>(h % nsems_);
+            slot& s = slots_[index];
+            if (s.kernel_held) {
+                ++s.users;
+                grant(k, index);
+                return true;
+            }
+            if (!s.acquiring) {
+                s.acquiring = true;
+                const int semid = semid_;
+                const std::uint64_t epoch = epoch_;
+                lock.unlock();
+                const int rc = kernel_acquire(semid, index, try_only, until);
+                lock.lock();
+                if (epoch != epoch_) {
+                    // The set was found removed by another thread meanwhile.
+                    give_up_name();
+                    throw_removed(semid, rc == 0 ? EIDRM : rc, "acquiring '" + name + "'");
+                }
+                slot& t = slots_[index];
+                t.acquiring = false;
+                cv_.notify_all();
+                if (rc == 0) {
+                    t.kernel_held = true;
+                    t.users = 1;
+                    grant(k, index);
+                    return true;
+                }
+                give_up_name();
+                if (rc == EAGAIN) return false;
+                if (rc == EIDRM || rc == EINVAL) {
+                    forget_set_locked();
+                    throw_removed(semid, rc, "acquiring '" + name + "'");
+                }
+                throw_errno(strategy_name, "semop on semaphore " + std::to_string(index), rc);
+            }
+            // Another thread of this process is waiting in the kernel for this semaphore.
+            if (!wait(lock, try_only, until)) {
+                slot& t = slots_[index];
+                if (t.acquiring || !t.kernel_held) {
+                    give_up_name();
+                    return false;
+                }
+            }
+        }
+    }
+
+    void release(key& k) {
+        std::lock_guard lock(mutex_);
+        auto* st = k.local_state_as<semaphore_key_state>();
+        if (st == nullptr || !st->held) return;
+        st->held = false;
+        if (auto it = names_.find(k.resource()); it != names_.end() && it->second == &k)
+            names_.erase(it);
+        cv_.notify_all();
+        if (st->epoch != epoch_) throw_removed(semid_, EIDRM, "releasing '" + k.resource() + "'");
+        slot& s = slots_[st->index];
+        if (s.users > 0) --s.users;
+        if (s.users > 0) return;  // other names of this process still use the grant
+        s.kernel_held = false;
+        sembuf op{static_cast<unsigned short>(st->index), 1, SEM_UNDO};
+        if (::semop(semid_, &op, 1) == 0) return;
+        const int err = errno;
+        const int semid = semid_;
+        if (err == EIDRM || err == EINVAL) {
+            forget_set_locked();
+            throw_removed(semid, err, "releasing '" + k.resource() + "'");
+        }
+        throw_errno(strategy_name, "releasing semaphore " + std::to_string(st->index), err);
+    }
+
+    bool holds(const key& k) {
+        std::lock_guard lock(mutex_);
+        auto* st = k.local_state_as<semaphore_key_state>();
+        return st != nullptr && st->held && st->epoch == epoch_;
+    }
+
+    lock_status status(std::string_view resource) {
+        std::lock_guard lock(mutex_);
+        lock_status result;
+        if (names_.count(std::string(resource)) != 0) {
+            result.held = lock_status::state::held_exclusive;
+            result.holders.push_back("pid " + std::to_string(current_pid()) + " (this process)");
+            return result;
+        }
+        if (semid_ < 0) return result;
+        const auto index = static_cast<int>(stable_hash(resource) % nsems_);
+        const int value = ::semctl(semid_, index, GETVAL);
+        if (value < 0) return result;
+        if (value > 0) {
+            result.held = lock_status::state::free;
+            return result;
+        }
+        // Taken, but maybe for another name that shares the semaphore: we cannot tell.
+        const int pid = ::semctl(semid_, index, GETPID);
+        result.held = lock_status::state::unknown;
+        result.holders.push_back("semaphore " + std::to_string(index) +
+                                 " is taken (last semop by pid " + std::to_string(pid) +
+                                 "), by this name or another one sharing the semaphore");
+        return result;
+    }
+
+  private:
+    struct slot {
+        int users = 0;             // this process's owners sharing the kernel grant
+        bool kernel_held = false;  // this process holds the kernel semaphore
+        bool acquiring = false;    // a thread of this process waits for it in the kernel
+    };
+
+    // Waits on the condition variable. Returns false when the wait is over (no wait allowed, or
+    // the deadline passed).
+    bool wait(std::unique_lock<std::mutex>& lock, bool try_only, deadline until) {
+        if (try_only) return false;
+        if (until == deadline::max()) {
+            cv_.wait(lock);
+            return true;
+        }
+        return cv_.wait_until(lock, until) == std::cv_status::no_timeout;
+    }
+
+    void grant(key& k, std::uint32_t index) {
+        auto* st = k.local_state_as<semaphore_key_state>();
+        if (st == nullptr) {
+            auto fresh = std::make_unique<semaphore_key_state>();
+            st = fresh.get();
+            k.set_local_state(std::move(fresh));
+        }
+        if (st->set.get() != this) st->set = shared_from_this();
+        st->index = index;
+        st->epoch = epoch_;
+        st->held = true;
+    }
+
+    void open_locked() {
+        auto [id, n] = open_set(key_, wanted_, mode_);
+        semid_ = id;
+        nsems_ = n;
+        slots_.clear();
+        ++epoch_;
+    }
+
+    // The set is gone: grants of this epoch are void; the next acquire opens a new set.
+    void forget_set_locked() {
+        semid_ = -1;
+        slots_.clear();
+        ++epoch_;
+        cv_.notify_all();
+    }
+
+    const key_t key_;
+    const std::uint32_t wanted_;
+    const std::uint32_t mode_;
+    const pid_t pid_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    int semid_ = -1;
+    std::uint32_t nsems_ = 1;
+    std::uint64_t epoch_ = 0;
+    // resource -> the key that holds it (or is taking it) in this process; only compared.
+    std::unordered_map<std::string, const key*> names_;
+    std::unordered_map<std::uint32_t, slot> slots_;
+};
+
+// One semaphore_set per IPC key in this process, shared by all stores of that key: the local
+// table only works if every lock object of the process goes through it.
+std::shared_ptr<semaphore_set> set_for(key_t key, std::uint32_t wanted, std::uint32_t mode) {
+    static std::mutex mutex;
+    static std::map<key_t, std::weak_ptr<semaphore_set>> sets;
+    std::lock_guard lock(mutex);
+    if (auto existing = sets[key].lock(); existing && existing->pid() == current_pid())
+        return existing;
+    auto created = std::make_shared<semaphore_set>(key, wanted, mode);
+    sets[key] = created;
+    return created;
+}
+
+class semaphore_store final : public store {
+  public:
+    semaphore_store(key_t key, std::uint32_t wanted, std::uint32_t mode)
+        : store(strategy_name, capability::exclusive | capability::noblock |
+                                   capability::native_wait | capability::crash_release),
+          key_(key),
+          wanted_(wanted),
+          mode_(mode),
+          set_(set_for(key, wanted, mode)) {}
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode, std::chrono::milliseconds) override {
+        return set_for_key(k).acquire(k, true, deadline{});
+    }
+    bool do_wait_acquire(key& k, lock_mode, std::chrono::milliseconds, deadline until) override {
+        return set_for_key(k).acquire(k, false, until);
+    }
+    void do_release(key& k) override {
+        auto* st = k.local_state_as<semaphore_key_state>();
+        if (st == nullptr || !st->held) return;
+        if (st->set->pid() != current_pid())
+            throw release_error("semaphore: lock '" + k.resource() + "' was acquired in process " +
+                                std::to_string(st->set->pid()) +
+                                "; a forked child cannot release it (disable auto-release in the "
+                                "child)");
+        st->set->release(k);
+    }
+    bool do_holds(const key& k) override {
+        auto* st = k.local_state_as<semaphore_key_state>();
+        return st != nullptr && st->set->pid() == current_pid() && st->set->holds(k);
+    }
+    lock_status do_status(std::string_view resource) override {
+        return current_set().status(resource);
+    }
+
+  private:
+    // A key granted by another store of the same IPC key keeps using that store's table; a key
+    // inherited from the parent process does not count as held here.
+    semaphore_set& set_for_key(const key& k) {
+        auto* st = k.local_state_as<semaphore_key_state>();
+        if (st != nullptr && st->held && st->set->pid() == current_pid()) return *st->set;
+        return current_set();
+    }
+
+    semaphore_set& current_set() {
+        std::lock_guard lock(mutex_);
+        if (set_->pid() != current_pid()) set_ = set_for(key_, wanted_, mode_);
+        return *set_;
+    }
+
+    const key_t key_;
+    const std::uint32_t wanted_;
+    const std::uint32_t mode_;
+    std::mutex mutex_;  // guards set_ (replaced after fork)
+    std::shared_ptr<semaphore_set> set_;
+};
+
+}  // namespace
+
+semaphore_options semaphore_options::from_json(const nlohmann::json& options) {
+    options_reader reader(options);
+    semaphore_options result;
+    if (auto v = reader.integer("key", 1, 0x7fffffff)) result.key = static_cast<std::int32_t>(*v);
+    if (auto v = reader.integer("semaphores", 1, max_semaphores))
+        result.semaphores = static_cast<std::uint32_t>(*v);
+    if (auto v = reader.integer("mode", 0, 0777)) result.mode = static_cast<std::uint32_t>(*v);
+    reader.finish();
+    return result;
+}
+
+std::int32_t default_semaphore_key() {
+    auto key = static_cast<std::int32_t>(
+        stable_hash("locksmith.semaphore." + std::to_string(::getuid())) & 0x7fffffffu);
+    return key == IPC_PRIVATE ? 1 : key;
+}
+
+std::shared_ptr<store> make_semaphore_store(const semaphore_options& options) {
+    if (options.key < 0) throw invalid_argument_error("semaphore: key must be positive");
+    if (options.semaphores < 1 || options.semaphores > max_semaphores)
+        throw invalid_argument_error("semaphore: semaphores must be in 1.." +
+                                     std::to_string(max_semaphores));
+    const key_t key = options.key == 0 ? default_semaphore_key() : options.key;
+    return std::make_shared<semaphore_store>(key, options.semaphores, options.mode);
+}
+
+strategy_descriptor semaphore_strategy() {
+    strategy_descriptor d;
+    d.name = strategy_name;
+    d.description =
+        "System V semaphores with SEM_UNDO, one bounded set (TYPO3 SemaphoreLockStrategy, Symfony "
+        "SemaphoreStore)";
+    d.default_priority = 25;
+    d.capabilities = capability::exclusive | capability::noblock | capability::native_wait |
+                     capability::crash_release;
+    d.supported = [] {
+        // Kernels built without CONFIG_SYSVIPC, or containers that hide IPC, fail here.
+        const int id = ::semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
+        if (id < 0)
+            return support_status::no(std::string("System V semaphores are unavailable: ") +
+                                      std::strerror(errno));
+        ::semctl(id, 0, IPC_RMID);
+        return support_status::yes();
+    };
+    d.validate_options = [](const nlohmann::json& o) { (void)semaphore_options::from_json(o); };
+    d.create = [](const nlohmann::json& o) {
+        return make_semaphore_store(semaphore_options::from_json(o));
+    };
+    return d;
+}
+
+}  // namespace locksmith::strategies

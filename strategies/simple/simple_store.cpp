@@ -1,0 +1,560 @@
+// The `simple` strategy: O_CREAT|O_EXCL lock files with an owner record. See
+// include/locksmith/strategies/simple.hpp for the contract.
+//
+// Protocol:
+//  - Acquire is only ever the O_EXCL create (the record is written right after), so at most one
+//    process holds a given file at a time, whatever else happens.
+//  - A file is removed (release, breaking a stale lock) or replaced (a continued key adopting
+//    it) only under the guard: an OFD write lock on byte hash(name) % 65536 of the guard file.
+//    Under the guard the remover reads the file again and decides on what it reads, so the file
+//    it removes is the file it judged: a stale record cannot be confused with a newcomer's.
+//  - OFD locks (not classic fcntl locks) belong to the open file description, so two threads of
+//    one process exclude each other, and closing another descriptor never drops them.
+#include <locksmith/strategies/simple.hpp>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
+#include <locksmith/registry.hpp>
+
+namespace locksmith::strategies {
+namespace {
+
+constexpr const char* strategy_name = "simple";
+constexpr std::string_view magic_line = "locksmith-simple 1";
+constexpr const char* guard_name = ".locksmith-simple.guard";
+constexpr std::size_t max_record = 4096;
+
+// A stable 128-bit hash as 32 hex digits (two FNV-1a lanes, splitmix64 finish). Every version
+// must map a name to the same file; a collision only makes two names share one lock.
+std::string hash_hex(std::string_view name, std::uint64_t* low = nullptr) {
+    std::uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+    for (unsigned char c : name) {
+        a = (a ^ c) * 0x100000001b3ull;
+        b = (b ^ c ^ 0xa5) * 0x100000001b3ull;
+    }
+    auto finish = [](std::uint64_t x) {
+        x ^= x >> 30;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 27;
+        x *= 0x94d049bb133111ebull;
+        return x ^ (x >> 31);
+    };
+    const std::uint64_t hi = finish(a ^ name.size()), lo = finish(b + name.size());
+    if (low != nullptr) *low = lo;
+    char out[33];
+    std::snprintf(out, sizeof out, "%016llx%016llx", (unsigned long long)hi,
+                  (unsigned long long)lo);
+    return out;
+}
+
+std::string file_name_for(std::string_view name) {
+    std::string prefix;
+    for (unsigned char c : name.substr(0, 32)) {
+        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '_' || c == '-' || (c == '.' && !prefix.empty());
+        if (plain)
+            prefix += char(c);
+        else if (!prefix.empty() && prefix.back() != '-')
+            prefix += '-';
+    }
+    return (prefix.empty() ? "lock" : prefix) + "." + hash_hex(name) + ".slock";
+}
+
+std::string read_small_file(const char* path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+// The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), which
+// tells a live owner from a new process that reused its pid. Empty when unknown.
+std::string process_start_time(long pid) {
+    std::string stat = read_small_file(("/proc/" + std::to_string(pid) + "/stat").c_str());
+    auto paren = stat.rfind(')');
+    if (paren == std::string::npos) return {};
+    std::istringstream fields(stat.substr(paren + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i)
+        if (i == 22) return field;
+    return {};
+}
+
+// Who this process is, as written into its lock files.
+struct identity {
+    std::string host;
+    std::string boot;
+    // The pid namespace ("pid:[4026531836]"): a pid means something only inside its namespace,
+    // so containers that share a host name and a lock directory do not judge each other's pids.
+    std::string pidns;
+    long pid = 0;
+    std::string start;
+};
+
+std::atomic<std::uint64_t> fork_generation{0};
+
+const identity& me() {
+    // pid and start change in a forked child, so they are read on every call; host and boot are
+    // fixed for the life of the process.
+    static const std::string host = [] {
+        char buf[256] = {};
+        ::gethostname(buf, sizeof buf - 1);
+        return std::string(buf);
+    }();
+    static const std::string boot = read_small_file("/proc/sys/kernel/random/boot_id");
+    static const std::string pidns = [] {
+        char buf[64] = {};
+        const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+        return n > 0 ? std::string(buf, std::size_t(n)) : std::string();
+    }();
+    // getpid() is a system call; the cache is refreshed after a fork (the generation changes).
+    static const bool registered = [] {
+        ::pthread_atfork(nullptr, nullptr,
+                         [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
+        return true;
+    }();
+    (void)registered;
+    thread_local identity id;
+    thread_local std::uint64_t id_generation = ~std::uint64_t(0);
+    const std::uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+    if (id_generation != generation) {
+        const long pid = ::getpid();
+        id = identity{host, boot, pidns, pid, process_start_time(pid)};
+        id_generation = generation;
+    }
+    return id;
+}
+
+std::int64_t now_unix_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+struct record {
+    std::string token;
+    identity owner;
+    std::int64_t created_ms = 0;
+};
+
+std::string format_record(const std::string& token, const identity& id, std::int64_t created_ms) {
+    std::string text(magic_line);
+    text += "\ntoken=" + token + "\nhost=" + id.host + "\npid=" + std::to_string(id.pid) +
+            "\nstart=" + id.start + "\nboot=" + id.boot + "\npidns=" + id.pidns +
+            "\ncreated_ms=" + std::to_string(created_ms) + "\nend\n";
+    return text;
+}
+
+enum class parse_result { ok, truncated, foreign };
+
+// A record is complete only with its final "end" line, so a file cut short anywhere (crash
+// during the write, full disk) reads as truncated, never as a wrong owner.
+parse_result parse_record(std::string_view text, record& out) {
+    if (text.size() >= max_record) return parse_result::foreign;  // ours are far smaller
+    if (text.size() <= magic_line.size())
+        return magic_line.substr(0, text.size()) == text ? parse_result::truncated
+                                                         : parse_result::foreign;
+    if (text.substr(0, magic_line.size() + 1) != std::string(magic_line) + "\n")
+        return parse_result::foreign;
+    std::istringstream in{std::string(text.substr(magic_line.size() + 1))};
+    std::string line;
+    bool ended = false;
+    while (std::getline(in, line)) {
+        if (line == "end") {
+            ended = true;
+            break;
+        }
+        auto eq = line.find('=');
+        if (eq == std::string::npos) return parse_result::foreign;
+        std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+        if (k == "token")
+            out.token = v;
+        else if (k == "host")
+            out.owner.host = v;
+        else if (k == "pid")
+            out.owner.pid = std::strtol(v.c_str(), nullptr, 10);
+        else if (k == "start")
+            out.owner.start = v;
+        else if (k == "boot")
+            out.owner.boot = v;
+        else if (k == "pidns")
+            out.owner.pidns = v;
+        else if (k == "created_ms")
+            out.created_ms = std::strtoll(v.c_str(), nullptr, 10);
+        // Unknown keys come from newer versions: ignored.
+    }
+    if (!ended) return parse_result::truncated;
+    if (out.token.empty() || out.owner.pid <= 0) return parse_result::foreign;
+    return parse_result::ok;
+}
+
+struct lock_file {
+    std::string text;
+    std::int64_t mtime_ms = 0;
+};
+
+class directory {
+  public:
+    directory(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+    ~directory() { ::close(fd_); }
+    directory(const directory&) = delete;
+    directory& operator=(const directory&) = delete;
+    int fd() const noexcept { return fd_; }
+    const std::filesystem::path& path() const noexcept { return path_; }
+
+  private:
+    int fd_;
+    std::filesystem::path path_;
+};
+
+std::filesystem::path default_dir() {
+    if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime)
+        return std::filesystem::path(runtime) / "locksmith";
+    return std::filesystem::temp_directory_path() / ("locksmith-" + std::to_string(::getuid()));
+}
+
+[[noreturn]] void fail_dir(const std::filesystem::path& dir, const std::string& why) {
+    throw invalid_argument_error("simple strategy: lock_dir " + dir.string() + " " + why);
+}
+
+std::shared_ptr<const directory> open_lock_dir(const std::filesystem::path& configured) {
+    const bool is_default = configured.empty();
+    const std::filesystem::path path = is_default ? default_dir() : configured;
+    if (is_default && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+        fail_dir(path, std::string("cannot be created: ") + std::strerror(errno));
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        struct stat st;
+        if (err == ELOOP || (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)))
+            fail_dir(path, "is a symbolic link; give the real directory");
+        if (err == ENOENT) fail_dir(path, "does not exist");
+        if (err == ENOTDIR) fail_dir(path, "is not a directory");
+        fail_dir(path, std::string("cannot be opened: ") + std::strerror(err));
+    }
+    auto dir = std::make_shared<const directory>(fd, path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0)
+        fail_dir(path, std::string("cannot be read: ") + std::strerror(errno));
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        fail_dir(path,
+                 "is writable by everyone without the sticky bit; anyone could replace "
+                 "its lock files");
+    if (is_default && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0))
+        fail_dir(path, "is not private to this user (it must be owned by uid " +
+                           std::to_string(::geteuid()) + " with mode 0700)");
+    if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+        fail_dir(path, "is not writable by this user");
+    return dir;
+}
+
+class simple_store final : public store {
+  public:
+    simple_store(std::shared_ptr<const directory> dir, simple_options options)
+        : store(strategy_name,
+                capability::exclusive | capability::noblock | capability::serializable),
+          dir_(std::move(dir)),
+          options_(std::move(options)) {}
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode, std::chrono::milliseconds) override {
+        const std::string name = file_name_for(k.resource());
+        // Each round either creates the file, finds it held, or removes a stale one and tries
+        // again; a handful of rounds only run out when others keep winning the races.
+        for (int round = 0; round < 8; ++round) {
+            if (create(name, k.token())) return true;
+            auto file = read(name);
+            if (!file) continue;  // released meanwhile
+            record r;
+            switch (parse_record(file->text, r)) {
+                case parse_result::foreign:
+                    fail_foreign(name);
+                case parse_result::truncated:
+                    if (!stale_truncated(*file)) return false;
+                    break_stale(k.resource(), name);
+                    continue;
+                case parse_result::ok:
+                    break;
+            }
+            if (r.token == k.token()) {
+                adopt(k, name, r);
+                return true;
+            }
+            if (!is_stale(r)) return false;
+            break_stale(k.resource(), name);
+        }
+        return false;
+    }
+
+    void do_release(key& k) override {
+        const std::string name = file_name_for(k.resource());
+        guard g(*this, k.resource());
+        auto file = read(name);
+        if (!file) return;
+        record r;
+        if (parse_record(file->text, r) != parse_result::ok || r.token != k.token()) return;
+        if (::unlinkat(dir_->fd(), name.c_str(), 0) != 0 && errno != ENOENT)
+            throw_errno(strategy_name, "removing lock file " + path_of(name), errno);
+    }
+
+    bool do_holds(const key& k) override {
+        auto file = read(file_name_for(k.resource()));
+        record r;
+        return file && parse_record(file->text, r) == parse_result::ok && r.token == k.token();
+    }
+
+    lock_status do_status(std::string_view resource) override {
+        lock_status status;
+        auto file = read(file_name_for(resource));
+        status.held = lock_status::state::free;
+        if (!file) return status;
+        status.held = lock_status::state::held_exclusive;
+        record r;
+        switch (parse_record(file->text, r)) {
+            case parse_result::foreign:
+                status.held = lock_status::state::unknown;
+                status.holders.push_back("not a locksmith lock file");
+                break;
+            case parse_result::truncated:
+                status.holders.push_back(
+                    stale_truncated(*file) ? "incomplete lock file (stale; broken on next acquire)"
+                                           : "lock file being written");
+                break;
+            case parse_result::ok:
+                status.holders.push_back("pid " + std::to_string(r.owner.pid) + " on host " +
+                                         r.owner.host + " (token " + r.token.substr(0, 8) + "…)" +
+                                         (is_stale(r) ? " — stale, broken on next acquire" : ""));
+        }
+        return status;
+    }
+
+  private:
+    // The OFD lock on this name's byte of the guard file; released by closing the descriptor.
+    class guard {
+      public:
+        guard(const simple_store& s, std::string_view resource) {
+            fd_ =
+                ::openat(s.dir_->fd(), guard_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+            if (fd_ < 0)
+                throw_errno(strategy_name, "opening guard file " + s.path_of(guard_name), errno);
+            std::uint64_t low = 0;
+            hash_hex(resource, &low);
+            struct flock fl {};
+            fl.l_type = F_WRLCK;
+            fl.l_whence = SEEK_SET;
+            fl.l_start = static_cast<off_t>(low % 65536);
+            fl.l_len = 1;
+            while (::fcntl(fd_, F_OFD_SETLKW, &fl) != 0) {
+                if (errno == EINTR) continue;
+                int err = errno;
+                ::close(fd_);
+                throw_errno(strategy_name, "locking guard file " + s.path_of(guard_name), err);
+            }
+        }
+        ~guard() { ::close(fd_); }
+        guard(const guard&) = delete;
+        guard& operator=(const guard&) = delete;
+
+      private:
+        int fd_ = -1;
+    };
+
+    std::string path_of(const std::string& name) const { return (dir_->path() / name).string(); }
+
+    [[noreturn]] void fail_foreign(const std::string& name) const {
+        throw backend_error(strategy_name, "foreign file",
+                            "simple: " + path_of(name) +
+                                " exists but is not a locksmith lock file; refusing to remove it "
+                                "(remove it by hand if nothing else uses it)");
+    }
+
+    // The O_EXCL create. Returns false when the file exists.
+    bool create(const std::string& name, const std::string& token) {
+        const int fd = ::openat(dir_->fd(), name.c_str(),
+                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            if (errno == EEXIST) return false;
+            throw_errno(strategy_name, "creating lock file " + path_of(name), errno);
+        }
+        const std::string text = format_record(token, me(), now_unix_ms());
+        const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+        const int err = written ? 0 : (errno != 0 ? errno : ENOSPC);
+        if (::close(fd) != 0 || !written) {
+            // Nobody else removes a fresh file, so removing our half-written one is safe.
+            ::unlinkat(dir_->fd(), name.c_str(), 0);
+            throw_errno(strategy_name, "writing lock file " + path_of(name), err ? err : errno);
+        }
+        return true;
+    }
+
+    // The file's content, or nullopt when it does not exist.
+    std::optional<lock_file> read(const std::string& name) const {
+        // O_NONBLOCK: a FIFO planted at the path must not hang us (it fails the S_ISREG check).
+        const int fd =
+            ::openat(dir_->fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) {
+            if (errno == ENOENT) return std::nullopt;
+            if (errno == ELOOP)
+                throw backend_error(strategy_name, "errno " + std::to_string(ELOOP),
+                                    "simple: lock file " + path_of(name) +
+                                        " is a symbolic link; refusing to follow it");
+            throw_errno(strategy_name, "opening lock file " + path_of(name), errno);
+        }
+        lock_file file;
+        struct stat st;
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            ::close(fd);
+            throw backend_error(strategy_name, "not a file",
+                                "simple: " + path_of(name) + " is not a regular file");
+        }
+        file.mtime_ms = std::int64_t(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+        char buf[max_record];
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) file.text.assign(buf, std::size_t(n));
+        // A short read of a regular file is its end; only a file as large as the buffer (never a
+        // record of ours) needs another look, to tell "cut at max_record" from "exactly that".
+        while (n == ssize_t(sizeof buf) && file.text.size() < 2 * max_record &&
+               (n = ::read(fd, buf, sizeof buf)) > 0)
+            file.text.append(buf, std::size_t(n));
+        const int err = n < 0 ? errno : 0;
+        ::close(fd);
+        if (n < 0) throw_errno(strategy_name, "reading lock file " + path_of(name), err);
+        return file;
+    }
+
+    bool stale_truncated(const lock_file& file) const {
+        return now_unix_ms() - file.mtime_ms >= options_.write_grace.count();
+    }
+
+    bool is_stale(const record& r) const {
+        if (options_.max_age.count() > 0 &&
+            now_unix_ms() - r.created_ms >= options_.max_age.count())
+            return true;
+        const identity& self = me();
+        if (r.owner.host != self.host) return false;  // cannot see other hosts' processes
+        if (!r.owner.boot.empty() && !self.boot.empty() && r.owner.boot != self.boot)
+            return true;  // the owner's boot is over
+        if (!r.owner.pidns.empty() && r.owner.pidns != self.pidns)
+            return false;  // its pids are not ours to look up
+        if (r.owner.pid == self.pid) return r.owner.start != self.start;
+        if (::kill(static_cast<pid_t>(r.owner.pid), 0) != 0 && errno == ESRCH) return true;
+        // The pid lives; is it still the owner, or a new process that got its number?
+        if (r.owner.start.empty()) return false;
+        const std::string start = process_start_time(r.owner.pid);
+        return !start.empty() && start != r.owner.start;
+    }
+
+    // Removes the lock file if, read again under the guard, it is still stale.
+    void break_stale(std::string_view resource, const std::string& name) {
+        guard g(*this, resource);
+        auto file = read(name);
+        if (!file) return;
+        record r;
+        switch (parse_record(file->text, r)) {
+            case parse_result::foreign:
+                fail_foreign(name);
+            case parse_result::truncated:
+                if (!stale_truncated(*file)) return;
+                break;
+            case parse_result::ok:
+                if (!is_stale(r)) return;
+        }
+        if (::unlinkat(dir_->fd(), name.c_str(), 0) != 0 && errno != ENOENT)
+            throw_errno(strategy_name, "removing stale lock file " + path_of(name), errno);
+    }
+
+    // The file holds our token. When it names another process (a continued key), rewrite it so
+    // that our process is the one whose death makes it stale.
+    void adopt(key& k, const std::string& name, const record& seen) {
+        const identity& self = me();
+        if (seen.owner.pid == self.pid && seen.owner.host == self.host &&
+            seen.owner.start == self.start)
+            return;  // already ours: an idempotent re-acquire
+        guard g(*this, k.resource());
+        auto file = read(name);
+        record r;
+        if (!file || parse_record(file->text, r) != parse_result::ok || r.token != k.token())
+            throw acquire_error("simple: lock '" + k.resource() +
+                                "' changed owner while this process was taking it over");
+        // Written beside it and renamed over it, so readers see the old or the new record.
+        const std::string temp = "." + hash_hex(k.resource()) + "." + k.token() + ".tmp";
+        const int fd = ::openat(dir_->fd(), temp.c_str(),
+                                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) throw_errno(strategy_name, "creating " + path_of(temp), errno);
+        const std::string text = format_record(k.token(), me(), r.created_ms);
+        const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+        const int err = errno;
+        if (::close(fd) != 0 || !written ||
+            ::renameat(dir_->fd(), temp.c_str(), dir_->fd(), name.c_str()) != 0) {
+            const int e = written ? errno : err;
+            ::unlinkat(dir_->fd(), temp.c_str(), 0);
+            throw_errno(strategy_name, "taking over lock file " + path_of(name), e);
+        }
+    }
+
+    std::shared_ptr<const directory> dir_;
+    simple_options options_;
+};
+
+}  // namespace
+
+simple_options simple_options::from_json(const nlohmann::json& options) {
+    options_reader reader(options);
+    simple_options result;
+    if (auto v = reader.string("lock_dir")) {
+        if (v->empty())
+            throw config_error("config.value", "/lock_dir",
+                               "simple: \"lock_dir\" must not be empty");
+        result.lock_dir = *v;
+    }
+    if (auto v = reader.seconds("max_age_s", 0, 10.0 * 365 * 24 * 3600)) result.max_age = *v;
+    if (auto v = reader.seconds("write_grace_s", 0.001, 3600)) result.write_grace = *v;
+    reader.finish();
+    return result;
+}
+
+std::shared_ptr<store> make_simple_store(const simple_options& options) {
+    if (options.max_age.count() < 0)
+        throw invalid_argument_error("simple: max_age must not be negative");
+    if (options.write_grace.count() <= 0)
+        throw invalid_argument_error("simple: write_grace must be positive");
+    return std::make_shared<simple_store>(open_lock_dir(options.lock_dir), options);
+}
+
+std::filesystem::path simple_lock_path(const std::filesystem::path& lock_dir,
+                                       std::string_view name) {
+    return lock_dir / file_name_for(name);
+}
+
+strategy_descriptor simple_strategy() {
+    strategy_descriptor d;
+    d.name = strategy_name;
+    d.description =
+        "lock file created with O_EXCL holding the owner (TYPO3 SimpleLockStrategy); stale "
+        "owners broken safely; works on NFS";
+    d.default_priority = 50;
+    d.capabilities = capability::exclusive | capability::noblock | capability::serializable;
+    d.validate_options = [](const nlohmann::json& o) { (void)simple_options::from_json(o); };
+    d.create = [](const nlohmann::json& o) {
+        return make_simple_store(simple_options::from_json(o));
+    };
+    return d;
+}
+
+}  // namespace locksmith::strategies

@@ -1,0 +1,213 @@
+// The `semaphore` strategy: exclusion across processes and threads, SEM_UNDO crash release, a
+// bounded number of kernel objects, hash collisions, and a set removed by an administrator.
+#define BOOST_TEST_MODULE semaphore strategy
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/ipc.h>
+#include <sys/sem.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/registry.hpp>
+#include <locksmith/strategies/semaphore.hpp>
+
+#include "local/local_helpers.hpp"
+
+using namespace locksmith;
+using namespace locksmith::strategies;
+using namespace locksmith::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Sets in /proc/sysvipc/sem: all of them, or those with `key`.
+std::size_t count_sets(std::optional<int> key = std::nullopt) {
+    std::ifstream in("/proc/sysvipc/sem");
+    std::string line;
+    std::getline(in, line);  // header
+    std::size_t n = 0;
+    while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        long long k = 0;
+        fields >> k;
+        if (!key || k == *key) ++n;
+    }
+    return n;
+}
+
+// A semaphore set private to one test case, removed at its end.
+struct set_fixture {
+    int key = [] {
+        std::uint32_t h = 2166136261u;
+        for (unsigned char c : run_unique("locksmith-test-sem")) h = (h ^ c) * 16777619u;
+        return int(h & 0x7fffffffu) | 1;
+    }();
+    std::uint32_t semaphores = 32;
+    ~set_fixture() { remove(); }
+    void remove() const {
+        int id = ::semget(key, 0, 0);
+        if (id >= 0) ::semctl(id, 0, IPC_RMID);
+    }
+    std::shared_ptr<store> make() const {
+        semaphore_options o;
+        o.key = key;
+        o.semaphores = semaphores;
+        return make_semaphore_store(o);
+    }
+    std::function<std::shared_ptr<store>()> maker() const {
+        return [this] { return make(); };
+    }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, set_fixture) {
+    temp_dir dir("sem");
+    counter_file counter(dir.path() / "counter");
+    make();
+    BOOST_TEST(increment_in_processes(maker(), "counter", counter, 4, 200) == 0);
+    BOOST_TEST(counter.value() == 800);
+}
+
+BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, set_fixture) {
+    BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
+}
+
+BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released_within_100ms, set_fixture) {
+    auto s = make();
+    pid_t holder = fork_holder(maker(), "crash");
+    BOOST_REQUIRE(holder > 0);
+    auto lock = make_lock(s, "crash");
+    BOOST_TEST(!lock.try_lock());
+    const auto killed = std::chrono::steady_clock::now();
+    ::kill(holder, SIGKILL);
+    BOOST_TEST(lock.try_lock_for(5s));
+    BOOST_TEST(ms_since(killed) < 100.0);  // milliseconds from SIGKILL to the next grant
+    wait_child(holder, 1s);
+}
+
+BOOST_FIXTURE_TEST_CASE(ten_thousand_names_use_one_kernel_set, set_fixture) {
+    auto s = make();
+    for (int i = 0; i < 10'000; ++i) {
+        auto lock = make_lock(s, "leak." + std::to_string(i));
+        BOOST_REQUIRE(lock.try_lock());
+        lock.unlock();
+    }
+    // Bound: exactly one set per IPC key, whatever the number of names.
+    BOOST_TEST(count_sets(key) == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(colliding_names_cost_concurrency_not_exclusion_or_deadlock, set_fixture) {
+    semaphores = 1;  // every name shares the one semaphore
+    auto s = make();
+    auto a = make_lock(s, "a");
+    auto b = make_lock(s, "b");
+    // Nested in one thread: no self-deadlock.
+    BOOST_REQUIRE(a.try_lock());
+    BOOST_TEST(b.try_lock_for(1s));
+    // Same name, second object, same process: excluded.
+    auto a2 = make_lock(s, "a");
+    BOOST_TEST(!a2.try_lock());
+    // Another process cannot take "a", nor "c" (it shares the semaphore).
+    auto child_try = [&](const std::string& name) {
+        return wait_child(fork_child([&] { return make_lock(make(), name).try_lock() ? 1 : 0; }));
+    };
+    BOOST_TEST(child_try("a") == 0);
+    BOOST_TEST(child_try("c") == 0);
+    a.unlock();
+    BOOST_TEST(child_try("c") == 0);  // "b" still holds the process's grant
+    b.unlock();
+    BOOST_TEST(child_try("c") == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_lock_may_be_released_by_another_thread, set_fixture) {
+    auto s = make();
+    auto lock = make_lock(s, "moved");
+    BOOST_REQUIRE(lock.try_lock());
+    std::thread([&] { lock.release(); }).join();
+    auto other = make_lock(s, "moved");
+    BOOST_TEST(other.try_lock());
+}
+
+BOOST_FIXTURE_TEST_CASE(timed_wait_gets_the_lock_when_another_process_releases, set_fixture) {
+    auto s = make();
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto lock = make_lock(make(), "handover");
+        lock.lock();
+        ready.put('h');
+        std::this_thread::sleep_for(100ms);
+        lock.unlock();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    auto lock = make_lock(s, "handover");
+    BOOST_TEST(!lock.try_lock_for(10ms));
+    BOOST_TEST(lock.try_lock_for(5s));
+    BOOST_TEST(wait_child(holder) == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture) {
+    auto s = make();
+    auto lock = make_lock(s, "removed");
+    BOOST_REQUIRE(lock.try_lock());
+    // A process waiting without bound for the same lock must not hang when the set goes away.
+    byte_pipe started;
+    pid_t waiter = fork_child([&] {
+        auto lock = make_lock(make(), "removed");
+        started.put('w');
+        try {
+            lock.lock();
+            return 1;
+        } catch (const backend_error& e) {
+            return std::string(e.what()).find("removed") != std::string::npos ? 0 : 2;
+        }
+    });
+    started.close_write();
+    BOOST_REQUIRE(started.get(10s));
+    std::this_thread::sleep_for(50ms);  // let it reach semop
+    remove();
+    BOOST_TEST(wait_child(waiter, 5s) == 0);
+    try {
+        lock.release();
+        BOOST_FAIL("release after removal did not report it");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("removed") != std::string::npos, e.what());
+    }
+    // The next acquire makes a fresh set.
+    auto again = make_lock(s, "removed");
+    BOOST_TEST(again.try_lock());
+    BOOST_TEST(count_sets(key) == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(an_existing_set_keeps_its_size, set_fixture) {
+    semaphores = 3;
+    auto first = make();
+    semaphores = 50;
+    auto second = make();  // same key: uses the three-semaphore set
+    int id = ::semget(key, 0, 0);
+    semid_ds ds{};
+    ::semctl(id, 0, IPC_STAT, &ds);
+    BOOST_TEST(ds.sem_nsems == 3u);
+    auto a = make_lock(second, "x");
+    BOOST_TEST(a.try_lock());
+}
+
+BOOST_AUTO_TEST_CASE(options_are_validated_strictly) {
+    BOOST_CHECK_THROW(semaphore_options::from_json({{"semaphores", 0}}), config_error);
+    BOOST_CHECK_THROW(semaphore_options::from_json({{"key", -5}}), config_error);
+    BOOST_CHECK_THROW(semaphore_options::from_json({{"keys", 5}}), config_error);
+    auto o = semaphore_options::from_json({{"key", 77}, {"semaphores", 16}});
+    BOOST_TEST(o.key == 77);
+    BOOST_TEST(o.semaphores == 16u);
+    auto d = default_registry().find("semaphore");
+    BOOST_REQUIRE(d.has_value());
+    BOOST_TEST(d->default_priority == 25);
+    BOOST_TEST(d->supported().supported, d->supported().reason);
+}

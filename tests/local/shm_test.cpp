@@ -1,0 +1,271 @@
+// The `shm` strategy: exclusion across processes and threads, crash recovery through robust
+// mutexes, bounded slot use, a full segment, and the owning-thread rule.
+#define BOOST_TEST_MODULE shm strategy
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <chrono>
+#include <thread>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/registry.hpp>
+#include <locksmith/strategies/shm.hpp>
+
+#include "local/local_helpers.hpp"
+
+using namespace locksmith;
+using namespace locksmith::strategies;
+using namespace locksmith::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A segment private to one test case, removed at its end.
+struct segment_fixture {
+    std::string name = run_unique("locksmith-test-shm");
+    std::uint32_t slots = 256;
+    ~segment_fixture() { remove_shm_segment(name); }
+    std::shared_ptr<store> make() const {
+        shm_options o;
+        o.segment = name;
+        o.slots = slots;
+        return make_shm_store(o);
+    }
+    std::function<std::shared_ptr<store>()> maker() const {
+        return [this] { return make(); };
+    }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, segment_fixture) {
+    temp_dir dir("shm");
+    counter_file counter(dir.path() / "counter");
+    make();  // create the segment before the children race to
+    BOOST_TEST(increment_in_processes(maker(), "counter", counter, 4, 200) == 0);
+    BOOST_TEST(counter.value() == 800);
+}
+
+BOOST_FIXTURE_TEST_CASE(processes_racing_to_create_the_segment_agree_on_one_table,
+                        segment_fixture) {
+    temp_dir dir("shm-race");
+    counter_file counter(dir.path() / "counter");
+    // No make() first: the four children create the segment together.
+    BOOST_TEST(increment_in_processes(maker(), "created", counter, 4, 50) == 0);
+    BOOST_TEST(counter.value() == 200);
+}
+
+BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, segment_fixture) {
+    BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
+}
+
+BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released_within_100ms, segment_fixture) {
+    auto s = make();
+    pid_t holder = fork_holder(maker(), "crash");
+    BOOST_REQUIRE(holder > 0);
+    {
+        auto lock = make_lock(s, "crash");
+        BOOST_TEST(!lock.try_lock());
+        const auto killed = std::chrono::steady_clock::now();
+        ::kill(holder, SIGKILL);
+        BOOST_TEST(lock.try_lock_for(5s));
+        BOOST_TEST(ms_since(killed) < 100.0);  // milliseconds from SIGKILL to the next grant
+        wait_child(holder, 1s);
+        lock.unlock();
+        // The recovered slot is an ordinary lock again.
+        auto other = make_lock(s, "crash");
+        BOOST_TEST(other.try_lock());
+        BOOST_TEST(!lock.try_lock());
+        other.unlock();
+    }
+    // The dead holder's reference was dropped by the recovery: no slot stays in use.
+    BOOST_TEST(shm_slots_in_use(name) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(ten_thousand_names_leave_no_slot_in_use, segment_fixture) {
+    auto s = make();
+    for (int i = 0; i < 10'000; ++i) {
+        auto lock = make_lock(s, "leak." + std::to_string(i));
+        BOOST_REQUIRE(lock.try_lock());
+        lock.unlock();
+    }
+    // Bound: one slot per name with a live lock object, here none.
+    BOOST_TEST(shm_slots_in_use(name) == 0u);
+    auto held = make_lock(s, "still-held");
+    BOOST_REQUIRE(held.try_lock());
+    BOOST_TEST(shm_slots_in_use(name) == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(full_segment_is_a_clear_error_and_recovers, segment_fixture) {
+    slots = 4;
+    auto s = make();
+    std::vector<named_lock> held;
+    for (int i = 0; i < 4; ++i) {
+        held.push_back(make_lock(s, "full." + std::to_string(i)));
+        BOOST_REQUIRE(held.back().try_lock());
+    }
+    auto fifth = make_lock(s, "full.4");
+    try {
+        fifth.try_lock();
+        BOOST_FAIL("a fifth name fit into four slots");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("full") != std::string::npos, e.what());
+        BOOST_TEST(e.native_code() == "full");
+    }
+    BOOST_TEST(!fifth.held_mode().has_value());
+    held[0].unlock();
+    BOOST_TEST(fifth.try_lock());
+}
+
+BOOST_FIXTURE_TEST_CASE(slots_leaked_by_a_dead_waiter_are_reclaimed_when_full, segment_fixture) {
+    slots = 2;
+    auto s = make();
+    auto a = make_lock(s, "a");
+    BOOST_REQUIRE(a.try_lock());
+    // A child waits for "a" (taking a reference on its slot) and is killed while waiting; a
+    // second child holds "b" and dies: its slot is recovered by the next locker of any name.
+    pid_t waiter = fork_child([&] {
+        auto lock = make_lock(make(), "a");
+        lock.lock();
+        return 0;
+    });
+    std::this_thread::sleep_for(100ms);
+    ::kill(waiter, SIGKILL);
+    wait_child(waiter, 5s);
+    pid_t holder = fork_holder(maker(), "b");
+    BOOST_REQUIRE(holder > 0);
+    ::kill(holder, SIGKILL);
+    wait_child(holder, 5s);
+    a.unlock();
+    auto c = make_lock(s, "c");
+    auto d = make_lock(s, "d");
+    BOOST_TEST(c.try_lock());
+    BOOST_TEST(d.try_lock());
+}
+
+BOOST_FIXTURE_TEST_CASE(release_from_another_thread_is_refused_and_keeps_the_lock,
+                        segment_fixture) {
+    auto s = make();
+    auto lock = make_lock(s, "owner-thread");
+    BOOST_REQUIRE(lock.try_lock());
+    std::string message;
+    std::thread([&] {
+        try {
+            lock.release();
+        } catch (const release_error& e) {
+            message = e.what();
+        }
+    }).join();
+    BOOST_TEST(message.find("must be released by it") != std::string::npos, message);
+    // Still held: another owner cannot take it, and the owning thread can release it.
+    auto other = make_lock(s, "owner-thread");
+    BOOST_TEST(!other.try_lock());
+    lock.unlock();
+    BOOST_TEST(other.try_lock());
+}
+
+BOOST_FIXTURE_TEST_CASE(two_lock_objects_in_one_thread, segment_fixture) {
+    auto s = make();
+    auto first = make_lock(s, "same-thread");
+    auto second = make_lock(s, "same-thread");
+    BOOST_REQUIRE(first.try_lock());
+    BOOST_TEST(first.try_lock());  // re-acquiring is idempotent
+    BOOST_TEST(!second.try_lock());
+    const auto started = std::chrono::steady_clock::now();
+    BOOST_TEST(!second.try_lock_for(50ms));
+    BOOST_TEST(ms_since(started) >= 50.0);
+    BOOST_CHECK_THROW(second.lock(), acquire_error);
+    first.unlock();
+    BOOST_TEST(second.try_lock());
+}
+
+BOOST_FIXTURE_TEST_CASE(timed_wait_gets_the_lock_when_another_thread_releases, segment_fixture) {
+    auto s = make();
+    std::atomic<bool> held{false};
+    std::thread holder([&] {
+        auto lock = make_lock(s, "handover");  // acquired and released in this thread
+        lock.lock();
+        held = true;
+        std::this_thread::sleep_for(50ms);
+        lock.unlock();
+    });
+    while (!held) std::this_thread::yield();
+    auto waiter = make_lock(s, "handover");
+    BOOST_TEST(!waiter.try_lock());
+    BOOST_TEST(waiter.try_lock_for(5s));
+    holder.join();
+    waiter.unlock();
+}
+
+BOOST_FIXTURE_TEST_CASE(status_names_the_holder, segment_fixture) {
+    auto s = make();
+    BOOST_TEST(s->status("st").held == lock_status::state::free);
+    auto lock = make_lock(s, "st");
+    BOOST_REQUIRE(lock.try_lock());
+    auto st = s->status("st");
+    BOOST_TEST(st.held == lock_status::state::held_exclusive);
+    BOOST_REQUIRE(st.holders.size() == 1u);
+    BOOST_TEST(st.holders[0].find("pid " + std::to_string(::getpid())) != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(an_existing_segment_keeps_its_slot_count, segment_fixture) {
+    slots = 2;
+    auto small = make();
+    slots = 100;
+    auto same = make();  // opens the two-slot segment
+    auto a = make_lock(same, "x1"), b = make_lock(same, "x2"), c = make_lock(same, "x3");
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(b.try_lock());
+    BOOST_CHECK_THROW(c.try_lock(), backend_error);
+}
+
+BOOST_AUTO_TEST_CASE(options_are_validated_strictly) {
+    BOOST_CHECK_THROW(shm_options::from_json({{"slots", 0}}), config_error);
+    BOOST_CHECK_THROW(shm_options::from_json({{"segment", "a/b"}}), config_error);
+    BOOST_CHECK_THROW(shm_options::from_json({{"segmnet", "x"}}), config_error);
+    auto o = shm_options::from_json({{"segment", "x"}, {"slots", 16}});
+    BOOST_TEST(o.segment == "x");
+    BOOST_TEST(o.slots == 16u);
+    auto d = default_registry().find("shm");
+    BOOST_REQUIRE(d.has_value());
+    BOOST_TEST(d->default_priority == 60);
+    BOOST_TEST(d->supported().supported, d->supported().reason);
+}
+
+BOOST_AUTO_TEST_CASE(a_foreign_shared_memory_object_is_refused) {
+    const std::string name = run_unique("locksmith-test-foreign");
+    // Create a plain POSIX shm object with garbage in it.
+    int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    BOOST_REQUIRE(fd >= 0);
+    BOOST_REQUIRE(::ftruncate(fd, 65536) == 0);
+    std::vector<char> junk(65536, 'x');
+    BOOST_REQUIRE(::write(fd, junk.data(), junk.size()) == ssize_t(junk.size()));
+    ::close(fd);
+    shm_options o;
+    o.segment = name;
+    BOOST_CHECK_THROW(make_shm_store(o), error);
+    remove_shm_segment(name);
+}
+
+BOOST_AUTO_TEST_CASE(a_segment_whose_creator_died_is_an_error_not_a_hang) {
+    // All zeroes: what a creator leaves when it dies between sizing and initialising.
+    const std::string name = run_unique("locksmith-test-zero");
+    int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    BOOST_REQUIRE(fd >= 0);
+    BOOST_REQUIRE(::ftruncate(fd, 65536) == 0);
+    ::close(fd);
+    shm_options o;
+    o.segment = name;
+    const auto started = std::chrono::steady_clock::now();
+    try {
+        make_shm_store(o);
+        BOOST_FAIL("an uninitialised segment was accepted");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("never initialised") != std::string::npos, e.what());
+    }
+    BOOST_TEST(ms_since(started) < 5000.0);
+    remove_shm_segment(name);
+}
