@@ -1,16 +1,21 @@
 # locksmith_add_strategy(NAME <name> SOURCES <files...>
+#                        [MODULE DESCRIPTOR <files...>]
 #                        [REQUIRES <found-variable>...] [LIBRARIES <targets...>]
-#                        [MISSING "what to install"] [FIND_DEPENDENCY "find_dependency(...)"])
+#                        [MISSING "what to install"])
 #
 # Adds one strategy folder to the library and to the generated built-in list, following the
 # cache option LOCKSMITH_WITH_<NAME> = AUTO | ON | OFF: AUTO builds it when every REQUIRES
 # variable is true, ON fails the configure step when one is not, OFF skips it.
+#
+# Without MODULE the sources go into liblocksmith. With MODULE they become their own shared
+# library, liblocksmith_<name>.so (target locksmith::<name>), loaded on first use; only the
+# DESCRIPTOR sources (the strategy's metadata, no backend headers) go into liblocksmith. Use it
+# for strategies whose client libraries would otherwise load at every start.
 set_property(GLOBAL PROPERTY LOCKSMITH_STRATEGIES "")
 set_property(GLOBAL PROPERTY LOCKSMITH_STRATEGY_SUMMARY "")
-set_property(GLOBAL PROPERTY LOCKSMITH_PACKAGE_DEPENDENCIES "")
 
 function(locksmith_add_strategy)
-  cmake_parse_arguments(S "" "NAME;MISSING;FIND_DEPENDENCY" "SOURCES;REQUIRES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(S "MODULE" "NAME;MISSING" "SOURCES;DESCRIPTOR;REQUIRES;LIBRARIES" ${ARGN})
   string(TOUPPER ${S_NAME} upper)
   set(LOCKSMITH_WITH_${upper} AUTO CACHE STRING "Build the ${S_NAME} strategy: AUTO, ON or OFF")
   set_property(CACHE LOCKSMITH_WITH_${upper} PROPERTY STRINGS AUTO ON OFF)
@@ -31,15 +36,27 @@ function(locksmith_add_strategy)
     endif()
     set(line "${S_NAME}: not built (missing ${S_MISSING})")
   else()
-    target_sources(locksmith PRIVATE ${S_SOURCES})
-    if(S_LIBRARIES)
-      target_link_libraries(locksmith PRIVATE ${S_LIBRARIES})
+    if(S_MODULE)
+      set(module locksmith_${S_NAME})
+      add_library(${module} SHARED ${S_SOURCES})
+      add_library(locksmith::${S_NAME} ALIAS ${module})
+      target_link_libraries(${module} PUBLIC locksmith PRIVATE ${S_LIBRARIES})
+      target_compile_options(${module} PRIVATE -Wall -Wextra -Wpedantic)
+      set_target_properties(${module} PROPERTIES
+        LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib/locksmith-modules
+        INSTALL_RPATH "$ORIGIN/..")
+      install(TARGETS ${module} EXPORT locksmithTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/locksmith-modules)
+      target_sources(locksmith PRIVATE ${S_DESCRIPTOR})
+      set(line "${S_NAME}: built (module, loaded on first use)")
+    else()
+      target_sources(locksmith PRIVATE ${S_SOURCES})
+      if(S_LIBRARIES)
+        target_link_libraries(locksmith PRIVATE ${S_LIBRARIES})
+      endif()
+      set(line "${S_NAME}: built")
     endif()
     set_property(GLOBAL APPEND PROPERTY LOCKSMITH_STRATEGIES ${S_NAME})
-    if(S_FIND_DEPENDENCY)
-      set_property(GLOBAL APPEND_STRING PROPERTY LOCKSMITH_PACKAGE_DEPENDENCIES "${S_FIND_DEPENDENCY}\n")
-    endif()
-    set(line "${S_NAME}: built")
   endif()
   set_property(GLOBAL APPEND PROPERTY LOCKSMITH_STRATEGY_SUMMARY "${line}")
 endfunction()

@@ -11,7 +11,7 @@
 
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
-#include <locksmith/registry.hpp>
+#include <locksmith/module.hpp>
 #include <locksmith/strategies/memcached.hpp>
 
 #include "sha256.hpp"
@@ -72,10 +72,6 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
 namespace {
 
 using std::chrono::milliseconds;
-
-constexpr capability memcached_capabilities = capability::exclusive | capability::noblock |
-                                              capability::expiring | capability::distributed |
-                                              capability::serializable;
 
 void check_prefix(const std::string& prefix) {
     if (prefix.size() > 100)
@@ -386,21 +382,17 @@ std::shared_ptr<store> make_memcached_store(const memcached_options& options) {
     return std::make_shared<memcached_store>(options);
 }
 
-strategy_descriptor memcached_strategy() {
-    strategy_descriptor d;
-    d.name = "memcached";
-    d.description =
-        "Memcached server (libmemcached): add with expiry, gets/cas; eviction drops locks";
-    d.default_priority = 78;
-    d.capabilities = memcached_capabilities;
-    d.needs_configuration = true;
-    d.validate_options = [](const nlohmann::json& options) {
+}  // namespace locksmith::strategies
+
+// The module's entry point (include/locksmith/module.hpp); the metadata is in
+// memcached_descriptor.cpp.
+extern "C" std::uint32_t locksmith_module_memcached(locksmith::strategy_implementation& out) {
+    using namespace locksmith::strategies;
+    out.validate_options = [](const nlohmann::json& options) {
         memcached_options::from_json(options);
     };
-    d.create = [](const nlohmann::json& options) {
+    out.create = [](const nlohmann::json& options) {
         return make_memcached_store(memcached_options::from_json(options));
     };
-    return d;
+    return locksmith::module_api_version;
 }
-
-}  // namespace locksmith::strategies

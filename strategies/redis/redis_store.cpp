@@ -7,7 +7,7 @@
 #include <vector>
 
 #include <locksmith/errors.hpp>
-#include <locksmith/registry.hpp>
+#include <locksmith/module.hpp>
 #include <locksmith/strategies/redis.hpp>
 
 #include "redis_connection.hpp"
@@ -19,10 +19,6 @@ namespace {
 using namespace redis_detail;
 using clock = deadline::clock;
 using std::chrono::milliseconds;
-
-constexpr capability redis_capabilities =
-    capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
-    capability::expiring | capability::distributed | capability::serializable | capability::fencing;
 
 enum script_id : std::size_t { acquire_id, refresh_id, release_id, unwait_id, holds_id, status_id };
 constexpr std::array<const char*, 6> script_text = {acquire_script, refresh_script, release_script,
@@ -293,18 +289,14 @@ std::shared_ptr<store> make_redis_store(const redis_options& options) {
     return std::make_shared<redis_store>(options);
 }
 
-strategy_descriptor redis_strategy() {
-    strategy_descriptor d;
-    d.name = "redis";
-    d.description = "Redis server (hiredis): SET NX PX with scripts, pub/sub waiting, fencing";
-    d.default_priority = 85;
-    d.capabilities = redis_capabilities;
-    d.needs_configuration = true;
-    d.validate_options = [](const nlohmann::json& options) { redis_options::from_json(options); };
-    d.create = [](const nlohmann::json& options) {
+}  // namespace locksmith::strategies
+
+// The module's entry point (include/locksmith/module.hpp); the metadata is in redis_descriptor.cpp.
+extern "C" std::uint32_t locksmith_module_redis(locksmith::strategy_implementation& out) {
+    using namespace locksmith::strategies;
+    out.validate_options = [](const nlohmann::json& options) { redis_options::from_json(options); };
+    out.create = [](const nlohmann::json& options) {
         return make_redis_store(redis_options::from_json(options));
     };
-    return d;
+    return locksmith::module_api_version;
 }
-
-}  // namespace locksmith::strategies

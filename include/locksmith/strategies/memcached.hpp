@@ -38,6 +38,12 @@
 
 namespace locksmith::strategies {
 
+// What the memcached strategy offers (its registry entry and its store agree on this).
+inline constexpr capability memcached_capabilities = capability::exclusive | capability::noblock |
+                                                     capability::expiring |
+                                                     capability::distributed |
+                                                     capability::serializable;
+
 struct memcached_options {
     // host:port pairs (IPv6 as [addr]:port); at least one. Port defaults to 11211.
     std::vector<std::pair<std::string, int>> servers;

@@ -46,6 +46,11 @@
 
 namespace locksmith::strategies {
 
+// What the redis strategy offers (its registry entry and its store agree on this).
+inline constexpr capability redis_capabilities =
+    capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
+    capability::expiring | capability::distributed | capability::serializable | capability::fencing;
+
 struct redis_endpoint {
     // TCP host (name, IPv4, or IPv6 without brackets); empty for a Unix socket.
     std::string host = "127.0.0.1";

@@ -1,0 +1,46 @@
+// Strategies built as their own shared library and loaded on first use.
+//
+//   strategy_implementation  the parts of a descriptor that need the backend's client library
+//   load_on_first_use        wraps a descriptor's metadata so that its probe, validator and
+//                            factory load liblocksmith_<name>.so only when first called
+//   module_directory         where those libraries are looked for
+//
+// Why: a program that locks with `file` should not load hiredis, libmemcached, libsasl2 and
+// libcrypto at every start (`locksmith run` is measured against flock(1)). The descriptor's data
+// (name, capabilities, priority) is compiled into the library, so selection and `locksmith
+// strategies` know the strategy without loading it; its code loads when it is first probed or
+// used.
+//
+// A module defines, with C linkage:
+//   std::uint32_t locksmith_module_<name>(locksmith::strategy_implementation& out);
+// filling `out` and returning module_api_version.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/registry.hpp>
+
+namespace locksmith {
+
+inline constexpr std::uint32_t module_api_version = 1;
+
+struct strategy_implementation {
+    std::function<support_status()> supported;  // empty = always supported
+    std::function<void(const nlohmann::json& options)> validate_options;
+    std::function<std::shared_ptr<store>(const nlohmann::json& options)> create;
+};
+
+// `metadata` with probe, validator and factory that load the module on first use. When the
+// module cannot be loaded, the probe says so (with the loader's message) and the strategy is
+// passed over; the validator then accepts any options (there is nothing to check them with).
+strategy_descriptor load_on_first_use(strategy_descriptor metadata);
+
+// $LOCKSMITH_MODULE_DIR when set, else the folder locksmith-modules beside liblocksmith.so.
+std::filesystem::path module_directory();
+
+}  // namespace locksmith

@@ -1,0 +1,19 @@
+// The memcached strategy's registry entry. It is compiled into liblocksmith; the store itself is
+// in the module liblocksmith_memcached.so, loaded on first use (include/locksmith/module.hpp).
+#include <locksmith/module.hpp>
+#include <locksmith/strategies/memcached.hpp>
+
+namespace locksmith::strategies {
+
+strategy_descriptor memcached_strategy() {
+    strategy_descriptor d;
+    d.name = "memcached";
+    d.description =
+        "Memcached server (libmemcached): add with expiry, gets/cas; eviction drops locks";
+    d.default_priority = 78;
+    d.capabilities = memcached_capabilities;
+    d.needs_configuration = true;
+    return load_on_first_use(std::move(d));
+}
+
+}  // namespace locksmith::strategies

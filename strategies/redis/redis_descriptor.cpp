@@ -1,0 +1,18 @@
+// The redis strategy's registry entry. It is compiled into liblocksmith; the store itself is in
+// the module liblocksmith_redis.so, loaded on first use (include/locksmith/module.hpp).
+#include <locksmith/module.hpp>
+#include <locksmith/strategies/redis.hpp>
+
+namespace locksmith::strategies {
+
+strategy_descriptor redis_strategy() {
+    strategy_descriptor d;
+    d.name = "redis";
+    d.description = "Redis server (hiredis): SET NX PX with scripts, pub/sub waiting, fencing";
+    d.default_priority = 85;
+    d.capabilities = redis_capabilities;
+    d.needs_configuration = true;
+    return load_on_first_use(std::move(d));
+}
+
+}  // namespace locksmith::strategies
