@@ -31,11 +31,13 @@ void named_lock::state::report(const error& e) const noexcept {
 
 namespace {
 
-// Releases the grant; the caller holds the state's mutex.
+// Releases the grant; the caller holds the state's mutex. When the store refuses (a robust
+// mutex released from the wrong thread, a server that is down), the lock still counts as held,
+// so that the owner can retry and the destructor tries again.
 void release_locked(named_lock::state& s) {
+    s.store->release(*s.owner);
     s.held.reset();
     s.owner->reset_lifetime();
-    s.store->release(*s.owner);
 }
 
 // Lifetime and bookkeeping after the store granted; the caller holds the state's mutex.
