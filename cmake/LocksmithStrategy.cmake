@@ -43,7 +43,7 @@ function(locksmith_add_strategy)
       target_link_libraries(${module} PUBLIC locksmith PRIVATE ${S_LIBRARIES})
       target_compile_options(${module} PRIVATE -Wall -Wextra -Wpedantic)
       set_target_properties(${module} PROPERTIES
-        LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib/locksmith-modules
+        LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${CMAKE_INSTALL_LIBDIR}/locksmith-modules
         INSTALL_RPATH "$ORIGIN/..")
       install(TARGETS ${module} EXPORT locksmithTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/locksmith-modules)
