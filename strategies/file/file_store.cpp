@@ -29,6 +29,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
+#include <locksmith/strategy_support.hpp>
 
 namespace locksmith::strategies {
 namespace {
@@ -94,43 +95,6 @@ struct file_owner_state final : key_local_state {
         close_file();
     }
 };
-
-// A stable 128-bit hash (two FNV-1a lanes with a splitmix64 finish). Stability matters more
-// than strength: every version must map a name to the same file. A collision only makes two
-// names share one lock.
-std::string name_hash(std::string_view name) {
-    std::uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-    for (unsigned char c : name) {
-        a = (a ^ c) * 0x100000001b3ull;
-        b = (b ^ c ^ 0x5a) * 0x100000001b3ull;
-    }
-    auto finish = [](std::uint64_t x) {
-        x ^= x >> 30;
-        x *= 0xbf58476d1ce4e5b9ull;
-        x ^= x >> 27;
-        x *= 0x94d049bb133111ebull;
-        return x ^ (x >> 31);
-    };
-    char out[33];
-    std::snprintf(out, sizeof out, "%016llx%016llx", (unsigned long long)finish(a ^ name.size()),
-                  (unsigned long long)finish(b + name.size()));
-    return out;
-}
-
-// "<readable prefix>.<hash>.lock": the prefix helps an admin who lists the directory; the hash
-// makes any name (with '/', "..", NUL, any length) a safe single path component.
-std::string file_name_for(std::string_view name) {
-    std::string prefix;
-    for (unsigned char c : name.substr(0, 32)) {
-        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                     c == '_' || c == '-' || (c == '.' && !prefix.empty());
-        if (plain)
-            prefix += char(c);
-        else if (!prefix.empty() && prefix.back() != '-')
-            prefix += '-';
-    }
-    return (prefix.empty() ? "lock" : prefix) + "." + name_hash(name) + ".lock";
-}
 
 [[noreturn]] void fail_dir(const std::filesystem::path& dir, const std::string& why) {
     throw invalid_argument_error("file strategy: lock_dir " + dir.string() + " " + why);
@@ -212,7 +176,7 @@ private:
         if (auto* state = state_of(k)) return *state;
         auto fresh = std::make_unique<file_owner_state>();
         fresh->dir = dir_;
-        fresh->file_name = file_name_for(k.resource());
+        fresh->file_name = lock_file_name(k.resource(), ".lock");
         auto& ref = *fresh;
         k.set_local_state(std::move(fresh));
         return ref;
@@ -303,7 +267,7 @@ private:
 // Reads /proc/locks for flock locks on the file's inode: the kernel knows every holder.
 lock_status file_store::do_status(std::string_view resource) {
     lock_status status;
-    const std::string file_name = file_name_for(resource);
+    const std::string file_name = lock_file_name(resource, ".lock");
     struct stat st;
     if (::fstatat(dir_->fd(), file_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno != ENOENT) throw_errno(strategy_name, "stat " + file_name, errno);

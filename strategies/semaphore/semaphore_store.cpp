@@ -31,6 +31,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
+#include <locksmith/strategy_support.hpp>
 
 namespace locksmith::strategies {
 namespace {
@@ -45,18 +46,6 @@ union semun {
     unsigned short* array;
 };
 
-// FNV-1a, 64 bits, finished with a mixer: stable across builds, unlike std::hash.
-std::uint64_t stable_hash(std::string_view text) {
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : text) {
-        h ^= c;
-        h *= 0x100000001b3ull;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
-}
 
 [[noreturn]] void throw_removed(int semid, int err, const std::string& what) {
     throw backend_error(strategy_name, std::string(err == EIDRM ? "EIDRM" : "EINVAL"),
@@ -145,26 +134,6 @@ int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until
     }
 }
 
-// This process's id, cached: getpid() is a system call, and a lock+unlock pair should cost the
-// two semop calls and little else. A fork bumps the generation so the child reads its own id.
-std::atomic<std::uint64_t> fork_generation{0};
-
-pid_t current_pid() {
-    static const bool registered = [] {
-        ::pthread_atfork(nullptr, nullptr,
-                         [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
-        return true;
-    }();
-    (void)registered;
-    struct cached {
-        pid_t pid = 0;
-        std::uint64_t generation = ~std::uint64_t(0);
-    };
-    thread_local cached c;
-    const std::uint64_t generation = fork_generation.load(std::memory_order_relaxed);
-    if (c.generation != generation) c = {::getpid(), generation};
-    return c.pid;
-}
 
 class semaphore_set;
 
@@ -208,7 +177,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         };
 
         // 2. The kernel semaphore, or a share of this process's grant of it.
-        const std::uint64_t h = stable_hash(name);
+        const std::uint64_t h = stable_name_hash(name).low;
         for (;;) {
             if (semid_ < 0) {
                 try {
@@ -304,7 +273,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
             return result;
         }
         if (semid_ < 0) return result;
-        const auto index = static_cast<int>(stable_hash(resource) % nsems_);
+        const auto index = static_cast<int>(stable_name_hash(resource).low % nsems_);
         const int value = ::semctl(semid_, index, GETVAL);
         if (value < 0) return result;
         if (value > 0) {
@@ -466,7 +435,7 @@ semaphore_options semaphore_options::from_json(const nlohmann::json& options) {
 
 std::int32_t default_semaphore_key() {
     auto key = static_cast<std::int32_t>(
-        stable_hash("locksmith.semaphore." + std::to_string(::getuid())) & 0x7fffffffu);
+        stable_name_hash("locksmith.semaphore." + std::to_string(::getuid())).low & 0x7fffffffu);
     return key == IPC_PRIVATE ? 1 : key;
 }
 

@@ -35,6 +35,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
+#include <locksmith/strategy_support.hpp>
 
 namespace bip = boost::interprocess;
 
@@ -45,41 +46,6 @@ constexpr const char* strategy_name = "shm";
 constexpr std::uint64_t table_magic = 0x6c6f636b736d7368ull;  // "locksmsh"
 constexpr std::uint32_t table_version = 1;
 constexpr std::uint32_t max_slots = 1u << 20;
-
-// A stable 128-bit hash of the name (processes built by different compilers must agree, so no
-// std::hash). Not cryptographic: a crafted collision only makes two names share a slot.
-struct name_hash {
-    std::uint64_t hi = 0;
-    std::uint64_t lo = 0;
-    bool operator==(const name_hash&) const = default;
-};
-
-std::uint64_t mix64(std::uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-name_hash hash_name(std::string_view name) {
-    std::uint64_t a = 0x9e3779b97f4a7c15ull ^ name.size();
-    std::uint64_t b = 0xc2b2ae3d27d4eb4full + name.size();
-    std::size_t i = 0;
-    for (; i + 8 <= name.size(); i += 8) {
-        std::uint64_t w;
-        std::memcpy(&w, name.data() + i, 8);
-        a = mix64(a ^ w);
-        b = (b ^ (w * 0x87c37b91114253d5ull)) * 0x4cf5ad432745937full;
-        b = (b << 31) | (b >> 33);
-    }
-    std::uint64_t tail = 0;
-    std::memcpy(&tail, name.data() + i, name.size() - i);
-    a = mix64(a ^ tail ^ 0xff51afd7ed558ccdull);
-    b = mix64(b ^ tail);
-    return {mix64(a + b), mix64(b ^ (a >> 7))};
-}
 
 enum class slot_state : std::uint32_t { empty = 0, used = 1, tombstone = 2 };
 
@@ -121,8 +87,7 @@ void init_robust_mutex(pthread_mutex_t* m) {
 }
 
 // This thread's pid and tid, cached: getpid() and gettid() are system calls, and the fast path
-// makes none. A fork bumps the generation so the child's thread reads its own ids again.
-std::atomic<std::uint64_t> fork_generation{0};
+// makes none. In a fork()ed child the generation differs, so the child reads its own ids.
 
 struct thread_identity {
     pid_t pid = 0;
@@ -131,16 +96,10 @@ struct thread_identity {
 };
 
 const thread_identity& self() {
-    static const bool registered = [] {
-        ::pthread_atfork(nullptr, nullptr,
-                         [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
-        return true;
-    }();
-    (void)registered;
     thread_local thread_identity id;
-    const std::uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+    const std::uint64_t generation = fork_generation();
     if (id.generation != generation)
-        id = {::getpid(), static_cast<std::int32_t>(::syscall(SYS_gettid)), generation};
+        id = {current_pid(), static_cast<std::int32_t>(::syscall(SYS_gettid)), generation};
     return id;
 }
 
@@ -324,7 +283,7 @@ class segment {
         table_guard guard(table_mutex());
         for (int pass = 0; pass < 2; ++pass) {
             const std::uint32_t n = slot_count();
-            const std::uint32_t home = static_cast<std::uint32_t>(h.lo % n);
+            const std::uint32_t home = static_cast<std::uint32_t>(h.low % n);
             std::uint32_t free_slot = n;
             for (std::uint32_t i = 0; i < n; ++i) {
                 const std::uint32_t j = (home + i) % n;
@@ -391,7 +350,7 @@ class segment {
     std::optional<std::uint32_t> find(const name_hash& h) {
         table_guard guard(table_mutex());
         const std::uint32_t n = slot_count();
-        const std::uint32_t home = static_cast<std::uint32_t>(h.lo % n);
+        const std::uint32_t home = static_cast<std::uint32_t>(h.low % n);
         for (std::uint32_t i = 0; i < n; ++i) {
             const std::uint32_t j = (home + i) % n;
             if (slots_[j].state == slot_state::empty) break;
@@ -527,7 +486,7 @@ class shm_store final : public store {
 
     lock_status do_status(std::string_view resource) override {
         lock_status status;
-        auto index = segment_->find(hash_name(resource));
+        auto index = segment_->find(stable_name_hash(resource));
         status.held = lock_status::state::free;
         if (!index) return status;
         shm_slot& s = segment_->slot(*index);
@@ -548,7 +507,7 @@ class shm_store final : public store {
             // New key, or one used with another segment (its destructor drops its reference).
             auto fresh = std::make_unique<shm_key_state>();
             fresh->seg = segment_;
-            fresh->hash = hash_name(k.resource());
+            fresh->hash = stable_name_hash(k.resource());
             st = fresh.get();
             k.set_local_state(std::move(fresh));
         }

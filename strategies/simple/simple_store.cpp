@@ -31,6 +31,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
+#include <locksmith/strategy_support.hpp>
 
 namespace locksmith::strategies {
 namespace {
@@ -39,42 +40,6 @@ constexpr const char* strategy_name = "simple";
 constexpr std::string_view magic_line = "locksmith-simple 1";
 constexpr const char* guard_name = ".locksmith-simple.guard";
 constexpr std::size_t max_record = 4096;
-
-// A stable 128-bit hash as 32 hex digits (two FNV-1a lanes, splitmix64 finish). Every version
-// must map a name to the same file; a collision only makes two names share one lock.
-std::string hash_hex(std::string_view name, std::uint64_t* low = nullptr) {
-    std::uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-    for (unsigned char c : name) {
-        a = (a ^ c) * 0x100000001b3ull;
-        b = (b ^ c ^ 0xa5) * 0x100000001b3ull;
-    }
-    auto finish = [](std::uint64_t x) {
-        x ^= x >> 30;
-        x *= 0xbf58476d1ce4e5b9ull;
-        x ^= x >> 27;
-        x *= 0x94d049bb133111ebull;
-        return x ^ (x >> 31);
-    };
-    const std::uint64_t hi = finish(a ^ name.size()), lo = finish(b + name.size());
-    if (low != nullptr) *low = lo;
-    char out[33];
-    std::snprintf(out, sizeof out, "%016llx%016llx", (unsigned long long)hi,
-                  (unsigned long long)lo);
-    return out;
-}
-
-std::string file_name_for(std::string_view name) {
-    std::string prefix;
-    for (unsigned char c : name.substr(0, 32)) {
-        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                     c == '_' || c == '-' || (c == '.' && !prefix.empty());
-        if (plain)
-            prefix += char(c);
-        else if (!prefix.empty() && prefix.back() != '-')
-            prefix += '-';
-    }
-    return (prefix.empty() ? "lock" : prefix) + "." + hash_hex(name) + ".slock";
-}
 
 std::string read_small_file(const char* path) {
     std::ifstream in(path);
@@ -107,8 +72,6 @@ struct identity {
     std::string start;
 };
 
-std::atomic<std::uint64_t> fork_generation{0};
-
 const identity& me() {
     // pid and start change in a forked child, so they are read on every call; host and boot are
     // fixed for the life of the process.
@@ -123,18 +86,12 @@ const identity& me() {
         const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
         return n > 0 ? std::string(buf, std::size_t(n)) : std::string();
     }();
-    // getpid() is a system call; the cache is refreshed after a fork (the generation changes).
-    static const bool registered = [] {
-        ::pthread_atfork(nullptr, nullptr,
-                         [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
-        return true;
-    }();
-    (void)registered;
+    // The cache is refreshed in a forked child (the generation changes).
     thread_local identity id;
     thread_local std::uint64_t id_generation = ~std::uint64_t(0);
-    const std::uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+    const std::uint64_t generation = fork_generation();
     if (id_generation != generation) {
-        const long pid = ::getpid();
+        const long pid = current_pid();
         id = identity{host, boot, pidns, pid, process_start_time(pid)};
         id_generation = generation;
     }
@@ -274,7 +231,7 @@ class simple_store final : public store {
 
   protected:
     bool do_try_acquire(key& k, lock_mode, std::chrono::milliseconds) override {
-        const std::string name = file_name_for(k.resource());
+        const std::string name = lock_file_name(k.resource(), ".slock");
         // Each round either creates the file, finds it held, or removes a stale one and tries
         // again; a handful of rounds only run out when others keep winning the races.
         for (int round = 0; round < 8; ++round) {
@@ -303,7 +260,7 @@ class simple_store final : public store {
     }
 
     void do_release(key& k) override {
-        const std::string name = file_name_for(k.resource());
+        const std::string name = lock_file_name(k.resource(), ".slock");
         guard g(*this, k.resource());
         auto file = read(name);
         if (!file) return;
@@ -314,14 +271,14 @@ class simple_store final : public store {
     }
 
     bool do_holds(const key& k) override {
-        auto file = read(file_name_for(k.resource()));
+        auto file = read(lock_file_name(k.resource(), ".slock"));
         record r;
         return file && parse_record(file->text, r) == parse_result::ok && r.token == k.token();
     }
 
     lock_status do_status(std::string_view resource) override {
         lock_status status;
-        auto file = read(file_name_for(resource));
+        auto file = read(lock_file_name(resource, ".slock"));
         status.held = lock_status::state::free;
         if (!file) return status;
         status.held = lock_status::state::held_exclusive;
@@ -353,8 +310,7 @@ class simple_store final : public store {
                 ::openat(s.dir_->fd(), guard_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
             if (fd_ < 0)
                 throw_errno(strategy_name, "opening guard file " + s.path_of(guard_name), errno);
-            std::uint64_t low = 0;
-            hash_hex(resource, &low);
+            const std::uint64_t low = stable_name_hash(resource).low;
             struct flock fl {};
             fl.l_type = F_WRLCK;
             fl.l_whence = SEEK_SET;
@@ -493,7 +449,7 @@ class simple_store final : public store {
             throw acquire_error("simple: lock '" + k.resource() +
                                 "' changed owner while this process was taking it over");
         // Written beside it and renamed over it, so readers see the old or the new record.
-        const std::string temp = "." + hash_hex(k.resource()) + "." + k.token() + ".tmp";
+        const std::string temp = "." + stable_name_hash(k.resource()).hex() + "." + k.token() + ".tmp";
         const int fd = ::openat(dir_->fd(), temp.c_str(),
                                 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) throw_errno(strategy_name, "creating " + path_of(temp), errno);
@@ -539,7 +495,7 @@ std::shared_ptr<store> make_simple_store(const simple_options& options) {
 
 std::filesystem::path simple_lock_path(const std::filesystem::path& lock_dir,
                                        std::string_view name) {
-    return lock_dir / file_name_for(name);
+    return lock_dir / lock_file_name(name, ".slock");
 }
 
 strategy_descriptor simple_strategy() {
