@@ -1,10 +1,16 @@
 #include <locksmith/strategy_support.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <locksmith/errors.hpp>
 
 namespace locksmith {
 namespace {
@@ -81,6 +87,54 @@ pid_t current_pid() noexcept {
     const std::uint64_t generation = fork_generation();
     if (c.generation != generation) c = {::getpid(), generation};
     return c.pid;
+}
+
+lock_directory::~lock_directory() { ::close(fd_); }
+
+std::filesystem::path default_lock_dir() {
+    if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && runtime[0] == '/')
+        return std::filesystem::path(runtime) / "locksmith";
+    return std::filesystem::path("/tmp") / ("locksmith-" + std::to_string(::geteuid()));
+}
+
+namespace {
+
+[[noreturn]] void fail_dir(std::string_view strategy, const std::filesystem::path& dir,
+                           const std::string& why) {
+    throw invalid_argument_error(std::string(strategy) + " strategy: lock_dir " + dir.string() +
+                                 " " + why);
+}
+
+}  // namespace
+
+std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem::path& configured,
+                                                          std::string_view strategy) {
+    const bool is_default = configured.empty();
+    const std::filesystem::path path = is_default ? default_lock_dir() : configured;
+    if (is_default && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+        fail_dir(strategy, path, std::string("cannot be created: ") + std::strerror(errno));
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        struct stat st;
+        if (err == ELOOP || (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)))
+            fail_dir(strategy, path, "is a symbolic link; give the real directory");
+        if (err == ENOENT) fail_dir(strategy, path, "does not exist");
+        if (err == ENOTDIR) fail_dir(strategy, path, "is not a directory");
+        fail_dir(strategy, path, std::string("cannot be opened: ") + std::strerror(err));
+    }
+    auto dir = std::make_shared<const lock_directory>(fd, path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) fail_dir(strategy, path, std::string("cannot be read: ") + std::strerror(errno));
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        fail_dir(strategy, path, "is writable by everyone without the sticky bit; anyone could replace "
+                       "its lock files");
+    if (is_default && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0))
+        fail_dir(strategy, path, "is not private to this user (it must be owned by uid " +
+                           std::to_string(::geteuid()) + " with mode 0700)");
+    if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+        fail_dir(strategy, path, "is not writable by this user");
+    return dir;
 }
 
 }  // namespace locksmith

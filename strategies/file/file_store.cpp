@@ -36,24 +36,8 @@ namespace {
 
 constexpr const char* strategy_name = "file";
 
-// An open directory, shared by the store and by every owner's state (which may outlive the
-// store), so that cleanup can unlink relative to it.
-class directory {
-public:
-    explicit directory(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
-    ~directory() { ::close(fd_); }
-    directory(const directory&) = delete;
-    directory& operator=(const directory&) = delete;
-    int fd() const noexcept { return fd_; }
-    const std::filesystem::path& path() const noexcept { return path_; }
-
-private:
-    int fd_;
-    std::filesystem::path path_;
-};
-
 struct file_owner_state final : key_local_state {
-    std::shared_ptr<const directory> dir;
+    std::shared_ptr<const lock_directory> dir;
     std::string file_name;
     int fd = -1;
     unsigned char* retired_mark = nullptr;  // the file's first byte, mapped; null if unmappable
@@ -96,42 +80,9 @@ struct file_owner_state final : key_local_state {
     }
 };
 
-[[noreturn]] void fail_dir(const std::filesystem::path& dir, const std::string& why) {
-    throw invalid_argument_error("file strategy: lock_dir " + dir.string() + " " + why);
-}
-
-std::shared_ptr<const directory> open_lock_dir(const std::filesystem::path& configured) {
-    const bool is_default = configured.empty();
-    const std::filesystem::path path = is_default ? default_lock_dir() : configured;
-    if (is_default && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-        fail_dir(path, std::string("cannot be created: ") + std::strerror(errno));
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        struct stat st;
-        if (err == ELOOP || (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)))
-            fail_dir(path, "is a symbolic link; give the real directory");
-        if (err == ENOENT) fail_dir(path, "does not exist");
-        if (err == ENOTDIR) fail_dir(path, "is not a directory");
-        fail_dir(path, std::string("cannot be opened: ") + std::strerror(err));
-    }
-    auto dir = std::make_shared<const directory>(fd, path);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) fail_dir(path, std::string("cannot be read: ") + std::strerror(errno));
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-        fail_dir(path, "is writable by everyone without the sticky bit; anyone could replace "
-                       "its lock files");
-    if (is_default && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0))
-        fail_dir(path, "is not private to this user (it must be owned by uid " +
-                           std::to_string(::geteuid()) + " with mode 0700)");
-    if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
-        fail_dir(path, "is not writable by this user");
-    return dir;
-}
-
 class file_store final : public store {
 public:
-    explicit file_store(std::shared_ptr<const directory> dir)
+    explicit file_store(std::shared_ptr<const lock_directory> dir)
         : store(strategy_name, capability::exclusive | capability::shared | capability::noblock |
                                    capability::native_wait | capability::crash_release),
           dir_(std::move(dir)) {}
@@ -261,7 +212,7 @@ private:
         return true;
     }
 
-    std::shared_ptr<const directory> dir_;
+    std::shared_ptr<const lock_directory> dir_;
 };
 
 // Reads /proc/locks for flock locks on the file's inode: the kernel knows every holder.
@@ -310,14 +261,9 @@ file_options file_options::from_json(const nlohmann::json& json) {
     return options;
 }
 
-std::filesystem::path default_lock_dir() {
-    if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && runtime[0] == '/')
-        return std::filesystem::path(runtime) / "locksmith";
-    return std::filesystem::path("/tmp") / ("locksmith-" + std::to_string(::geteuid()));
-}
 
 std::shared_ptr<store> make_file_store(const file_options& options) {
-    return std::make_shared<file_store>(open_lock_dir(options.lock_dir));
+    return std::make_shared<file_store>(open_lock_directory(options.lock_dir, strategy_name));
 }
 
 strategy_descriptor file_strategy() {

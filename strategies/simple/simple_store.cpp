@@ -166,64 +166,9 @@ struct lock_file {
     std::int64_t mtime_ms = 0;
 };
 
-class directory {
-  public:
-    directory(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
-    ~directory() { ::close(fd_); }
-    directory(const directory&) = delete;
-    directory& operator=(const directory&) = delete;
-    int fd() const noexcept { return fd_; }
-    const std::filesystem::path& path() const noexcept { return path_; }
-
-  private:
-    int fd_;
-    std::filesystem::path path_;
-};
-
-std::filesystem::path default_dir() {
-    if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime)
-        return std::filesystem::path(runtime) / "locksmith";
-    return std::filesystem::temp_directory_path() / ("locksmith-" + std::to_string(::getuid()));
-}
-
-[[noreturn]] void fail_dir(const std::filesystem::path& dir, const std::string& why) {
-    throw invalid_argument_error("simple strategy: lock_dir " + dir.string() + " " + why);
-}
-
-std::shared_ptr<const directory> open_lock_dir(const std::filesystem::path& configured) {
-    const bool is_default = configured.empty();
-    const std::filesystem::path path = is_default ? default_dir() : configured;
-    if (is_default && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-        fail_dir(path, std::string("cannot be created: ") + std::strerror(errno));
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        struct stat st;
-        if (err == ELOOP || (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)))
-            fail_dir(path, "is a symbolic link; give the real directory");
-        if (err == ENOENT) fail_dir(path, "does not exist");
-        if (err == ENOTDIR) fail_dir(path, "is not a directory");
-        fail_dir(path, std::string("cannot be opened: ") + std::strerror(err));
-    }
-    auto dir = std::make_shared<const directory>(fd, path);
-    struct stat st;
-    if (::fstat(fd, &st) != 0)
-        fail_dir(path, std::string("cannot be read: ") + std::strerror(errno));
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-        fail_dir(path,
-                 "is writable by everyone without the sticky bit; anyone could replace "
-                 "its lock files");
-    if (is_default && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0))
-        fail_dir(path, "is not private to this user (it must be owned by uid " +
-                           std::to_string(::geteuid()) + " with mode 0700)");
-    if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
-        fail_dir(path, "is not writable by this user");
-    return dir;
-}
-
 class simple_store final : public store {
   public:
-    simple_store(std::shared_ptr<const directory> dir, simple_options options)
+    simple_store(std::shared_ptr<const lock_directory> dir, simple_options options)
         : store(strategy_name,
                 capability::exclusive | capability::noblock | capability::serializable),
           dir_(std::move(dir)),
@@ -464,7 +409,7 @@ class simple_store final : public store {
         }
     }
 
-    std::shared_ptr<const directory> dir_;
+    std::shared_ptr<const lock_directory> dir_;
     simple_options options_;
 };
 
@@ -490,7 +435,7 @@ std::shared_ptr<store> make_simple_store(const simple_options& options) {
         throw invalid_argument_error("simple: max_age must not be negative");
     if (options.write_grace.count() <= 0)
         throw invalid_argument_error("simple: write_grace must be positive");
-    return std::make_shared<simple_store>(open_lock_dir(options.lock_dir), options);
+    return std::make_shared<simple_store>(open_lock_directory(options.lock_dir, strategy_name), options);
 }
 
 std::filesystem::path simple_lock_path(const std::filesystem::path& lock_dir,

@@ -30,15 +30,12 @@
 namespace locksmith::strategies {
 
 struct file_options {
-    // Directory of the lock files; empty = default_lock_dir().
+    // Directory of the lock files; empty = locksmith::default_lock_dir() (strategy_support.hpp).
     std::filesystem::path lock_dir;
 
     // Reads {"lock_dir": "/path"}; throws config_error.
     static file_options from_json(const nlohmann::json& options);
 };
-
-// $XDG_RUNTIME_DIR/locksmith when XDG_RUNTIME_DIR is set, else /tmp/locksmith-<uid>.
-std::filesystem::path default_lock_dir();
 
 // Throws invalid_argument_error naming what is wrong with lock_dir.
 std::shared_ptr<store> make_file_store(const file_options& options = {});
