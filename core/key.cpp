@@ -1,5 +1,6 @@
 #include <locksmith/key.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <sys/random.h>
 
@@ -13,6 +14,11 @@ void validate_lock_name(std::string_view name) {
         throw invalid_argument_error("lock name is " + std::to_string(name.size()) +
                                      " bytes long; the limit is " +
                                      std::to_string(max_name_length));
+}
+
+std::uint64_t new_local_state_tag() noexcept {
+    static std::atomic<std::uint64_t> last{0};
+    return ++last;
 }
 
 std::string random_token() {

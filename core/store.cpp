@@ -18,6 +18,9 @@ std::string_view to_string(lock_status::state state) noexcept {
     return "unknown";
 }
 
+store::store(std::string strategy, capability capabilities)
+    : strategy_(std::move(strategy)), capabilities_(capabilities), instance_id_(new_local_state_tag()) {}
+
 void store::check_mode(lock_mode mode) const {
     if (mode == lock_mode::shared && !has(capabilities_, capability::shared))
         throw invalid_argument_error("strategy '" + strategy_ + "' has no shared locks");

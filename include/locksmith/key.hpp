@@ -23,6 +23,10 @@ inline constexpr std::size_t max_name_length = 1024 * 1024;
 // Throws invalid_argument_error when `name` is empty or longer than max_name_length.
 void validate_lock_name(std::string_view name);
 
+// A tag for key::set_local_state, unique in this process and never 0. Every store has one
+// (store::instance_id()); stores that share state across instances take one of their own.
+std::uint64_t new_local_state_tag() noexcept;
+
 // Base of a store's per-key state that lives only in this process (an open file, a semaphore
 // handle). A store derives from it and keeps it in the key with key::set_local_state().
 struct key_local_state {
@@ -61,14 +65,17 @@ public:
     void set_fencing_token(std::optional<std::uint64_t> token) noexcept { fencing_token_ = token; }
 
     // --- store state ---
-    // Process-local state (file descriptors, handles); never serialized.
+    // Process-local state (file descriptors, handles); never serialized. It belongs to the store
+    // that set it (store::instance_id()): another store sees none and starts afresh. The check
+    // is an integer compare, not a dynamic_cast: the fastest stores grant in tens of nanoseconds.
     key_local_state* local_state() const noexcept { return local_state_.get(); }
     template <class T>
-    T* local_state_as() const noexcept {
-        return dynamic_cast<T*>(local_state_.get());
+    T* local_state_of(std::uint64_t store_id) const noexcept {
+        return local_state_store_ == store_id ? static_cast<T*>(local_state_.get()) : nullptr;
     }
-    void set_local_state(std::unique_ptr<key_local_state> state) noexcept {
+    void set_local_state(std::uint64_t store_id, std::unique_ptr<key_local_state> state) noexcept {
         local_state_ = std::move(state);
+        local_state_store_ = local_state_ ? store_id : 0;
     }
     // State that travels with a serialized key (JSON object, empty by default).
     nlohmann::json& portable_state() noexcept { return portable_state_; }
@@ -93,6 +100,7 @@ private:
     std::optional<clock::time_point> attempt_started_;
     std::optional<std::uint64_t> fencing_token_;
     std::unique_ptr<key_local_state> local_state_;
+    std::uint64_t local_state_store_ = 0;
     nlohmann::json portable_state_ = nlohmann::json::object();
     std::string unserializable_reason_;
 };

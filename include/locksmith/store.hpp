@@ -46,6 +46,9 @@ public:
 
     const std::string& strategy() const noexcept { return strategy_; }
     capability capabilities() const noexcept { return capabilities_; }
+    // Unique among the stores of this process (never 0, never reused): tags the state a store
+    // keeps in a key (key::set_local_state).
+    std::uint64_t instance_id() const noexcept { return instance_id_; }
 
     // Tries once to make `k` hold the lock in `mode`.
     // Requires: `mode` is shared only for stores with capability::shared; `ttl` > 0 for stores with
@@ -77,8 +80,7 @@ public:
     lock_status status(std::string_view resource);
 
 protected:
-    store(std::string strategy, capability capabilities)
-        : strategy_(std::move(strategy)), capabilities_(capabilities) {}
+    store(std::string strategy, capability capabilities);
 
     virtual bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) = 0;
     // Only called for stores with capability::native_wait.
@@ -94,6 +96,7 @@ private:
     void check_mode(lock_mode mode) const;
     std::string strategy_;
     capability capabilities_;
+    std::uint64_t instance_id_;
 };
 
 }  // namespace locksmith

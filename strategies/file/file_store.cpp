@@ -118,9 +118,7 @@ protected:
 
 private:
     file_owner_state* state_of(const key& k) const {
-        auto* state = k.local_state_as<file_owner_state>();
-        // A key that another file store (another lock_dir) used is not ours.
-        return state != nullptr && state->dir == dir_ ? state : nullptr;
+        return k.local_state_of<file_owner_state>(instance_id());
     }
 
     file_owner_state& state_for(key& k) {
@@ -129,7 +127,7 @@ private:
         fresh->dir = dir_;
         fresh->file_name = lock_file_name(k.resource(), ".lock");
         auto& ref = *fresh;
-        k.set_local_state(std::move(fresh));
+        k.set_local_state(instance_id(), std::move(fresh));
         return ref;
     }
 

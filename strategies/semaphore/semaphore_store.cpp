@@ -137,6 +137,13 @@ int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until
 
 class semaphore_set;
 
+// Every semaphore store of the process shares the per-key state (a key granted by one store of an
+// IPC key is known to the others), so the state has one tag for the whole strategy.
+std::uint64_t semaphore_state_tag() {
+    static const std::uint64_t tag = new_local_state_tag();
+    return tag;
+}
+
 struct semaphore_key_state : key_local_state {
     std::shared_ptr<semaphore_set> set;
     std::uint32_t index = 0;
@@ -160,7 +167,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
 
     bool acquire(key& k, bool try_only, deadline until) {
         std::unique_lock lock(mutex_);
-        if (auto* st = k.local_state_as<semaphore_key_state>();
+        if (auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
             st != nullptr && st->held && st->set.get() == this && st->epoch == epoch_)
             return true;
         if (semid_ < 0) open_locked();
@@ -236,7 +243,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
 
     void release(key& k) {
         std::lock_guard lock(mutex_);
-        auto* st = k.local_state_as<semaphore_key_state>();
+        auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         if (st == nullptr || !st->held) return;
         st->held = false;
         if (auto it = names_.find(k.resource()); it != names_.end() && it->second == &k)
@@ -260,7 +267,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
 
     bool holds(const key& k) {
         std::lock_guard lock(mutex_);
-        auto* st = k.local_state_as<semaphore_key_state>();
+        auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         return st != nullptr && st->held && st->epoch == epoch_;
     }
 
@@ -308,11 +315,11 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
     }
 
     void grant(key& k, std::uint32_t index) {
-        auto* st = k.local_state_as<semaphore_key_state>();
+        auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         if (st == nullptr) {
             auto fresh = std::make_unique<semaphore_key_state>();
             st = fresh.get();
-            k.set_local_state(std::move(fresh));
+            k.set_local_state(semaphore_state_tag(), std::move(fresh));
         }
         if (st->set.get() != this) st->set = shared_from_this();
         st->index = index;
@@ -381,7 +388,7 @@ class semaphore_store final : public store {
         return set_for_key(k).acquire(k, false, until);
     }
     void do_release(key& k) override {
-        auto* st = k.local_state_as<semaphore_key_state>();
+        auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         if (st == nullptr || !st->held) return;
         if (st->set->pid() != current_pid())
             throw release_error("semaphore: lock '" + k.resource() + "' was acquired in process " +
@@ -391,7 +398,7 @@ class semaphore_store final : public store {
         st->set->release(k);
     }
     bool do_holds(const key& k) override {
-        auto* st = k.local_state_as<semaphore_key_state>();
+        auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         return st != nullptr && st->set->pid() == current_pid() && st->set->holds(k);
     }
     lock_status do_status(std::string_view resource) override {
@@ -402,7 +409,7 @@ class semaphore_store final : public store {
     // A key granted by another store of the same IPC key keeps using that store's table; a key
     // inherited from the parent process does not count as held here.
     semaphore_set& set_for_key(const key& k) {
-        auto* st = k.local_state_as<semaphore_key_state>();
+        auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         if (st != nullptr && st->held && st->set->pid() == current_pid()) return *st->set;
         return current_set();
     }

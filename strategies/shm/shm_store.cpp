@@ -455,7 +455,7 @@ class shm_store final : public store {
     }
 
     void do_release(key& k) override {
-        auto* st = k.local_state_as<shm_key_state>();
+        auto* st = k.local_state_of<shm_key_state>(instance_id());
         if (st == nullptr || !st->held) return;
         const thread_identity& me = self();
         if (st->owner_pid != me.pid)
@@ -478,7 +478,7 @@ class shm_store final : public store {
     }
 
     bool do_holds(const key& k) override {
-        auto* st = k.local_state_as<shm_key_state>();
+        auto* st = k.local_state_of<shm_key_state>(instance_id());
         if (st == nullptr || !st->held || st->owner_pid != self().pid) return false;
         shm_slot& s = st->seg->slot(st->index);
         return s.generation.load() == st->generation && s.holder_tid.load() == st->owner_tid;
@@ -502,14 +502,14 @@ class shm_store final : public store {
 
   private:
     shm_key_state& state_for(key& k, const thread_identity& me) {
-        auto* st = k.local_state_as<shm_key_state>();
+        auto* st = k.local_state_of<shm_key_state>(instance_id());
         if (st == nullptr || st->seg != segment_) {
             // New key, or one used with another segment (its destructor drops its reference).
             auto fresh = std::make_unique<shm_key_state>();
             fresh->seg = segment_;
             fresh->hash = stable_name_hash(k.resource());
             st = fresh.get();
-            k.set_local_state(std::move(fresh));
+            k.set_local_state(instance_id(), std::move(fresh));
         }
         if (st->held && st->owner_pid != me.pid) st->held = false;      // the parent's grant
         if (st->has_ref && st->ref_pid != me.pid) st->has_ref = false;  // the parent's reference

@@ -181,9 +181,10 @@ BOOST_AUTO_TEST_CASE(local_state_is_not_serialized) {
         int fd = 7;
     };
     key k("local");
-    k.set_local_state(std::make_unique<fd_state>());
-    BOOST_REQUIRE(k.local_state_as<fd_state>() != nullptr);
-    BOOST_TEST(k.local_state_as<fd_state>()->fd == 7);
+    k.set_local_state(1, std::make_unique<fd_state>());
+    BOOST_REQUIRE(k.local_state_of<fd_state>(1) != nullptr);
+    BOOST_TEST(k.local_state_of<fd_state>(1)->fd == 7);
+    BOOST_TEST(k.local_state_of<fd_state>(2) == nullptr);  // another store's view: none
     key back = key::from_json(k.to_json());
     BOOST_TEST(back.local_state() == nullptr);
 }
