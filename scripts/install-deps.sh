@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Installs what scripts/packages.txt lists and is not installed yet (idempotent, Debian 12).
+# Installs the Debian 12 packages that the given lists name and that are not installed yet
+# (idempotent). Default list: scripts/packages.txt (build and tests); the benchmarks add
+# scripts/packages-bench.txt.
+#
+#   scripts/install-deps.sh [LIST...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mapfile -t wanted < <(grep -Ev '^\s*(#|$)' "$here/packages.txt")
+[ $# -gt 0 ] || set -- "$here/packages.txt"
+mapfile -t wanted < <(cat "$@" | grep -Ev '^\s*(#|$)')
 missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
