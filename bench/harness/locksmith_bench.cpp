@@ -1,0 +1,764 @@
+// locksmith_bench: one benchmark run of one scenario for one strategy; prints one JSON object.
+// bench/run.sh (through bench/harness/run_bench.py) calls it repeatedly and aggregates.
+//
+//   locksmith_bench --strategy NAME --scenario N [--seconds S] [--dir DIR] [--id ID]
+//                   [--locks N] [--ttl-ms MS] [--trials K] [--only ours|raw]
+//   locksmith_bench --strategy NAME --scenario cleanup --dir DIR --id ID
+//
+// Scenarios (each child process builds its own store with the same options):
+//   1  uncontended lock()+unlock() pairs/s, one thread, and the raw baseline for the backend
+//   2  pairs/s with 1, 2, 4, 8 processes, on one name and on distinct names
+//   3  hand-over latency (holder's unlock() -> another process's acquire), 5 processes: at each
+//      release 4 others wait
+//   4  fairness: acquisitions per process, 4 processes, one name, no hold
+//   5  RSS and fds per held lock, N (10,000) locks held at once
+//   6  recovery: K holders killed with SIGKILL, time until a waiting process holds each lock
+// Endpoints: LOCKSMITH_TEST_REDIS_URL, LOCKSMITH_TEST_MEMCACHED (scripts/services.sh env).
+// Every loop is bounded by time or count. Nothing here judges a figure.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/sem.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/locksmith.hpp>
+
+#ifdef LOCKSMITH_BENCH_HIREDIS
+#include <hiredis/hiredis.h>
+
+#include "strategies/redis/redis_scripts.hpp"
+#endif
+#ifdef LOCKSMITH_BENCH_LIBMEMCACHED
+#include <libmemcached/memcached.h>
+#endif
+
+using namespace locksmith;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct settings {
+    std::string strategy;
+    std::string scenario;
+    double seconds = 0.5;
+    std::string dir = "/tmp/locksmith-bench";
+    std::string id = "0";
+    int locks = 10000;
+    int ttl_ms = 1000;
+    int trials = 5;
+    std::string only;  // scenario 1: "ours" or "raw" alone, for profiling
+};
+settings cfg;
+
+std::int64_t now_ns() {
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+[[noreturn]] void die(const std::string& what) {
+    std::fprintf(stderr, "locksmith_bench (%s, scenario %s): %s\n", cfg.strategy.c_str(),
+                 cfg.scenario.c_str(), what.c_str());
+    std::exit(1);
+}
+
+std::uint32_t fnv(const std::string& s) {
+    std::uint32_t h = 2166136261u;
+    for (unsigned char c : s) h = (h ^ c) * 16777619u;
+    return h;
+}
+
+int semaphore_key() { return int(fnv("locksmith-bench-" + cfg.id) & 0x7fffffffu) | 1; }
+std::string shm_segment() { return "locksmith-bench-" + cfg.id; }
+std::string remote_prefix() { return "locksmith-bench:" + cfg.id + ":"; }
+
+json strategy_options() {
+    const auto& s = cfg.strategy;
+    if (s == "file" || s == "simple") return {{"lock_dir", cfg.dir + "/locks"}};
+    if (s == "semaphore") return {{"key", semaphore_key()}, {"semaphores", 32000}};
+    if (s == "shm") return {{"segment", shm_segment()}, {"slots", 32768}};
+    if (s == "memory") return json::object();
+    if (s == "redis") {
+        const char* url = std::getenv("LOCKSMITH_TEST_REDIS_URL");
+        if (!url) die("LOCKSMITH_TEST_REDIS_URL is unset");
+        return {{"url", url}, {"key_prefix", remote_prefix()}};
+    }
+    if (s == "memcached") {
+        const char* servers = std::getenv("LOCKSMITH_TEST_MEMCACHED");
+        if (!servers) die("LOCKSMITH_TEST_MEMCACHED is unset");
+        return {{"servers", servers}, {"key_prefix", remote_prefix()}};
+    }
+    die("no bench options for strategy " + s);
+}
+
+std::shared_ptr<store> make_store() {
+    auto d = default_registry().find(cfg.strategy);
+    if (!d) die("strategy not built: " + cfg.strategy);
+    return d->create(strategy_options());
+}
+
+lock_options options(std::chrono::milliseconds ttl = 30s) {
+    lock_options o;
+    o.ttl = ttl;
+    return o;
+}
+
+// Runs `body` for `seconds` (checked every 64 calls); returns calls per second.
+template <class F>
+double rate(double seconds, F&& body) {
+    for (int i = 0; i < 200; ++i) body();  // warm-up
+    const std::int64_t start = now_ns(), end = start + std::int64_t(seconds * 1e9);
+    std::int64_t n = 0, t = start;
+    while (t < end) {
+        for (int i = 0; i < 64; ++i) body();
+        n += 64;
+        t = now_ns();
+    }
+    return double(n) * 1e9 / double(t - start);
+}
+
+// ---------------------------------------------------------------- raw baselines (scenario 1)
+
+json raw_file(double seconds) {
+    std::filesystem::create_directories(cfg.dir + "/raw");
+    int fd = ::open((cfg.dir + "/raw/raw.flock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) die("open raw flock file");
+    double r = rate(seconds, [&] {
+        ::flock(fd, LOCK_EX);
+        ::flock(fd, LOCK_UN);
+    });
+    ::close(fd);
+    return {{"raw", r}, {"raw_what", "flock(LOCK_EX) + flock(LOCK_UN) on a file opened once"}};
+}
+
+json raw_simple(double seconds) {
+    std::filesystem::create_directories(cfg.dir + "/raw");
+    const std::string path = cfg.dir + "/raw/raw.excl";
+    double r = rate(seconds, [&] {
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) die("O_EXCL create failed");
+        ::close(fd);
+        ::unlink(path.c_str());
+    });
+    return {{"raw", r}, {"raw_what", "open(O_CREAT|O_EXCL) + close + unlink"}};
+}
+
+json raw_semaphore(double seconds) {
+    int set = ::semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
+    if (set < 0) die("semget");
+    ::semctl(set, 0, SETVAL, 1);
+    sembuf down{0, -1, SEM_UNDO}, up{0, 1, SEM_UNDO};
+    double r = rate(seconds, [&] {
+        ::semop(set, &down, 1);
+        ::semop(set, &up, 1);
+    });
+    ::semctl(set, 0, IPC_RMID);
+    return {{"raw", r}, {"raw_what", "semop(-1, SEM_UNDO) + semop(+1, SEM_UNDO)"}};
+}
+
+json raw_shm(double seconds) {
+    const std::string name = "/locksmith-bench-raw-" + std::to_string(::getpid());
+    int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || ::ftruncate(fd, 4096) != 0) die("shm_open");
+    void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    auto* m = static_cast<pthread_mutex_t*>(p);
+    pthread_mutexattr_t a;
+    ::pthread_mutexattr_init(&a);
+    ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    ::pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+    ::pthread_mutex_init(m, &a);
+    double r = rate(seconds, [&] {
+        ::pthread_mutex_lock(m);
+        ::pthread_mutex_unlock(m);
+    });
+    ::munmap(p, 4096);
+    return {{"raw", r},
+            {"raw_what", "pthread_mutex_lock/unlock, robust + process-shared + errorcheck, in shm"}};
+}
+
+json raw_memory(double seconds) {
+    std::mutex m;
+    double r = rate(seconds, [&] {
+        m.lock();
+        m.unlock();
+    });
+    return {{"raw", r}, {"raw_what", "std::mutex lock + unlock"}};
+}
+
+#ifdef LOCKSMITH_BENCH_HIREDIS
+redisReply* must(redisContext* c, void* r) {
+    if (!r) die(std::string("hiredis: ") + c->errstr);
+    auto* reply = static_cast<redisReply*>(r);
+    if (reply->type == REDIS_REPLY_ERROR) die(std::string("redis: ") + reply->str);
+    return reply;
+}
+
+std::string script_sha(redisContext* c, const char* script) {
+    auto* r = must(c, redisCommand(c, "SCRIPT LOAD %s", script));
+    std::string sha(r->str, r->len);
+    freeReplyObject(r);
+    return sha;
+}
+
+// redis://host[:port][/db], the form scripts/services.sh gives (no auth, no socket).
+std::tuple<std::string, int, int> parse_redis_url(std::string url) {
+    if (url.rfind("redis://", 0) != 0) die("raw baseline understands redis://host:port/db only");
+    url = url.substr(8);
+    int db = 0;
+    if (auto slash = url.find('/'); slash != std::string::npos) {
+        if (slash + 1 < url.size()) db = std::stoi(url.substr(slash + 1));
+        url.resize(slash);
+    }
+    int port = 6379;
+    if (auto colon = url.rfind(':'); colon != std::string::npos) {
+        port = std::stoi(url.substr(colon + 1));
+        url.resize(colon);
+    }
+    return {url, port, db};
+}
+
+json raw_redis(double seconds) {
+    auto [host, port, db] = parse_redis_url(std::getenv("LOCKSMITH_TEST_REDIS_URL"));
+    redisContext* c = redisConnect(host.c_str(), port);
+    if (!c || c->err) die("redisConnect");
+    if (db != 0) freeReplyObject(must(c, redisCommand(c, "SELECT %d", db)));
+    const std::string token = random_token(), p = remote_prefix() + "raw:";
+    // The same two scripts the strategy sends, with the same keys and arguments layout.
+    const std::string acq = script_sha(c, strategies::redis_detail::acquire_script),
+                      rel = script_sha(c, strategies::redis_detail::release_script);
+    const std::string lock = p + "lock", fence = p + "fence", wait = p + "wait", chan = p + "chan";
+    double same = rate(seconds / 2, [&] {
+        freeReplyObject(must(c, redisCommand(c, "EVALSHA %s 3 %s %s %s %s %s %s %s %s",
+                                             acq.c_str(), lock.c_str(), fence.c_str(),
+                                             wait.c_str(), token.c_str(), "30000", "x", "0",
+                                             chan.c_str())));
+        freeReplyObject(must(c, redisCommand(c, "EVALSHA %s 2 %s %s %s %s", rel.c_str(),
+                                             lock.c_str(), wait.c_str(), token.c_str(),
+                                             chan.c_str())));
+    });
+    // The textbook pair: SET NX PX, then compare-and-delete.
+    const std::string cad = script_sha(
+        c, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+           "return 0");
+    const std::string tkey = p + "textbook";
+    double textbook = rate(seconds / 2, [&] {
+        freeReplyObject(
+            must(c, redisCommand(c, "SET %s %s NX PX 30000", tkey.c_str(), token.c_str())));
+        freeReplyObject(
+            must(c, redisCommand(c, "EVALSHA %s 1 %s %s", cad.c_str(), tkey.c_str(),
+                                 token.c_str())));
+    });
+    freeReplyObject(must(c, redisCommand(c, "DEL %s", fence.c_str())));
+    redisFree(c);
+    return {{"raw", same},
+            {"raw_what", "hiredis, one connection: EVALSHA of the strategy's own acquire and "
+                         "release scripts"},
+            {"raw_textbook", textbook},
+            {"raw_textbook_what", "hiredis: SET NX PX + EVALSHA compare-and-delete"}};
+}
+#endif
+
+#ifdef LOCKSMITH_BENCH_LIBMEMCACHED
+json raw_memcached(double seconds) {
+    // host:port[,host:port...], the form scripts/services.sh gives.
+    memcached_st* m = memcached_create(nullptr);
+    std::string list = std::getenv("LOCKSMITH_TEST_MEMCACHED");
+    for (std::size_t pos = 0; pos < list.size();) {
+        auto comma = list.find(',', pos);
+        std::string one = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        auto colon = one.rfind(':');
+        int port = colon == std::string::npos ? 11211 : std::stoi(one.substr(colon + 1));
+        memcached_server_add(m, one.substr(0, colon).c_str(), in_port_t(port));
+        pos = comma == std::string::npos ? list.size() : comma + 1;
+    }
+    // The same behaviours the strategy sets.
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NO_BLOCK, 1);
+    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
+    const std::string token = random_token(), item = remote_prefix() + "raw";
+    auto ok = [](memcached_return_t rc) {
+        return rc == MEMCACHED_SUCCESS || rc == MEMCACHED_STORED || rc == MEMCACHED_DELETED ||
+               rc == MEMCACHED_END;
+    };
+    double textbook = rate(seconds / 2, [&] {
+        if (!ok(memcached_add(m, item.data(), item.size(), token.data(), token.size(), 31, 0)))
+            die("memcached add");
+        memcached_delete(m, item.data(), item.size(), 0);
+    });
+    // The same four commands as the strategy's pair: add; gets, cas, delete.
+    double same = rate(seconds / 2, [&] {
+        if (!ok(memcached_add(m, item.data(), item.size(), token.data(), token.size(), 31, 0)))
+            die("memcached add");
+        const char* keys[] = {item.data()};
+        const std::size_t lens[] = {item.size()};
+        if (memcached_mget(m, keys, lens, 1) != MEMCACHED_SUCCESS) die("memcached mget");
+        std::uint64_t cas = 0;
+        memcached_return_t rc;
+        while (memcached_result_st* r = memcached_fetch_result(m, nullptr, &rc)) {
+            cas = memcached_result_cas(r);
+            memcached_result_free(r);
+        }
+        if (!ok(memcached_cas(m, item.data(), item.size(), token.data(), token.size(), 2, 0, cas)))
+            die("memcached cas");
+        memcached_delete(m, item.data(), item.size(), 0);
+    });
+    memcached_free(m);
+    return {{"raw", same},
+            {"raw_what", "libmemcached, one connection: add; gets + cas + delete (the strategy's "
+                         "four commands)"},
+            {"raw_textbook", textbook},
+            {"raw_textbook_what", "libmemcached: add + delete (blind delete)"}};
+}
+#endif
+
+json scenario_uncontended() {
+    json out;
+    const double half = cfg.seconds / 2;
+    if (cfg.only != "raw") {
+        auto s = make_store();
+        named_lock l(s, std::make_shared<key>("uncontended"), options());
+        out["ours"] = rate(half, [&] {
+            l.lock();
+            l.unlock();
+        });
+    }
+    json raw;
+    const auto& n = cfg.strategy;
+    if (cfg.only == "ours") return out;
+    if (n == "file") raw = raw_file(half);
+    else if (n == "simple") raw = raw_simple(half);
+    else if (n == "semaphore") raw = raw_semaphore(half);
+    else if (n == "shm") raw = raw_shm(half);
+    else if (n == "memory") raw = raw_memory(half);
+#ifdef LOCKSMITH_BENCH_HIREDIS
+    else if (n == "redis") raw = raw_redis(cfg.seconds);
+#endif
+#ifdef LOCKSMITH_BENCH_LIBMEMCACHED
+    else if (n == "memcached") raw = raw_memcached(cfg.seconds);
+#endif
+    out.update(raw);
+    if (out.contains("raw") && out.contains("ours")) out["ratio"] = out["ours"].get<double>() / out["raw"].get<double>();
+    if (out.contains("raw_textbook") && out.contains("ours"))
+        out["ratio_textbook"] = out["ours"].get<double>() / out["raw_textbook"].get<double>();
+    return out;
+}
+
+// ------------------------------------------------------------- multi-process helpers
+
+struct shared_area {
+    std::atomic<int> ready;
+    std::atomic<int> failed;
+    std::atomic<std::int64_t> start_ns;
+    std::atomic<std::int64_t> end_ns;
+    std::atomic<std::int64_t> release_ns;  // scenario 3: last release
+    std::atomic<int> releaser;             // scenario 3: who released
+    std::atomic<std::int64_t> counts[16];
+    std::atomic<std::int64_t> stamp[16];  // scenario 6: acquired at
+    std::atomic<int> n_samples[16];
+    static constexpr int max_samples = 4096;
+    std::int64_t samples[16][max_samples];
+};
+
+shared_area* map_area() {
+    void* p = ::mmap(nullptr, sizeof(shared_area), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) die("mmap");
+    return new (p) shared_area{};
+}
+
+// Forks `n` children running body(index, area); waits for them (bounded) and reports failures.
+template <class F>
+void run_children(int n, shared_area* a, F body, double max_seconds) {
+    std::vector<pid_t> pids;
+    for (int i = 0; i < n; ++i) {
+        pid_t pid = ::fork();
+        if (pid < 0) die("fork");
+        if (pid == 0) {
+            ::alarm(unsigned(max_seconds) + 20);  // a bound on any child, whatever happens
+            try {
+                body(i, a);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "child %d: %s\n", i, e.what());
+                a->failed.fetch_add(1);
+                ::_exit(1);
+            }
+            ::_exit(0);
+        }
+        pids.push_back(pid);
+    }
+    for (pid_t p : pids) {
+        int st = 0;
+        ::waitpid(p, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) a->failed.fetch_add(1);
+    }
+    if (a->failed.load() != 0) die(std::to_string(a->failed.load()) + " child(ren) failed");
+}
+
+// Children call this after setting up: waits until the parent's start time.
+void wait_start(shared_area* a, int n) {
+    if (a->ready.fetch_add(1) + 1 == n) a->start_ns.store(now_ns() + 2000000);
+    const std::int64_t give_up = now_ns() + 20'000'000'000;
+    while (a->start_ns.load() == 0 && now_ns() < give_up) std::this_thread::sleep_for(100us);
+    while (now_ns() < a->start_ns.load()) std::this_thread::sleep_for(50us);
+}
+
+// `procs` processes doing lock()+unlock() until the end; one name or one name each.
+std::vector<std::int64_t> contend(int procs, bool one_name, double seconds) {
+    auto* a = map_area();
+    run_children(
+        procs, a,
+        [&](int i, shared_area* a) {
+            auto s = make_store();
+            named_lock l(s, std::make_shared<key>(one_name ? "contended" : "distinct." + std::to_string(i)),
+                         options());
+            wait_start(a, procs);
+            const std::int64_t end = a->start_ns.load() + std::int64_t(seconds * 1e9);
+            std::int64_t n = 0;
+            // Plain lock(): try_lock_until() would poll on strategies whose kernel wait has no
+            // timeout (file). Bounded: every holder unlocks at once, and alarm() is the backstop.
+            while (now_ns() < end) {
+                l.lock();
+                l.unlock();
+                ++n;
+            }
+            a->counts[i].store(n);
+        },
+        seconds);
+    std::vector<std::int64_t> c;
+    for (int i = 0; i < procs; ++i) c.push_back(a->counts[i].load());
+    ::munmap(a, sizeof(shared_area));
+    return c;
+}
+
+json scenario_throughput() {
+    json out;
+    const double per = cfg.seconds / 8;
+    for (int procs : {1, 2, 4, 8})
+        for (bool one : {true, false}) {
+            auto c = contend(procs, one, per);
+            std::int64_t total = 0;
+            for (auto x : c) total += x;
+            out[std::string(one ? "one_name" : "distinct") + "_p" + std::to_string(procs)] =
+                double(total) / per;
+        }
+    return out;
+}
+
+json scenario_fairness() {
+    auto c = contend(4, true, cfg.seconds);
+    auto [mn, mx] = std::minmax_element(c.begin(), c.end());
+    double sum = 0, sq = 0;
+    for (auto x : c) sum += double(x), sq += double(x) * double(x);
+    return {{"min_per_process", double(*mn)},
+            {"max_per_process", double(*mx)},
+            {"min_over_max", *mx > 0 ? double(*mn) / double(*mx) : 0.0},
+            {"jain_index", sq > 0 ? sum * sum / (4 * sq) : 0.0},
+            {"counts", c}};
+}
+
+double percentile(std::vector<double>& v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5))];
+}
+
+json scenario_handover() {
+    constexpr int procs = 5;  // one holder, four waiting at each release
+    auto* a = map_area();
+    a->releaser.store(-1);
+    const double seconds = cfg.seconds;
+    run_children(
+        procs, a,
+        [&](int i, shared_area* a) {
+            auto s = make_store();
+            named_lock l(s, std::make_shared<key>("handover"), options());
+            wait_start(a, procs);
+            const std::int64_t end = a->start_ns.load() + std::int64_t(seconds * 1e9);
+            while (now_ns() < end) {
+                l.lock();
+                const std::int64_t got = now_ns();
+                const std::int64_t rel = a->release_ns.load();
+                const int who = a->releaser.load();
+                if (rel != 0 && who != i) {
+                    int k = a->n_samples[i].load();
+                    if (k < shared_area::max_samples) {
+                        a->samples[i][k] = got - rel;
+                        a->n_samples[i].store(k + 1);
+                    }
+                }
+                std::this_thread::sleep_for(1ms);  // hold, so that the others are waiting
+                a->releaser.store(i);
+                a->release_ns.store(now_ns());
+                l.unlock();
+                std::this_thread::sleep_for(200us);  // let a waiter take it, then wait again
+            }
+        },
+        seconds);
+    std::vector<double> ms;
+    for (int i = 0; i < procs; ++i)
+        for (int k = 0; k < a->n_samples[i].load(); ++k) ms.push_back(double(a->samples[i][k]) / 1e6);
+    ::munmap(a, sizeof(shared_area));
+    json out{{"handovers", double(ms.size())}};
+    out["p50_ms"] = percentile(ms, 0.50);
+    out["p99_ms"] = percentile(ms, 0.99);
+    out["max_ms"] = ms.empty() ? 0.0 : ms.back();
+    return out;
+}
+
+// ------------------------------------------------------------- scenario 5
+
+long rss_bytes() {
+    long pages = 0, resident = 0;
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    if (f) {
+        if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        std::fclose(f);
+    }
+    return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+int open_fds() {
+    int n = 0;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+        while (dirent* e = ::readdir(d))
+            if (e->d_name[0] != '.') ++n;
+        ::closedir(d);
+    }
+    return n - 1;  // the directory's own fd
+}
+
+json scenario_memory() {
+    rlimit rl{};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;  // what a program holding many flocks would do
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    auto s = make_store();
+    {
+        named_lock warm(s, std::make_shared<key>("memory.warm"), options());
+        warm.lock();
+        warm.unlock();
+    }
+    std::vector<named_lock> held;
+    held.reserve(std::size_t(cfg.locks));
+    const long rss0 = rss_bytes();
+    const int fd0 = open_fds();
+    const std::int64_t t0 = now_ns();
+    int failed = 0;
+    for (int i = 0; i < cfg.locks; ++i) {
+        held.emplace_back(s, std::make_shared<key>("memory." + std::to_string(i)), options());
+        if (!held.back().try_lock()) ++failed;
+    }
+    const std::int64_t t1 = now_ns();
+    const long rss1 = rss_bytes();
+    const int fd1 = open_fds();
+    for (auto& l : held) l.unlock();
+    const std::int64_t t2 = now_ns();
+    held.clear();
+    return {{"locks", cfg.locks},
+            {"not_acquired", failed},
+            {"rss_bytes_per_lock", double(rss1 - rss0) / cfg.locks},
+            {"fds_per_lock", double(fd1 - fd0) / cfg.locks},
+            {"acquire_all_s", double(t1 - t0) / 1e9},
+            {"release_all_s", double(t2 - t1) / 1e9},
+            {"nofile_limit", double(rl.rlim_cur)}};
+}
+
+// ------------------------------------------------------------- scenario 6
+
+json scenario_recovery() {
+    const int k = std::clamp(cfg.trials, 1, 16);
+    const auto ttl = std::chrono::milliseconds(cfg.ttl_ms);
+    const double limit_s = cfg.ttl_ms / 1000.0 + 5.0;
+    auto* a = map_area();
+    // Holders: take the lock, say so, and sleep until killed (bounded by alarm()).
+    std::vector<pid_t> holders;
+    int ready_pipe[2];
+    if (::pipe(ready_pipe) != 0) die("pipe");
+    for (int i = 0; i < k; ++i) {
+        pid_t pid = ::fork();
+        if (pid < 0) die("fork");
+        if (pid == 0) {
+            ::alarm(unsigned(limit_s) + 20);
+            try {
+                auto s = make_store();
+                named_lock l(s, std::make_shared<key>("recovery." + std::to_string(i)),
+                             options(ttl));
+                l.lock();
+                char c = 'x';
+                if (::write(ready_pipe[1], &c, 1) != 1) ::_exit(1);
+                for (;;) ::pause();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "holder %d: %s\n", i, e.what());
+                ::_exit(1);
+            }
+        }
+        holders.push_back(pid);
+    }
+    for (int i = 0; i < k; ++i) {
+        char c;
+        if (::read(ready_pipe[0], &c, 1) != 1) die("holder did not start");
+    }
+    ::close(ready_pipe[0]);
+    ::close(ready_pipe[1]);
+    // Waiters: each waits (bounded) for one holder's lock.
+    std::vector<pid_t> waiters;
+    for (int i = 0; i < k; ++i) {
+        pid_t pid = ::fork();
+        if (pid < 0) die("fork");
+        if (pid == 0) {
+            try {
+                auto s = make_store();
+                named_lock l(s, std::make_shared<key>("recovery." + std::to_string(i)),
+                             options(ttl));
+                if (l.try_lock()) ::_exit(3);  // the holder must still hold it
+                a->ready.fetch_add(1);
+                ::alarm(unsigned(limit_s) + 1);  // not recovered by then: SIGALRM ends the wait
+                l.lock();
+                a->stamp[i].store(now_ns());
+                l.unlock();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "waiter %d: %s\n", i, e.what());
+                ::_exit(1);
+            }
+            ::_exit(0);
+        }
+        waiters.push_back(pid);
+    }
+    const std::int64_t give_up = now_ns() + 20'000'000'000;
+    while (a->ready.load() < k && now_ns() < give_up) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(50ms);  // the waiters are in their wait now
+    const std::int64_t killed = now_ns();
+    for (pid_t p : holders) ::kill(p, SIGKILL);
+    for (pid_t p : holders) ::waitpid(p, nullptr, 0);  // reap at once: no zombie pid lingers
+    int bad = 0;
+    for (pid_t p : waiters) {
+        int st = 0;
+        ::waitpid(p, &st, 0);
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) continue;  // not recovered in time
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++bad;
+    }
+    if (bad) die(std::to_string(bad) + " waiter(s) failed");
+    json samples = json::array();
+    int never = 0;
+    for (int i = 0; i < k; ++i) {
+        auto t = a->stamp[i].load();
+        if (t == 0) ++never;
+        else samples.push_back(double(t - killed) / 1e6);
+    }
+    ::munmap(a, sizeof(shared_area));
+    return {{"recovery_ms_samples", samples},
+            {"not_recovered_within_s", never ? json(limit_s) : json(nullptr)},
+            {"not_recovered", never},
+            {"ttl_ms", cfg.ttl_ms}};
+}
+
+void cleanup() {
+#ifdef LOCKSMITH_BENCH_HIREDIS
+    // The redis strategy keeps a fencing counter per name with no TTL (tokens must never repeat),
+    // so a run leaves one key per name it used: remove this run's keys.
+    if (cfg.strategy == "redis" && std::getenv("LOCKSMITH_TEST_REDIS_URL")) {
+        auto [host, port, db] = parse_redis_url(std::getenv("LOCKSMITH_TEST_REDIS_URL"));
+        redisContext* c = redisConnect(host.c_str(), port);
+        if (!c || c->err) die("redisConnect");
+        if (db != 0) freeReplyObject(must(c, redisCommand(c, "SELECT %d", db)));
+        const std::string pattern = remote_prefix() + "*";
+        std::string cursor = "0";
+        for (int round = 0; round < 100000; ++round) {  // bounded
+            auto* r = must(c, redisCommand(c, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(),
+                                           pattern.c_str()));
+            cursor.assign(r->element[0]->str, r->element[0]->len);
+            for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
+                auto* k = r->element[1]->element[i];
+                freeReplyObject(must(c, redisCommand(c, "UNLINK %b", k->str, k->len)));
+            }
+            freeReplyObject(r);
+            if (cursor == "0") break;
+        }
+        redisFree(c);
+    }
+#endif
+    if (cfg.strategy == "shm") {
+        ::shm_unlink(("/" + shm_segment()).c_str());  // Boost.Interprocess's name on Linux
+    } else if (cfg.strategy == "semaphore") {
+        int set = ::semget(semaphore_key(), 0, 0);
+        if (set >= 0) ::semctl(set, 0, IPC_RMID);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) die("missing value after " + a);
+            return argv[++i];
+        };
+        if (a == "--strategy") cfg.strategy = next();
+        else if (a == "--scenario") cfg.scenario = next();
+        else if (a == "--seconds") cfg.seconds = std::clamp(std::stod(next()), 0.01, 60.0);
+        else if (a == "--dir") cfg.dir = next();
+        else if (a == "--id") cfg.id = next();
+        else if (a == "--locks") cfg.locks = std::clamp(std::stoi(next()), 1, 1000000);
+        else if (a == "--ttl-ms") cfg.ttl_ms = std::clamp(std::stoi(next()), 1, 600000);
+        else if (a == "--trials") cfg.trials = std::stoi(next());
+        else if (a == "--only") cfg.only = next();
+        else die("unknown argument " + a);
+    }
+    if (cfg.strategy.empty() || cfg.scenario.empty()) die("--strategy and --scenario are required");
+    std::filesystem::create_directories(cfg.dir + "/locks");
+    try {
+        if (cfg.scenario == "cleanup") {
+            cleanup();
+            return 0;
+        }
+        json figures;
+        const int sc = std::stoi(cfg.scenario);
+        switch (sc) {
+            case 1: figures = scenario_uncontended(); break;
+            case 2: figures = scenario_throughput(); break;
+            case 3: figures = scenario_handover(); break;
+            case 4: figures = scenario_fairness(); break;
+            case 5: figures = scenario_memory(); break;
+            case 6: figures = scenario_recovery(); break;
+            default: die("scenario must be 1..6 or cleanup");
+        }
+        json out{{"strategy", cfg.strategy}, {"scenario", sc}, {"figures", figures}};
+        std::printf("%s\n", out.dump().c_str());
+    } catch (const std::exception& e) {
+        die(e.what());
+    }
+    return 0;
+}

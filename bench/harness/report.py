@@ -1,0 +1,349 @@
+"""Writes bench/README.md and the PNG charts (gnuplot) from one result JSON of run_bench.py.
+
+  /usr/bin/python3 bench/harness/report.py bench/results/<date>-<mode>.json   (re-render only)
+"""
+import json, os, shutil, subprocess, sys, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+
+LOCAL_GOAL, REMOTE_GOAL, SYMFONY_GOAL = 0.8, 0.9, 3.0
+REMOTE = {"redis", "memcached"}
+NO_RAW_GOAL = {"memory"}  # std::mutex is shown for scale; the issue sets no goal for it
+
+
+def med(d, key):
+    v = d.get(key) if isinstance(d, dict) else None
+    return v["median"] if isinstance(v, dict) and "median" in v else None
+
+
+def fmt(x, digits=None):
+    if x is None:
+        return "–"
+    if digits is not None:
+        return f"{x:.{digits}f}"
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def span(d, key, digits=None):
+    v = d.get(key) if isinstance(d, dict) else None
+    if not isinstance(v, dict) or "median" not in v:
+        return "–"
+    return f"{fmt(v['median'], digits)} ({fmt(v['min'], digits)}–{fmt(v['max'], digits)})"
+
+
+def gnuplot(script, data_files):
+    if not shutil.which("gnuplot"):
+        return False
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in data_files.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        p = subprocess.run(["gnuplot"], input=script, text=True, cwd=d, capture_output=True)
+        if p.returncode != 0:
+            print("gnuplot:", p.stderr, file=sys.stderr)
+            return False
+    return True
+
+
+def charts(r, prefix):
+    """Writes <prefix>-*.png; returns the list of (title, path) made."""
+    S = r["strategies"]
+    names = list(S)
+    made = []
+    common = ("set terminal pngcairo size 900,520 font 'DejaVu Sans,10'\n"
+              "set datafile missing '-'\nset grid ytics\nset key top right\n")
+    # 1. uncontended pairs/s: ours, raw baseline, Symfony
+    sym = {p["compared_with"]: med(p, "pairs_per_s") for n, p in r["peers"].items()
+           if n.startswith("symfony-")}
+    rows = ["# strategy ours raw symfony"]
+    for s in names:
+        d = S[s]["1"]
+        vals = [med(d, "ours"), med(d, "raw"), sym.get(s)]
+        rows.append(s + " " + " ".join("-" if v is None else f"{v:.1f}" for v in vals))
+    out = os.path.abspath(prefix + "-uncontended.png")
+    if gnuplot(common + f"""set output '{out}'
+set title 'Uncontended lock+unlock pairs/s, one thread (median of runs; log scale)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set logscale y
+set format y '10^{{%L}}'
+set yrange [1000:*]
+set ylabel 'pairs per second'
+plot 'u.dat' using 2:xtic(1) title 'locksmith' lc rgb '#1f77b4', \
+     '' using 3 title 'raw baseline (same backend calls)' lc rgb '#7f7f7f', \
+     '' using 4 title 'Symfony Lock 5.4 (same store)' lc rgb '#d62728'
+""", {"u.dat": "\n".join(rows) + "\n"}):
+        made.append(("Uncontended pairs/s: locksmith, raw baseline, Symfony", out))
+    # 2. throughput vs processes
+    multi = [s for s in names if "one_name_p1" in S[s].get("2", {})]
+    if multi:
+        data = {}
+        for s in multi:
+            d = S[s]["2"]
+            data[f"{s}.dat"] = "".join(
+                f"{p} {med(d, f'one_name_p{p}') or '-'} {med(d, f'distinct_p{p}') or '-'}\n"
+                for p in (1, 2, 4, 8))
+        colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                  "#7f7f7f"]
+        style = lambda i: f"lw 2 pt {i + 5} ps 1.2 lc rgb '{colors[i % len(colors)]}'"
+        plots_one = ", ".join(f"'{s}.dat' using 1:2 with linespoints {style(i)} title '{s}'"
+                              for i, s in enumerate(multi))
+        plots_dis = ", ".join(f"'{s}.dat' using 1:3 with linespoints {style(i)} notitle"
+                              for i, s in enumerate(multi))
+        out = os.path.abspath(prefix + "-throughput.png")
+        if gnuplot(common.replace("size 900,520", "size 1100,560") + f"""set output '{out}'
+set multiplot title 'Total lock+unlock pairs/s with N processes (log scale; the machine has 2 CPUs)'
+set logscale y
+set format y '10^{{%L}}'
+set yrange [1000:*]
+set logscale x 2
+set xrange [0.85:9.5]
+set xtics (1,2,4,8)
+set xlabel 'processes'
+set ylabel 'pairs per second (all processes)'
+set size 0.5,0.82
+set origin 0,0.12
+set title 'one name (contended)'
+set key at screen 0.5,0.05 center horizontal maxrows 1 font ',10'
+plot {plots_one}
+set origin 0.5,0.12
+set title 'distinct names'
+unset ylabel
+plot {plots_dis}
+unset multiplot
+""", data):
+            made.append(("Throughput with 1-8 processes", out))
+    # 3. hand-over latency
+    hand = [s for s in multi if "p50_ms" in S[s].get("3", {})]
+    if hand:
+        rows = ["# strategy p50 p99"] + [
+            f"{s} {med(S[s]['3'], 'p50_ms'):.4f} {med(S[s]['3'], 'p99_ms'):.4f}" for s in hand]
+        out = os.path.abspath(prefix + "-handover.png")
+        if gnuplot(common + f"""set output '{out}'
+set title 'Hand-over latency, unlock() to the next holder, 4 processes waiting (log scale)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set logscale y
+set ylabel 'milliseconds'
+set key top left
+plot 'h.dat' using 2:xtic(1) title 'p50' lc rgb '#2ca02c', '' using 3 title 'p99' lc rgb '#ff7f0e'
+""", {"h.dat": "\n".join(rows) + "\n"}):
+            made.append(("Hand-over latency p50/p99", out))
+    # 4. recovery after SIGKILL
+    rec = [s for s in multi if "recovery_ms_samples" in S[s].get("6", {})]
+    if rec:
+        rows = ["# strategy median min max"] + [
+            "{} {:.3f} {:.3f} {:.3f}".format(s, *(S[s]["6"]["recovery_ms_samples"][k]
+                                                  for k in ("median", "min", "max"))) for s in rec]
+        out = os.path.abspath(prefix + "-recovery.png")
+        if gnuplot(common + f"""set output '{out}'
+set title 'Recovery: SIGKILL of the holder until a waiting process holds the lock (log scale)'
+set style fill solid 0.85 border -1
+set boxwidth 0.6
+set logscale y
+set ylabel 'milliseconds (median; bars min-max)'
+set key off
+plot 'r.dat' using 0:2:xtic(1) with boxes lc rgb '#9467bd', '' using 0:2:3:4 with yerrorbars lc rgb 'black' pt 7 ps 0.4
+""", {"r.dat": "\n".join(rows) + "\n"}):
+            made.append(("Recovery after SIGKILL", out))
+    return made
+
+
+def peer_ratio(S, p):
+    """Median of the per-round ratios when recorded, else the ratio of the medians."""
+    paired = med(p, "ours_over_peer")
+    if paired:
+        return paired
+    ours = med(S.get(p["compared_with"], {}).get("1", {}), "ours")
+    theirs = med(p, "pairs_per_s")
+    return ours / theirs if ours and theirs else None
+
+
+def goals(r):
+    """Rows: (goal, strategy, figure, met?)"""
+    out = []
+    S = r["strategies"]
+    for s, d in S.items():
+        one = d.get("1", {})
+        ratio = med(one, "ratio")
+        if ratio is not None and s not in NO_RAW_GOAL:
+            goal = REMOTE_GOAL if s in REMOTE else LOCAL_GOAL
+            out.append((f"≥ {goal}× raw ({one.get('raw_what', '')})", s, ratio, ratio >= goal))
+    for n, p in r["peers"].items():
+        if not n.startswith("symfony-"):
+            continue
+        s = p["compared_with"]
+        ratio = peer_ratio(S, p)
+        if ratio:
+            out.append((f"≥ {SYMFONY_GOAL}× Symfony ({n})", s, ratio, ratio >= SYMFONY_GOAL))
+    return out
+
+
+def write(r, json_path, report_path):
+    rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(report_path)))
+    prefix = os.path.splitext(json_path)[0]
+    made = charts(r, prefix)
+    S = r["strategies"]
+    mch = r["machine"]
+    L = []
+    w = L.append
+    w("# locksmith benchmarks\n")
+    w("Generated by `bench/run.sh` (do not edit by hand: the text under *Where the time goes* comes "
+      "from `bench/harness/analysis.md`). Every figure is the **median (min–max) over "
+      f"{r['settings']['runs']} runs** unless it says otherwise; raw baselines and peers ran in "
+      "the same run, interleaved round by round. Benchmarks are not tests: nothing fails on a "
+      "figure.\n")
+    w("```sh\nbench/run.sh --quick    # < 2 minutes: 5 runs, short loops (CI)\n"
+      "bench/run.sh --full     # 7 runs, longer loops, 10,000 locks in scenario 5\n```\n")
+    w("It builds in Release into `build-bench-harness/`, starts redis and memcached with "
+      "`scripts/services.sh` when they are not running (and stops them afterwards only if it "
+      "started them), runs every scenario for every strategy that is built and reachable, and "
+      "writes `bench/results/<date>-<mode>.json` and this file.\n")
+    w("## This run\n")
+    w(f"- date: {r['date']}, mode: `{r['mode']}`, command: `{r['command']}`, "
+      f"{r['seconds_total']} s in all")
+    g = r["git"]
+    w(f"- commit: `{g['commit'][:12]}`" + (f" plus {g['dirty_files']} uncommitted files in the "
+                                            "work tree" if g["dirty"] else ""))
+    w(f"- machine: {mch['nproc']} CPUs, {mch['cpu_model']}, {mch['memory']} RAM, kernel "
+      f"{mch['kernel']}, {mch['os']}; load average at start "
+      f"{', '.join(f'{x:.2f}' for x in mch['load_average_at_start'])}")
+    srv = r.get("servers", {})
+    w(f"- servers on 127.0.0.1: redis {srv.get('redis', '–')}, {srv.get('memcached', 'memcached –')}; "
+      "client and server share the same CPUs")
+    w(f"- result file: `{rel(json_path)}`")
+    if r["skipped"]:
+        w("- skipped: " + "; ".join(f"{k}: {v}" for k, v in r["skipped"].items()))
+    w("")
+
+    w("## Goals\n")
+    w("Figures are medians of the per-run ratios (ours and the baseline or peer measured in the "
+      "same round). Where the goals are not met, *Where the time goes* below says why.\n")
+    w("| goal | strategy | figure | met |\n|---|---|---:|---|")
+    for goal, s, v, ok in goals(r):
+        w(f"| {goal} | `{s}` | {v:.3f}× | {'yes' if ok else '**no**'} |")
+    w("")
+
+    w("## 1. Uncontended lock+unlock pairs/s (one thread, one name)\n")
+    w("`named_lock::lock(); unlock()` in a loop, beside the raw baseline for the backend (the "
+      "fewest system calls or server commands that do the same), measured in the same driver "
+      "call.\n")
+    w("| strategy | locksmith pairs/s | raw baseline | raw pairs/s | locksmith / raw |\n"
+      "|---|---:|---|---:|---:|")
+    for s, d in S.items():
+        o = d["1"]
+        w(f"| `{s}` | {span(o, 'ours')} | {o.get('raw_what', '–')} | {span(o, 'raw')} | "
+          f"{span(o, 'ratio', 2)} |")
+        if "raw_textbook" in o:
+            w(f"| `{s}` | | {o['raw_textbook_what']} | {span(o, 'raw_textbook')} | "
+              f"{span(o, 'ratio_textbook', 2)} |")
+    w("")
+    w("### Peers (same operation, same server, as each library documents it)\n")
+    w("| peer | compared with | peer pairs/s | locksmith / peer (per round) |\n|---|---|---:|---:|")
+    for n, p in r["peers"].items():
+        ratio = span(p, "ours_over_peer", 2) if "ours_over_peer" in p else fmt(peer_ratio(S, p), 2)
+        w(f"| {n} | `{p['compared_with']}` | {span(p, 'pairs_per_s')} | {ratio}× |")
+    if "cli" in r:
+        c = r["cli"]
+        w(f"| util-linux `flock -n FILE true` | `locksmith run -n NAME true` (file) | "
+          f"{span(c, 'flock_ms_per_run', 2)} ms/run vs {span(c, 'locksmith_ms_per_run', 2)} ms/run | "
+          f"{span(c, 'ratio_runs_per_s', 2)}× |")
+    w("\nPeers: Symfony Lock 5.4.53 (Debian `php-symfony-lock`, php 8.2 with php-redis / "
+      "php-memcached; `LockFactory::createLock()`, `acquire()`, `release()`), python3-redis 4.3 "
+      "`Redis.lock()`, OpenStack tooz 3.1 `get_lock()` (both under `/usr/bin/python3`). Scripts: "
+      "`bench/peers/`. The CLI row is whole-process runs (fork+exec), medians of "
+      f"{r['settings']['cli_runs']} interleaved runs per round, via `bench/cli/spawn_bench`.\n")
+
+    w("## 2. Throughput with 1, 2, 4, 8 processes (total pairs/s, median)\n")
+    w("| strategy | one name ×1 | ×2 | ×4 | ×8 | distinct ×1 | ×2 | ×4 | ×8 |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for s, d in S.items():
+        t = d.get("2", {})
+        if "skipped" in t:
+            w(f"| `{s}` | {t['skipped']} | | | | | | | |")
+            continue
+        w(f"| `{s}` | " + " | ".join(fmt(med(t, f"{k}_p{p}")) for k in ("one_name", "distinct")
+                                     for p in (1, 2, 4, 8)) + " |")
+    w("\nEach process builds its own store and runs `lock(); unlock()` until the common end "
+      "time. The machine has 2 CPUs, so more than 2 processes share them.\n")
+
+    w("## 3. Hand-over latency, 4 waiting processes\n")
+    w("Five processes loop on one name: lock, hold 1 ms, note the time, `unlock()`, pause "
+      "0.2 ms. A sample is the time from one process's note to another process's return from "
+      "`lock()`; re-acquisitions by the releaser are not hand-overs and are not counted (polling "
+      "strategies have few hand-overs: the releaser usually wins again).\n")
+    w("| strategy | p50 ms | p99 ms | max ms | hand-overs per run |\n|---|---:|---:|---:|---:|")
+    for s, d in S.items():
+        h = d.get("3", {})
+        if "skipped" in h:
+            w(f"| `{s}` | {h['skipped']} | | | |")
+            continue
+        w(f"| `{s}` | {span(h, 'p50_ms', 3)} | {span(h, 'p99_ms', 3)} | {span(h, 'max_ms', 3)} | "
+          f"{fmt(med(h, 'handovers'))} |")
+    w("")
+
+    w("## 4. Fairness: acquisitions per process, 4 processes on one name\n")
+    w("| strategy | min per process | max per process | min / max | Jain index |\n"
+      "|---|---:|---:|---:|---:|")
+    for s, d in S.items():
+        f = d.get("4", {})
+        if "skipped" in f:
+            w(f"| `{s}` | {f['skipped']} | | | |")
+            continue
+        w(f"| `{s}` | {span(f, 'min_per_process')} | {span(f, 'max_per_process')} | "
+          f"{span(f, 'min_over_max', 2)} | {span(f, 'jain_index', 3)} |")
+    w(f"\nNo hold time: `lock(); unlock()` as fast as possible for {r['settings']['s4']} s.\n")
+
+    w(f"## 5. Memory and file descriptors per held lock ({r['settings']['locks']:,} locks held at once)\n")
+    w("| strategy | RSS bytes per lock (client process) | fds per lock | acquire all, s | "
+      "release all, s | not acquired |\n|---|---:|---:|---:|---:|---:|")
+    for s, d in S.items():
+        m = d.get("5", {})
+        w(f"| `{s}` | {span(m, 'rss_bytes_per_lock', 0)} | {span(m, 'fds_per_lock', 2)} | "
+          f"{span(m, 'acquire_all_s', 3)} | {span(m, 'release_all_s', 3)} | "
+          f"{fmt(med(m, 'not_acquired'), 0)} |")
+    w("\nRSS is the client's own growth (named_lock objects, store tables, file state); server-side "
+      "memory (redis, memcached, kernel flock and semaphore state) is not included. The driver "
+      "raises RLIMIT_NOFILE to its hard limit first, as a program holding many flocks must.\n")
+
+    w("## 6. Recovery after SIGKILL of the holder\n")
+    w("| strategy | ms until a waiting process holds it | samples | not recovered | TTL ms |\n"
+      "|---|---:|---:|---:|---:|")
+    for s, d in S.items():
+        k = d.get("6", {})
+        if "skipped" in k:
+            w(f"| `{s}` | {k['skipped']} | | | |")
+            continue
+        rs = k.get("recovery_ms_samples", {})
+        w(f"| `{s}` | {span(k, 'recovery_ms_samples', 2)} | {rs.get('n', 0)} | "
+          f"{fmt(med(k, 'not_recovered'), 0)} | {fmt(med(k, 'ttl_ms'), 0)} |")
+    w("\nThe waiter is blocked in `lock()` when the holder is killed (holders are reaped at once, "
+      "so no zombie keeps a pid alive). Expiring strategies recover when the TTL runs out "
+      "(memcached keeps whole seconds and adds one); the TTL applies only to them. Trials of one "
+      "driver call run concurrently on distinct names.\n")
+
+    w("## Charts\n")
+    for title, path in made:
+        w(f"![{title}]({rel(path)})\n")
+    analysis = os.path.join(HERE, "analysis.md")
+    if os.path.exists(analysis):
+        w("## Where the time goes\n")
+        with open(analysis) as f:
+            w(f.read())
+    with open(report_path, "w") as f:
+        f.write("\n".join(L) + "\n")
+
+
+if __name__ == "__main__":
+    p = sys.argv[1]
+    with open(p) as f:
+        write(json.load(f), p, sys.argv[2] if len(sys.argv) > 2 else os.path.join(BENCH, "README.md"))

@@ -1,0 +1,285 @@
+#!/usr/bin/python3
+"""Loops the benchmark driver and the peers, aggregates min/median/max, writes the JSON result,
+the charts and bench/README.md. Called by bench/run.sh (which builds and starts the servers).
+
+  run_bench.py --mode quick|full --build DIR --command "bench/run.sh --quick"
+
+Standard library only. Fails (exit 1) on errors of the programs it runs, never on figures.
+"""
+import argparse, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+ROOT = os.path.dirname(BENCH)
+
+LOCAL = ["file", "simple", "semaphore", "shm", "memory"]
+REMOTE = ["redis", "memcached"]
+MULTI_PROCESS = ["file", "simple", "semaphore", "shm", "redis", "memcached"]  # not memory
+
+MODES = {
+    # runs: repetitions of every figure; seconds: per driver call of that scenario
+    "quick": dict(runs=5, s1=0.25, s2=0.48, s3=0.4, s4=0.3, locks=1000, ttl_ms=1000, trials=5,
+                  s6_runs=1, peer_pairs_remote=700, peer_pairs_local=4000, tooz_pairs=300,
+                  cli_runs=100),
+    "full": dict(runs=7, s1=1.0, s2=4.0, s3=2.0, s4=2.0, locks=10000, ttl_ms=2000, trials=5,
+                 s6_runs=2, peer_pairs_remote=5000, peer_pairs_local=50000, tooz_pairs=2000,
+                 cli_runs=1000),
+}
+
+# peer name -> (command builder, which of our strategies it is compared with)
+PEERS = {
+    "symfony-redis": ("php", "redis", "redis"),
+    "symfony-memcached": ("php", "memcached", "memcached"),
+    "symfony-flock": ("php", "flock", "file"),
+    "symfony-semaphore": ("php", "semaphore", "semaphore"),
+    "symfony-memory": ("php", "memory", "memory"),
+    "redis-py": ("py", "redis-py", "redis"),
+    "tooz-redis": ("py", "tooz-redis", "redis"),
+    "tooz-memcached": ("py", "tooz-memcached", "memcached"),
+    "tooz-file": ("py", "tooz-file", "file"),
+}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def run_json(cmd, timeout=120, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-800:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def agg(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"min": min(values), "median": statistics.median(values), "max": max(values),
+            "n": len(values)}
+
+
+def aggregate_runs(runs):
+    """runs: list of figure dicts -> {key: {min, median, max, n}} for numeric keys."""
+    out, texts = {}, {}
+    keys = sorted({k for r in runs for k in r})
+    for k in keys:
+        vals = [r.get(k) for r in runs]
+        if all(isinstance(v, (int, float)) or v is None for v in vals):
+            a = agg(vals)
+            if a:
+                out[k] = a
+        elif all(isinstance(v, list) for v in vals if v is not None):
+            flat = [x for v in vals if v for x in v if isinstance(x, (int, float))]
+            if flat:
+                out[k] = agg(flat)
+        else:
+            texts[k] = next(v for v in vals if v is not None)
+    out.update(texts)
+    return out
+
+
+def machine():
+    cpu = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with open("/proc/meminfo") as f:
+        mem = f.readline().split(":", 1)[1].strip()
+    return {"nproc": os.cpu_count(), "cpu_model": cpu, "kernel": platform.release(),
+            "memory": mem, "load_average_at_start": list(os.getloadavg()),
+            "os": subprocess.run(["sh", "-c", ". /etc/os-release; echo $PRETTY_NAME"],
+                                 capture_output=True, text=True).stdout.strip()}
+
+
+def git_commit():
+    def g(*a):
+        return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True).stdout.strip()
+    dirty = g("status", "--porcelain")
+    return {"commit": g("rev-parse", "HEAD"), "dirty": bool(dirty),
+            "dirty_files": len(dirty.splitlines()) if dirty else 0}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=MODES, default="quick")
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--command", default="bench/run.sh")
+    ap.add_argument("--results", default=os.path.join(BENCH, "results"))
+    ap.add_argument("--report", default=os.path.join(BENCH, "README.md"))
+    args = ap.parse_args()
+    m = MODES[args.mode]
+    t_start = time.time()
+    driver = os.path.join(args.build, "bench", "harness", "locksmith_bench")
+    work = tempfile.mkdtemp(prefix="locksmith-bench-")
+    bench_id = f"{os.getpid()}"
+    env = dict(os.environ)
+
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "mode": args.mode, "command": args.command, "machine": machine(),
+              "git": git_commit(), "settings": m, "strategies": {}, "peers": {}, "skipped": {},
+              "servers": {}}
+
+    def drive(strategy, scenario, **kw):
+        cmd = [driver, "--strategy", strategy, "--scenario", str(scenario), "--dir", work,
+               "--id", bench_id]
+        for k, v in kw.items():
+            cmd += ["--" + k.replace("_", "-"), str(v)]
+        return run_json(cmd, timeout=120, env=env)["figures"]
+
+    # Which strategies are built and reachable.
+    strategies = []
+    for s in LOCAL + REMOTE:
+        if s == "redis" and not env.get("LOCKSMITH_TEST_REDIS_URL"):
+            result["skipped"][s] = "LOCKSMITH_TEST_REDIS_URL unset (no server)"
+            continue
+        if s == "memcached" and not env.get("LOCKSMITH_TEST_MEMCACHED"):
+            result["skipped"][s] = "LOCKSMITH_TEST_MEMCACHED unset (no server)"
+            continue
+        try:
+            drive(s, 1, seconds=0.02)
+            strategies.append(s)
+        except RuntimeError as e:
+            if "not built" in str(e):
+                result["skipped"][s] = "not built in this configuration"
+            else:
+                raise
+    log(f"strategies: {strategies}; skipped: {result['skipped']}")
+
+    # Peers that can run here.
+    peers = []
+    have_php = shutil.which("php") and os.path.exists(
+        "/usr/share/php/Symfony/Component/Lock/autoload.php")
+    for name, (kind, arg, ours) in PEERS.items():
+        if ours not in strategies:
+            continue
+        if kind == "php" and not have_php:
+            result["skipped"][name] = "php-cli / php-symfony-lock not installed"
+            continue
+        if kind == "py" and not os.path.exists("/usr/bin/python3"):
+            result["skipped"][name] = "/usr/bin/python3 missing"
+            continue
+        peers.append(name)
+
+    def run_peer(name, pairs_remote, pairs_local):
+        kind, arg, ours = PEERS[name]
+        remote = ours in REMOTE
+        if kind == "php":
+            pairs = pairs_remote if remote else pairs_local
+            return run_json(["php", os.path.join(BENCH, "peers", "symfony_lock.php"), arg,
+                             str(pairs)], env=env)
+        pairs = m["tooz_pairs"] if name.startswith("tooz") else (
+            pairs_remote if remote else pairs_local)
+        return run_json(["/usr/bin/python3", os.path.join(BENCH, "peers", "python_lock.py"), arg,
+                         str(pairs)], env=env)
+
+    # Peers that fail to start (missing module) are skipped with the reason, once.
+    for name in list(peers):
+        try:
+            run_peer(name, 50, 50)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            result["skipped"][name] = str(e)[-300:]
+            peers.remove(name)
+    log(f"peers: {peers}")
+
+    # Scenario 1 and the peers, interleaved run by run so that load changes hit all alike.
+    s1 = {s: [] for s in strategies}
+    pr = {p: [] for p in peers}
+    for r in range(m["runs"]):
+        for s in strategies:
+            s1[s].append(drive(s, 1, seconds=m["s1"]))
+        for p in peers:
+            pr[p].append(run_peer(p, m["peer_pairs_remote"], m["peer_pairs_local"]))
+        log(f"scenario 1 + peers: run {r + 1}/{m['runs']} done ({time.time() - t_start:.0f} s)")
+    for s in strategies:
+        result["strategies"][s] = {"1": aggregate_runs(s1[s])}
+    for p in peers:
+        ours = PEERS[p][2]
+        # Paired by round: our figure and the peer's from the same round of the loop above.
+        paired = [{"pairs_per_s": x["pairs_per_s"], "ours_over_peer": o["ours"] / x["pairs_per_s"]}
+                  for o, x in zip(s1[ours], pr[p])]
+        result["peers"][p] = {"compared_with": ours, **aggregate_runs(paired),
+                              "per_run": [x["pairs_per_s"] for x in pr[p]]}
+    for s in strategies:
+        result["strategies"][s]["1"]["per_run"] = [
+            {k: v for k, v in x.items() if isinstance(v, (int, float))} for x in s1[s]]
+
+    # Scenarios 2-5 (5 for memory too), 6.
+    for sc, kw in [(2, dict(seconds=m["s2"])), (3, dict(seconds=m["s3"])),
+                   (4, dict(seconds=m["s4"])), (5, dict(locks=m["locks"]))]:
+        for s in strategies:
+            if s not in MULTI_PROCESS and sc != 5:
+                result["strategies"][s][str(sc)] = {"skipped": "in-process strategy"}
+                continue
+            runs = [drive(s, sc, **kw) for _ in range(m["runs"])]
+            result["strategies"][s][str(sc)] = aggregate_runs(runs)
+        log(f"scenario {sc} done ({time.time() - t_start:.0f} s)")
+    for s in strategies:
+        if s not in MULTI_PROCESS:
+            result["strategies"][s]["6"] = {"skipped": "in-process strategy"}
+            continue
+        runs = [drive(s, 6, ttl_ms=m["ttl_ms"], trials=m["trials"]) for _ in range(m["s6_runs"])]
+        result["strategies"][s]["6"] = aggregate_runs(runs)
+    log(f"scenario 6 done ({time.time() - t_start:.0f} s)")
+
+    # CLI: `locksmith run -n` beside flock(1), through bench/cli's spawn_bench.
+    spawn = os.path.join(args.build, "bench", "cli", "cli_spawn_bench")
+    cli = os.path.join(args.build, "cli", "locksmith")
+    if os.path.exists(spawn) and os.path.exists(cli) and shutil.which("flock"):
+        os.makedirs(os.path.join(work, "cli-locks"), exist_ok=True)
+        conf = os.path.join(work, "cli.json")
+        with open(conf, "w") as f:
+            json.dump({"strategies": {"file": {"options": {"lock_dir": os.path.join(work, "cli-locks")}}}}, f)
+        cenv = dict(env, LOCKSMITH_CONFIG=conf)
+        med = {"flock": [], "locksmith": []}
+        for _ in range(m["runs"]):
+            p = subprocess.run([spawn, "--runs", str(m["cli_runs"]), "--warmup", "10", "--",
+                                "flock", "flock", "-n", os.path.join(work, "f.lock"), "true", "---",
+                                "locksmith", cli, "run", "-n", "bench.name", "--", "true"],
+                               capture_output=True, text=True, timeout=300, env=cenv)
+            if p.returncode != 0:
+                raise RuntimeError(f"cli_spawn_bench failed: {p.stderr[-500:]}")
+            for line in p.stdout.splitlines():
+                parts = line.split()
+                if parts and parts[0] in med:
+                    med[parts[0]].append(float(parts[2]) / 1000.0)  # median_us -> ms
+        result["cli"] = {"flock_ms_per_run": agg(med["flock"]),
+                         "locksmith_ms_per_run": agg(med["locksmith"]),
+                         "ratio_runs_per_s": agg([f / l for f, l in zip(med["flock"], med["locksmith"])])}
+        log(f"cli done ({time.time() - t_start:.0f} s)")
+    else:
+        result["skipped"]["cli"] = "cli/locksmith, cli_spawn_bench or flock(1) missing"
+
+    for s in strategies:
+        subprocess.run([driver, "--strategy", s, "--scenario", "cleanup", "--dir", work,
+                        "--id", bench_id], capture_output=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+    for what, cmd in [("redis", ["redis-cli", "-u", env.get("LOCKSMITH_TEST_REDIS_URL", ""), "info", "server"])]:
+        if env.get("LOCKSMITH_TEST_REDIS_URL") and shutil.which("redis-cli"):
+            out = subprocess.run(cmd, capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                if line.startswith("redis_version:"):
+                    result["servers"]["redis"] = line.split(":", 1)[1].strip()
+    if env.get("LOCKSMITH_TEST_MEMCACHED"):
+        result["servers"]["memcached"] = subprocess.run(
+            ["sh", "-c", "memcached -V 2>/dev/null"], capture_output=True, text=True).stdout.strip()
+    result["seconds_total"] = round(time.time() - t_start, 1)
+
+    os.makedirs(args.results, exist_ok=True)
+    stamp = result["date"][:10]
+    path = os.path.join(args.results, f"{stamp}-{args.mode}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    log(f"wrote {path}")
+    sys.path.insert(0, HERE)
+    import report
+    report.write(result, path, args.report)
+    log(f"wrote {args.report} ({time.time() - t_start:.0f} s in all)")
+
+
+if __name__ == "__main__":
+    main()

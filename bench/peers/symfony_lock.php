@@ -1,0 +1,61 @@
+<?php
+// Symfony Lock 5.4 (Debian php-symfony-lock) peer: N uncontended acquire()+release() pairs on one
+// lock object, the way Symfony's documentation uses the component. Prints one JSON line.
+//
+//   php bench/peers/symfony_lock.php STORE PAIRS
+//     STORE: redis (needs php-redis)       endpoint LOCKSMITH_TEST_REDIS_URL (redis://host:port[/db])
+//            memcached (php-memcached)      endpoint LOCKSMITH_TEST_MEMCACHED (host:port)
+//            flock | semaphore | memory     FlockStore / SemaphoreStore / InMemoryStore
+require '/usr/share/php/Symfony/Component/Lock/autoload.php';
+
+use Symfony\Component\Lock\LockFactory;
+use Symfony\Component\Lock\Store;
+
+$kind = $argv[1] ?? 'redis';
+$pairs = max(1, min(10000000, (int)($argv[2] ?? 5000)));
+
+switch ($kind) {
+    case 'redis':
+        $url = parse_url(getenv('LOCKSMITH_TEST_REDIS_URL') ?: 'redis://127.0.0.1:16379');
+        $redis = new Redis();
+        $redis->connect($url['host'] ?? '127.0.0.1', $url['port'] ?? 6379, 2.0);
+        if (isset($url['path']) && strlen($url['path']) > 1) $redis->select((int)substr($url['path'], 1));
+        $store = new Store\RedisStore($redis);
+        break;
+    case 'memcached':
+        [$host, $port] = explode(':', getenv('LOCKSMITH_TEST_MEMCACHED') ?: '127.0.0.1:21211') + [1 => 11211];
+        $mc = new Memcached();
+        $mc->addServer($host, (int)$port);
+        $store = new Store\MemcachedStore($mc);
+        break;
+    case 'flock':
+        $dir = sys_get_temp_dir() . '/locksmith-bench-symfony-' . getmypid();
+        @mkdir($dir, 0700);
+        $store = new Store\FlockStore($dir);
+        break;
+    case 'semaphore':
+        $store = new Store\SemaphoreStore();
+        break;
+    case 'memory':
+        $store = new Store\InMemoryStore();
+        break;
+    default:
+        fwrite(STDERR, "symfony_lock.php: unknown store $kind\n");
+        exit(64);
+}
+
+$factory = new LockFactory($store);
+$lock = $factory->createLock('locksmith-bench-symfony-' . getmypid(), 30.0);
+
+// Warm-up (autoloading, connection), not timed.
+for ($i = 0; $i < 50; ++$i) { $lock->acquire(); $lock->release(); }
+
+$t0 = hrtime(true);
+for ($i = 0; $i < $pairs; ++$i) {
+    if (!$lock->acquire()) { fwrite(STDERR, "acquire failed\n"); exit(1); }
+    $lock->release();
+}
+$s = (hrtime(true) - $t0) / 1e9;
+if (isset($dir)) { foreach (glob("$dir/*") as $f) @unlink($f); @rmdir($dir); }
+echo json_encode(['peer' => "symfony-$kind", 'pairs' => $pairs, 'seconds' => $s,
+                  'pairs_per_s' => $pairs / $s]), "\n";

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The benchmark harness, in one command (issue 7):
+#
+#   bench/run.sh [--quick|--full]        (default --quick; quick < 2 minutes once built)
+#
+# Builds in Release into its own build directory (LOCKSMITH_BENCH_BUILD, default
+# build-bench-harness), starts redis and memcached with scripts/services.sh when they are not
+# running (and stops afterwards only those it started), runs every scenario for every strategy that
+# is built and reachable, plus the peers, and writes bench/results/<date>-<mode>.json, the charts
+# beside it, and bench/README.md. Fails on errors only, never on figures.
+set -euo pipefail
+
+mode=quick
+case "${1:-}" in
+  ""|--quick) mode=quick ;;
+  --full) mode=full ;;
+  -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+  *) echo "usage: bench/run.sh [--quick|--full]" >&2; exit 64 ;;
+esac
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=${LOCKSMITH_BENCH_BUILD:-build-bench-harness}
+py=/usr/bin/python3
+[[ -x $py ]] || py=python3
+
+echo "bench: building ($build, Release)" >&2
+mkdir -p "$build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOCKSMITH_BUILD_TESTS=OFF \
+  -DLOCKSMITH_BUILD_EXAMPLES=OFF -DLOCKSMITH_BUILD_BENCH=ON -DLOCKSMITH_BUILD_CLI=ON \
+  >"$build/bench-configure.log" 2>&1 || { cat "$build/bench-configure.log" >&2; exit 1; }
+cmake --build "$build" -j2 >"$build/bench-build.log" 2>&1 ||
+  { tail -40 "$build/bench-build.log" >&2; exit 1; }
+
+# Servers: start what is not running; remember what we started, stop only that at the end.
+started=()
+if [[ -x scripts/services.sh ]]; then
+  # Read the status into a variable first: `status | grep -q` can kill the writer with SIGPIPE,
+  # which under pipefail would look like "not running" and make us stop a server we did not start.
+  before=$(scripts/services.sh status 2>/dev/null || true)
+  for svc in redis memcached; do
+    if ! grep -q "^$svc: running" <<<"$before"; then
+      if LOCKSMITH_SERVICES=$svc scripts/services.sh start >&2; then
+        started+=("$svc")
+      else
+        echo "bench: $svc could not be started; its strategy is skipped" >&2
+      fi
+    fi
+  done
+  cleanup() {
+    for svc in "${started[@]+"${started[@]}"}"; do LOCKSMITH_SERVICES=$svc scripts/services.sh stop >&2 || true; done
+  }
+  trap cleanup EXIT
+  eval "$(scripts/services.sh env)"
+  # A server that is not up must not be benchmarked: drop its endpoint.
+  after=$(scripts/services.sh status 2>/dev/null || true)
+  grep -q '^redis: running' <<<"$after" || unset LOCKSMITH_TEST_REDIS_URL
+  grep -q '^memcached: running' <<<"$after" || unset LOCKSMITH_TEST_MEMCACHED
+fi
+
+"$py" bench/harness/run_bench.py --mode "$mode" --build "$build" --command "bench/run.sh --$mode"
