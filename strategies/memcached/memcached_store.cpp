@@ -9,6 +9,7 @@
 
 #include <libmemcached/memcached.h>
 
+#include <locksmith/connection_pool.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/module.hpp>
@@ -129,78 +130,30 @@ class handle {
     memcached_st* memc_;
 };
 
-class handle_pool {
-  public:
-    explicit handle_pool(const memcached_options& o) : options_(o) {}
+// A handle that saw a connection error may have marked its server dead for a while; it is
+// dropped, and a fresh one retries at once, so that a restarted server is usable immediately.
+using handle_pool = connection_pool<handle>;
 
-    class lease {
-      public:
-        lease(handle_pool& p, std::unique_ptr<handle> h) : pool_(&p), handle_(std::move(h)) {}
-        lease(lease&&) noexcept = default;
-        ~lease() {
-            if (handle_) pool_->give_back(std::move(handle_));
-        }
-        handle& operator*() const noexcept { return *handle_; }
-        handle* operator->() const noexcept { return handle_.get(); }
-
-      private:
-        handle_pool* pool_;
-        std::unique_ptr<handle> handle_;
+handle_pool::settings pool_settings(const memcached_options& options) {
+    handle_pool::settings s;
+    s.size = options.pool_size;
+    s.max_wait = options.connect_timeout + options.command_timeout;
+    s.open = [&options] { return std::make_unique<handle>(options); };
+    s.reusable = [](const handle& h) { return !h.broken; };
+    s.exhausted = [&options] {
+        throw backend_error("memcached", "pool",
+                            "memcached: all " + std::to_string(options.pool_size) +
+                                " connections stayed busy; raise pool_size");
     };
-
-    lease take() {
-        std::unique_lock lock(mutex_);
-        const auto until =
-            std::chrono::steady_clock::now() + options_.connect_timeout + options_.command_timeout;
-        for (;;) {
-            if (!idle_.empty()) {
-                auto h = std::move(idle_.back());
-                idle_.pop_back();
-                ++out_;
-                return lease(*this, std::move(h));
-            }
-            if (out_ < options_.pool_size) {
-                ++out_;
-                lock.unlock();
-                try {
-                    return lease(*this, std::make_unique<handle>(options_));
-                } catch (...) {
-                    lock.lock();
-                    --out_;
-                    returned_.notify_one();
-                    throw;
-                }
-            }
-            if (returned_.wait_until(lock, until) == std::cv_status::timeout)
-                throw backend_error("memcached", "pool",
-                                    "memcached: all " + std::to_string(options_.pool_size) +
-                                        " connections stayed busy; raise pool_size");
-        }
-    }
-
-  private:
-    void give_back(std::unique_ptr<handle> h) noexcept {
-        std::lock_guard lock(mutex_);
-        --out_;
-        // A handle that saw a connection error may have marked its server dead for a while;
-        // a fresh one retries at once, so that a restarted server is usable immediately.
-        if (!h->broken && idle_.size() < options_.pool_size) idle_.push_back(std::move(h));
-        returned_.notify_one();
-    }
-
-    const memcached_options& options_;
-    std::mutex mutex_;
-    std::condition_variable returned_;
-    std::vector<std::unique_ptr<handle>> idle_;
-    std::size_t out_ = 0;
-};
+    return s;
+}
 
 class memcached_store final : public store {
   public:
     explicit memcached_store(memcached_options options)
         : store("memcached", memcached_capabilities),
           options_(std::move(options)),
-          pool_(options_) {
+          pool_(pool_settings(options_)) {
         auto h = pool_.take();
         auto rc = memcached_version(h->get());
         if (rc != MEMCACHED_SUCCESS) fail(*h, rc, "connecting");

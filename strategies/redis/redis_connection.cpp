@@ -164,51 +164,21 @@ bool connection::stale() const noexcept {
     return ::poll(&p, 1, 0) != 0;
 }
 
-connection_pool::connection_pool(const redis_options& options) : options_(options) {
-    idle_.reserve(options.pool_size);
-}
-
-connection_pool::lease::~lease() {
-    if (pool_ && connection_) pool_->give_back(std::move(connection_));
-}
-
-connection_pool::lease connection_pool::take() {
-    std::unique_lock lock(mutex_);
-    const auto until =
-        std::chrono::steady_clock::now() + options_.connect_timeout + options_.command_timeout;
-    for (;;) {
-        while (!idle_.empty()) {
-            auto c = std::move(idle_.back());
-            idle_.pop_back();
-            if (c->stale()) continue;  // closed by the server (restart); open another
-            ++out_;
-            return lease(*this, std::move(c));
-        }
-        if (out_ < options_.pool_size) {
-            ++out_;
-            lock.unlock();
-            try {
-                return lease(*this, std::make_unique<connection>(options_));
-            } catch (...) {
-                lock.lock();
-                --out_;
-                returned_.notify_one();
-                throw;
-            }
-        }
-        if (returned_.wait_until(lock, until) == std::cv_status::timeout)
-            throw backend_error("redis", "pool",
-                                "redis: all " + std::to_string(options_.pool_size) +
-                                    " connections to " + options_.endpoint.redacted() +
-                                    " stayed busy; raise pool_size");
-    }
-}
-
-void connection_pool::give_back(std::unique_ptr<connection> c) noexcept {
-    std::lock_guard lock(mutex_);
-    --out_;
-    if (!c->broken()) idle_.push_back(std::move(c));
-    returned_.notify_one();
+connection_pool::settings pool_settings(const redis_options& options) {
+    connection_pool::settings s;
+    s.size = options.pool_size;
+    s.max_wait = options.connect_timeout + options.command_timeout;
+    s.open = [&options] { return std::make_unique<connection>(options); };
+    s.reusable = [](const connection& c) { return !c.broken(); };
+    // A connection the server closed while it sat idle (a restart): open another.
+    s.still_open = [](const connection& c) { return !c.stale(); };
+    s.exhausted = [&options] {
+        throw backend_error("redis", "pool",
+                            "redis: all " + std::to_string(options.pool_size) +
+                                " connections to " + options.endpoint.redacted() +
+                                " stayed busy; raise pool_size");
+    };
+    return s;
 }
 
 }  // namespace locksmith::strategies::redis_detail

@@ -6,6 +6,8 @@
 //   connection_pool  up to pool_size idle connections, shared by threads; drops broken ones
 #pragma once
 
+#include <locksmith/connection_pool.hpp>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -72,43 +74,10 @@ class connection {
     bool broken_ = false;
 };
 
-class connection_pool {
-  public:
-    explicit connection_pool(const redis_options& options);
+using connection_pool = locksmith::connection_pool<connection>;
 
-    // A connection on loan; returns to the pool when destroyed unless it broke.
-    class lease {
-      public:
-        lease(connection_pool& pool, std::unique_ptr<connection> c)
-            : pool_(&pool), connection_(std::move(c)) {}
-        lease(lease&&) noexcept = default;
-        lease& operator=(lease&&) = delete;
-        ~lease();
-        connection* operator->() const noexcept { return connection_.get(); }
-        connection& operator*() const noexcept { return *connection_; }
-
-      private:
-        connection_pool* pool_;
-        std::unique_ptr<connection> connection_;
-    };
-
-    // An idle connection, or a new one while fewer than pool_size are out; otherwise waits for
-    // one to come back, at most connect_timeout + command_timeout.
-    // Throws backend_error when no connection can be had.
-    lease take();
-
-    // A connection outside the pool (for a subscriber, which cannot run other commands).
-    std::unique_ptr<connection> open() const { return std::make_unique<connection>(options_); }
-
-    const redis_options& options() const noexcept { return options_; }
-
-  private:
-    void give_back(std::unique_ptr<connection> c) noexcept;
-    const redis_options& options_;
-    std::mutex mutex_;
-    std::condition_variable returned_;
-    std::vector<std::unique_ptr<connection>> idle_;
-    std::size_t out_ = 0;  // connections on loan
-};
+// The store's pool: up to pool_size connections; take() waits at most connect_timeout +
+// command_timeout for one to come back, then throws backend_error.
+connection_pool::settings pool_settings(const redis_options& options);
 
 }  // namespace locksmith::strategies::redis_detail

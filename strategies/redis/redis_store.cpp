@@ -50,7 +50,7 @@ void check_ttl(milliseconds ttl) {
 class redis_store final : public store {
   public:
     explicit redis_store(redis_options options)
-        : store("redis", redis_capabilities), options_(std::move(options)), pool_(options_) {
+        : store("redis", redis_capabilities), options_(std::move(options)), pool_(pool_settings(options_)) {
         // Connect once now, so that a wrong endpoint or password fails at construction (and the
         // factory falls back), and load the scripts so that later calls go by SHA.
         auto c = pool_.take();
@@ -216,7 +216,7 @@ class redis_store final : public store {
                 // Closed while idle (a server restart): a fresh connection decides.
             }
         }
-        auto fresh = pool_.open();
+        auto fresh = std::make_unique<connection>(options_);
         subscribe_on(*fresh, chan);
         return fresh;
     }
