@@ -107,6 +107,29 @@ void connection::check(const redisReply* reply, const std::string& what) const {
 }
 
 reply_ptr connection::command(const std::vector<std::string_view>& args) {
+    append(args);
+    void* reply = nullptr;
+    if (redisGetReply(context_, &reply) != REDIS_OK || reply == nullptr)
+        fail_io("command " + std::string(args.empty() ? "" : args.front()));
+    return reply_ptr(static_cast<redisReply*>(reply));
+}
+
+std::vector<reply_ptr> connection::pipeline(
+    const std::vector<std::vector<std::string_view>>& commands) {
+    for (const auto& args : commands) append(args);
+    std::vector<reply_ptr> replies;
+    replies.reserve(commands.size());
+    for (const auto& args : commands) {
+        void* reply = nullptr;
+        if (redisGetReply(context_, &reply) != REDIS_OK || reply == nullptr)
+            fail_io("command " + std::string(args.empty() ? "" : args.front()));
+        replies.emplace_back(static_cast<redisReply*>(reply));
+    }
+    return replies;
+}
+
+// Formats a command into the context's output buffer; redisGetReply or send() writes it.
+void connection::append(const std::vector<std::string_view>& args) {
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     argv.reserve(args.size());
@@ -115,20 +138,12 @@ reply_ptr connection::command(const std::vector<std::string_view>& args) {
         argv.push_back(a.data());
         lens.push_back(a.size());
     }
-    void* reply = redisCommandArgv(context_, int(argv.size()), argv.data(), lens.data());
-    if (reply == nullptr) fail_io("command " + std::string(args.empty() ? "" : args.front()));
-    return reply_ptr(static_cast<redisReply*>(reply));
+    if (redisAppendCommandArgv(context_, int(argv.size()), argv.data(), lens.data()) != REDIS_OK)
+        fail_io("sending " + std::string(args.empty() ? "" : args.front()));
 }
 
 void connection::send(const std::vector<std::string_view>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (auto a : args) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(context_, int(argv.size()), argv.data(), lens.data()) != REDIS_OK)
-        fail_io("sending " + std::string(args.empty() ? "" : args.front()));
+    append(args);
     int done = 0;
     while (!done)
         if (redisBufferWrite(context_, &done) != REDIS_OK)

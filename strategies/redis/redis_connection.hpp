@@ -47,6 +47,10 @@ class connection {
     // which the connection is broken().
     reply_ptr command(const std::vector<std::string_view>& args);
 
+    // Sends several commands in one write and reads their replies, in order: one round trip.
+    // Error replies are returned, as by command().
+    std::vector<reply_ptr> pipeline(const std::vector<std::vector<std::string_view>>& commands);
+
     // Sends a command without reading its reply (used to SUBSCRIBE and UNSUBSCRIBE).
     void send(const std::vector<std::string_view>& args);
 
@@ -68,6 +72,7 @@ class connection {
 
   private:
     void set_up();
+    void append(const std::vector<std::string_view>& args);
     [[noreturn]] void fail_io(const std::string& what);
     redisContext* context_ = nullptr;
     const redis_options& options_;
