@@ -1,7 +1,7 @@
 # locksmith_add_strategy(NAME <name> SOURCES <files...>
 #                        [MODULE DESCRIPTOR <files...>]
 #                        [REQUIRES <found-variable>...] [LIBRARIES <targets...>]
-#                        [MISSING "what to install"])
+#                        [STATIC_LIBRARIES <archives...>] [MISSING "what to install"])
 #
 # Adds one strategy folder to the library and to the generated built-in list, following the
 # cache option LOCKSMITH_WITH_<NAME> = AUTO | ON | OFF: AUTO builds it when every REQUIRES
@@ -11,11 +11,17 @@
 # library, liblocksmith_<name>.so (target locksmith::<name>), loaded on first use; only the
 # DESCRIPTOR sources (the strategy's metadata, no backend headers) go into liblocksmith. Use it
 # for strategies whose client libraries would otherwise load at every start.
+#
+# The locksmith command links every strategy statically, modules included (cli/CMakeLists.txt);
+# STATIC_LIBRARIES are the archives it links instead of LIBRARIES (e.g. libhiredis.a). A module
+# with LIBRARIES but no STATIC_LIBRARIES makes the command link dynamically.
 set_property(GLOBAL PROPERTY LOCKSMITH_STRATEGIES "")
 set_property(GLOBAL PROPERTY LOCKSMITH_STRATEGY_SUMMARY "")
 
 function(locksmith_add_strategy)
-  cmake_parse_arguments(S "MODULE" "NAME;MISSING" "SOURCES;DESCRIPTOR;REQUIRES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(S "MODULE" "NAME;MISSING;FIND_DEPENDENCY"
+                        "SOURCES;DESCRIPTOR;REQUIRES;LIBRARIES;STATIC_LIBRARIES" ${ARGN})
+  list(FILTER S_STATIC_LIBRARIES EXCLUDE REGEX "-NOTFOUND$")
   string(TOUPPER ${S_NAME} upper)
   set(LOCKSMITH_WITH_${upper} AUTO CACHE STRING "Build the ${S_NAME} strategy: AUTO, ON or OFF")
   set_property(CACHE LOCKSMITH_WITH_${upper} PROPERTY STRINGS AUTO ON OFF)
@@ -38,20 +44,30 @@ function(locksmith_add_strategy)
   else()
     if(S_MODULE)
       set(module locksmith_${S_NAME})
-      add_library(${module} SHARED ${S_SOURCES})
+      # Objects of their own, so that the command can link them statically too.
+      add_library(${module}_objects OBJECT ${S_SOURCES})
+      set_target_properties(${module}_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
+      target_link_libraries(${module}_objects PRIVATE locksmith_objects ${S_LIBRARIES})
+      target_compile_options(${module}_objects PRIVATE -Wall -Wextra -Wpedantic)
+      add_library(${module} SHARED $<TARGET_OBJECTS:${module}_objects>)
       add_library(locksmith::${S_NAME} ALIAS ${module})
       target_link_libraries(${module} PUBLIC locksmith PRIVATE ${S_LIBRARIES})
-      target_compile_options(${module} PRIVATE -Wall -Wextra -Wpedantic)
       set_target_properties(${module} PROPERTIES
         LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${CMAKE_INSTALL_LIBDIR}/locksmith-modules
         INSTALL_RPATH "$ORIGIN/..")
       install(TARGETS ${module} EXPORT locksmithTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/locksmith-modules)
-      target_sources(locksmith PRIVATE ${S_DESCRIPTOR})
+      target_sources(locksmith_objects PRIVATE ${S_DESCRIPTOR})
+      set_property(GLOBAL APPEND PROPERTY LOCKSMITH_MODULES ${S_NAME})
+      if(S_LIBRARIES AND NOT S_STATIC_LIBRARIES)
+        set_property(GLOBAL APPEND PROPERTY LOCKSMITH_MODULES_WITHOUT_ARCHIVES ${S_NAME})
+      endif()
+      set_property(GLOBAL APPEND PROPERTY LOCKSMITH_STATIC_LIBRARIES ${S_STATIC_LIBRARIES})
       set(line "${S_NAME}: built (module, loaded on first use)")
     else()
-      target_sources(locksmith PRIVATE ${S_SOURCES})
+      target_sources(locksmith_objects PRIVATE ${S_SOURCES})
       if(S_LIBRARIES)
+        target_link_libraries(locksmith_objects PRIVATE ${S_LIBRARIES})
         target_link_libraries(locksmith PRIVATE ${S_LIBRARIES})
       endif()
       set(line "${S_NAME}: built")

@@ -14,34 +14,60 @@ struct loaded_module {
     std::string failure;  // why it could not be loaded; empty when loaded
 };
 
-// Loads liblocksmith_<name>.so once per process. Modules are never unloaded: stores, and the
-// code behind their vtables, may live until exit.
+struct module_table {
+    std::mutex mutex;
+    std::map<std::string, module_entry> linked;
+    std::map<std::string, loaded_module> loaded;
+};
+
+module_table& modules() {
+    static auto* table = new module_table();  // never destroyed: stores may outlive main()
+    return *table;
+}
+
+// Fills `m` from a module's entry point; false (with m.failure set) when it does not fit.
+void enter(const std::string& where, module_entry entry, loaded_module& m) {
+    if (std::uint32_t version = entry(m.implementation); version != module_api_version) {
+        m.failure = where + " speaks module API " + std::to_string(version) + ", this library " +
+                    std::to_string(module_api_version);
+        m.implementation = {};
+    }
+}
+
+// Resolves a module once per process: linked into the program, else liblocksmith_<name>.so.
+// Loaded modules are never unloaded: stores, and the code behind their vtables, may live until
+// exit.
 const loaded_module& module_for(const std::string& name) {
-    static std::mutex mutex;
-    static auto* modules = new std::map<std::string, loaded_module>();
-    std::lock_guard guard(mutex);
-    if (auto it = modules->find(name); it != modules->end()) return it->second;
+    auto& table = modules();
+    std::lock_guard guard(table.mutex);
+    if (auto it = table.loaded.find(name); it != table.loaded.end()) return it->second;
     loaded_module m;
+    if (auto linked = table.linked.find(name); linked != table.linked.end()) {
+        enter("the module " + name + " linked into this program", linked->second, m);
+        return table.loaded.emplace(name, std::move(m)).first->second;
+    }
     const auto path = module_directory() / ("liblocksmith_" + name + ".so");
     if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-        using entry_fn = std::uint32_t (*)(strategy_implementation&);
         const std::string symbol = "locksmith_module_" + name;
-        auto entry = reinterpret_cast<entry_fn>(::dlsym(handle, symbol.c_str()));
-        if (entry == nullptr) {
+        auto entry = reinterpret_cast<module_entry>(::dlsym(handle, symbol.c_str()));
+        if (entry == nullptr)
             m.failure = path.string() + " has no entry point " + symbol;
-        } else if (std::uint32_t version = entry(m.implementation); version != module_api_version) {
-            m.failure = path.string() + " speaks module API " + std::to_string(version) +
-                        ", this library " + std::to_string(module_api_version);
-            m.implementation = {};
-        }
+        else
+            enter(path.string(), entry, m);
     } else {
         const char* why = ::dlerror();
         m.failure = "its module cannot be loaded: " + std::string(why ? why : path.string());
     }
-    return modules->emplace(name, std::move(m)).first->second;
+    return table.loaded.emplace(name, std::move(m)).first->second;
 }
 
 }  // namespace
+
+void link_module(const std::string& name, module_entry entry) {
+    auto& table = modules();
+    std::lock_guard guard(table.mutex);
+    table.linked[name] = entry;
+}
 
 std::filesystem::path module_directory() {
     if (const char* dir = std::getenv("LOCKSMITH_MODULE_DIR"); dir && *dir) return dir;

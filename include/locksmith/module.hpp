@@ -4,6 +4,8 @@
 //   load_on_first_use        wraps a descriptor's metadata so that its probe, validator and
 //                            factory load liblocksmith_<name>.so only when first called
 //   module_directory         where those libraries are looked for
+//   link_module              declares a module whose code is linked into the program, so that
+//                            it is used without dlopen (the static locksmith command does this)
 //
 // Why: a program that locks with `file` should not load hiredis, libmemcached, libsasl2 and
 // libcrypto at every start (`locksmith run` is measured against flock(1)). The descriptor's data
@@ -20,6 +22,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -42,5 +45,12 @@ strategy_descriptor load_on_first_use(strategy_descriptor metadata);
 
 // $LOCKSMITH_MODULE_DIR when set, else the folder locksmith-modules beside liblocksmith.so.
 std::filesystem::path module_directory();
+
+// The entry point every module defines (see above).
+using module_entry = std::uint32_t (*)(strategy_implementation& out);
+
+// Uses `entry` for the module `name` instead of loading liblocksmith_<name>.so. Call it before
+// the strategy is first used; a module already loaded stays as it is.
+void link_module(const std::string& name, module_entry entry);
 
 }  // namespace locksmith
