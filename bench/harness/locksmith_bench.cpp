@@ -58,6 +58,7 @@
 #endif
 #ifdef LOCKSMITH_BENCH_LIBMEMCACHED
 #include <libmemcached/memcached.h>
+#include <netinet/tcp.h>
 #endif
 
 using namespace locksmith;
@@ -296,8 +297,58 @@ json raw_redis(double seconds) {
 #endif
 
 #ifdef LOCKSMITH_BENCH_LIBMEMCACHED
+// The first server of LOCKSMITH_TEST_MEMCACHED ("host:port[,host:port...]", the form
+// scripts/services.sh gives) as a connected, blocking TCP socket with TCP_NODELAY.
+int memcached_socket() {
+    std::string list = std::getenv("LOCKSMITH_TEST_MEMCACHED");
+    std::string first = list.substr(0, list.find(','));
+    auto colon = first.rfind(':');
+    std::string host = first.substr(0, colon);
+    std::string port = colon == std::string::npos ? "11211" : first.substr(colon + 1);
+    if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) die("resolve " + first);
+    int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) die("connect " + first);
+    ::freeaddrinfo(found);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+// Sends `request` and reads the reply line (through "\r\n") into `reply`.
+void memcached_round_trip(int fd, const std::string& request, std::string& reply) {
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != ssize_t(request.size()))
+        die("memcached send");
+    reply.clear();
+    char buffer[256];
+    while (reply.size() < 2 || reply.compare(reply.size() - 2, 2, "\r\n") != 0) {
+        ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        if (n <= 0) die("memcached recv");
+        reply.append(buffer, std::size_t(n));
+    }
+}
+
 json raw_memcached(double seconds) {
-    // host:port[,host:port...], the form scripts/services.sh gives.
+    const std::string token = random_token(), item = remote_prefix() + "raw";
+    // The strategy's two meta commands, on one plain socket: `ms ... ME c` (add, returns the
+    // CAS id), then `md ... C<cas>` (delete if the CAS is still ours).
+    int fd = memcached_socket();
+    const std::string add = "ms " + item + " 32 T31 ME c\r\n" + token + "\r\n";
+    std::string reply, remove;
+    double same = rate(seconds / 2, [&] {
+        memcached_round_trip(fd, add, reply);  // "HD c<cas>\r\n"
+        if (reply.compare(0, 4, "HD c") != 0) die("memcached ms: " + reply);
+        remove.assign("md ").append(item).append(" C").append(reply, 4, reply.size() - 6);
+        remove.append("\r\n");
+        memcached_round_trip(fd, remove, reply);
+        if (reply != "HD\r\n") die("memcached md: " + reply);
+    });
+    ::close(fd);
+
+    // The textbook pair with libmemcached (classic protocol): add, then a blind delete.
     memcached_st* m = memcached_create(nullptr);
     std::string list = std::getenv("LOCKSMITH_TEST_MEMCACHED");
     for (std::size_t pos = 0; pos < list.size();) {
@@ -308,11 +359,8 @@ json raw_memcached(double seconds) {
         memcached_server_add(m, one.substr(0, colon).c_str(), in_port_t(port));
         pos = comma == std::string::npos ? list.size() : comma + 1;
     }
-    // The same behaviours the strategy sets.
-    memcached_behavior_set(m, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_NO_BLOCK, 1);
     memcached_behavior_set(m, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
-    const std::string token = random_token(), item = remote_prefix() + "raw";
     auto ok = [](memcached_return_t rc) {
         return rc == MEMCACHED_SUCCESS || rc == MEMCACHED_STORED || rc == MEMCACHED_DELETED ||
                rc == MEMCACHED_END;
@@ -322,27 +370,9 @@ json raw_memcached(double seconds) {
             die("memcached add");
         memcached_delete(m, item.data(), item.size(), 0);
     });
-    // The same four commands as the strategy's pair: add; gets, cas, delete.
-    double same = rate(seconds / 2, [&] {
-        if (!ok(memcached_add(m, item.data(), item.size(), token.data(), token.size(), 31, 0)))
-            die("memcached add");
-        const char* keys[] = {item.data()};
-        const std::size_t lens[] = {item.size()};
-        if (memcached_mget(m, keys, lens, 1) != MEMCACHED_SUCCESS) die("memcached mget");
-        std::uint64_t cas = 0;
-        memcached_return_t rc;
-        while (memcached_result_st* r = memcached_fetch_result(m, nullptr, &rc)) {
-            cas = memcached_result_cas(r);
-            memcached_result_free(r);
-        }
-        if (!ok(memcached_cas(m, item.data(), item.size(), token.data(), token.size(), 2, 0, cas)))
-            die("memcached cas");
-        memcached_delete(m, item.data(), item.size(), 0);
-    });
     memcached_free(m);
     return {{"raw", same},
-            {"raw_what", "libmemcached, one connection: add; gets + cas + delete (the strategy's "
-                         "four commands)"},
+            {"raw_what", "one socket, the strategy's meta commands: ms ME c + md C<cas>"},
             {"raw_textbook", textbook},
             {"raw_textbook_what", "libmemcached: add + delete (blind delete)"}};
 }

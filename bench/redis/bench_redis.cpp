@@ -22,6 +22,7 @@
 
 #include <hiredis/hiredis.h>
 #include <libmemcached/memcached.h>
+#include <netinet/tcp.h>
 
 #include <locksmith/locksmith.hpp>
 #include <locksmith/strategies/memcached.hpp>
@@ -148,7 +149,8 @@ double library_pairs(const std::shared_ptr<store>& s, const std::string& name, i
     return pairs / seconds_since(start);
 }
 
-double raw_memcached(memcached_st* m, int pairs) {
+// The textbook memcached pair with libmemcached (classic protocol): add, then a blind delete.
+double raw_memcached_textbook(memcached_st* m, int pairs) {
     const std::string token = random_token();
     const std::string item = "locksmith-bench:raw";
     auto start = steady::now();
@@ -157,6 +159,53 @@ double raw_memcached(memcached_st* m, int pairs) {
             MEMCACHED_SUCCESS)
             std::exit(1);
         memcached_delete(m, item.data(), item.size(), 0);
+    }
+    return pairs / seconds_since(start);
+}
+
+// A connected, blocking TCP socket with TCP_NODELAY to host:port.
+int memcached_socket(const std::string& host, int port) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0)
+        std::exit(1);
+    int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) std::exit(1);
+    ::freeaddrinfo(found);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+// Sends `request` and reads the reply line (through "\r\n") into `reply`.
+void round_trip(int fd, const std::string& request, std::string& reply) {
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != ssize_t(request.size()))
+        std::exit(1);
+    reply.clear();
+    char buffer[256];
+    while (reply.size() < 2 || reply.compare(reply.size() - 2, 2, "\r\n") != 0) {
+        ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+        if (n <= 0) std::exit(1);
+        reply.append(buffer, std::size_t(n));
+    }
+}
+
+// The commands the memcached strategy sends for one pair, on one plain socket: `ms ... ME c`
+// (add, returns the CAS id), then `md ... C<cas>` (delete if the CAS is still ours).
+double raw_memcached_meta(int fd, int pairs) {
+    const std::string token = random_token();
+    const std::string item = "locksmith-bench:raw-meta";
+    const std::string add = "ms " + item + " 32 T31 ME c\r\n" + token + "\r\n";
+    std::string reply, remove;
+    auto start = steady::now();
+    for (int i = 0; i < pairs; ++i) {
+        round_trip(fd, add, reply);  // "HD c<cas>\r\n"
+        if (reply.compare(0, 4, "HD c") != 0) std::exit(1);
+        remove.assign("md ").append(item).append(" C").append(reply, 4, reply.size() - 6);
+        remove.append("\r\n");
+        round_trip(fd, remove, reply);
+        if (reply != "HD\r\n") std::exit(1);
     }
     return pairs / seconds_since(start);
 }
@@ -243,18 +292,23 @@ int main(int argc, char** argv) {
         memcached_st* m = memcached_create(nullptr);
         memcached_behavior_set(m, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
         memcached_server_add(m, mo.servers[0].first.c_str(), in_port_t(mo.servers[0].second));
-        std::vector<double> mlib, mraw;
-        for (int r = 0; r < rounds; ++r) {
+        const int fd = memcached_socket(mo.servers[0].first, mo.servers[0].second);
+        std::vector<double> mlib, mmeta, mtextbook;
+        for (int r = 0; r < rounds; ++r) {  // alternating, as above
             mlib.push_back(library_pairs(ms, "bench", pairs));
-            mraw.push_back(raw_memcached(m, pairs));
+            mmeta.push_back(raw_memcached_meta(fd, pairs));
+            mtextbook.push_back(raw_memcached_textbook(m, pairs));
         }
         std::printf(
             "\nmemcached: %d pairs x %d rounds\n\n| loop | min pairs/s | median pairs/s | "
             "max pairs/s |\n|---|---:|---:|---:|\n",
             pairs, rounds);
-        row("raw libmemcached add + delete", mraw);
-        row("`named_lock::lock(); unlock()` on `memcached` (add; gets + cas + delete)", mlib);
-        std::printf("\nratio library / raw: %.2f\n", median(mlib) / median(mraw));
+        row("raw socket, the strategy's meta commands: ms ME c + md C<cas>", mmeta);
+        row("raw libmemcached add + blind delete (classic protocol)", mtextbook);
+        row("`named_lock::lock(); unlock()` on `memcached` (ms ME c; md C<cas>)", mlib);
+        std::printf("\nratio library / raw same commands: %.2f; / raw textbook: %.2f\n",
+                    median(mlib) / median(mmeta), median(mlib) / median(mtextbook));
+        ::close(fd);
         memcached_free(m);
     }
     return 0;

@@ -9,7 +9,8 @@ strategy_descriptor memcached_strategy() {
     strategy_descriptor d;
     d.name = "memcached";
     d.description =
-        "Memcached server (libmemcached): add with expiry, gets/cas; eviction drops locks";
+        "Memcached server (meta protocol, >= 1.6.10): add with expiry, delete by CAS; eviction "
+        "drops locks";
     d.default_priority = 78;
     d.capabilities = memcached_capabilities;
     d.needs_configuration = true;

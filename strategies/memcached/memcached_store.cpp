@@ -1,20 +1,20 @@
-// The memcached strategy: options, a small pool of libmemcached handles, the store and its
-// registry entry.
-#include <condition_variable>
+// The memcached strategy: options, the store (on meta_connection, one connection pool per
+// server) and the module's entry point.
+#include <cstdint>
 #include <ctime>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <libmemcached/memcached.h>
-
 #include <locksmith/connection_pool.hpp>
 #include <locksmith/errors.hpp>
-#include <locksmith/options.hpp>
 #include <locksmith/module.hpp>
+#include <locksmith/options.hpp>
 #include <locksmith/strategies/memcached.hpp>
+#include <locksmith/strategy_support.hpp>
 
+#include "meta_connection.hpp"
 #include "sha256.hpp"
 
 namespace locksmith::strategies {
@@ -83,148 +83,155 @@ void check_prefix(const std::string& prefix) {
                 "memcached: key_prefix must be printable ASCII without spaces");
 }
 
-std::string servers_text(const memcached_options& o) {
-    std::string out;
-    for (const auto& [host, port] : o.servers)
-        out += (out.empty() ? "" : ",") +
-               (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-               std::to_string(port);
-    return out;
-}
-
-// One libmemcached handle (its own connections to every server). Not thread-safe: one user at
-// a time, which the pool guarantees.
-class handle {
-  public:
-    explicit handle(const memcached_options& o) : memc_(memcached_create(nullptr)) {
-        if (memc_ == nullptr)
-            throw backend_error("memcached", "oom", "memcached: cannot allocate a handle");
-        memcached_behavior_set(memc_, MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1);
-        memcached_behavior_set(memc_, MEMCACHED_BEHAVIOR_NO_BLOCK, 1);
-        memcached_behavior_set(memc_, MEMCACHED_BEHAVIOR_TCP_NODELAY, 1);
-        memcached_behavior_set(memc_, MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT,
-                               std::uint64_t(o.connect_timeout.count()));
-        memcached_behavior_set(memc_, MEMCACHED_BEHAVIOR_POLL_TIMEOUT,
-                               std::uint64_t(o.command_timeout.count()));
-        memcached_behavior_set(memc_, MEMCACHED_BEHAVIOR_RCV_TIMEOUT,
-                               std::uint64_t(o.command_timeout.count()) * 1000);
-        memcached_behavior_set(memc_, MEMCACHED_BEHAVIOR_SND_TIMEOUT,
-                               std::uint64_t(o.command_timeout.count()) * 1000);
-        for (const auto& [host, port] : o.servers) {
-            auto rc = memcached_server_add(memc_, host.c_str(), in_port_t(port));
-            if (rc != MEMCACHED_SUCCESS) {
-                memcached_free(memc_);
-                throw backend_error(
-                    "memcached", memcached_strerror(nullptr, rc),
-                    "memcached: cannot add server " + host + ":" + std::to_string(port));
-            }
-        }
-    }
-    ~handle() { memcached_free(memc_); }
-    handle(const handle&) = delete;
-    handle& operator=(const handle&) = delete;
-    memcached_st* get() const noexcept { return memc_; }
-    bool broken = false;
-
-  private:
-    memcached_st* memc_;
+// The state a store keeps in a key it granted: the CAS id of the item as this process last
+// stored it, so that release and refresh are one compare-and-act command each.
+struct memcached_key_state final : key_local_state {
+    std::uint64_t cas = 0;          // 0: unknown (not granted here, or released)
+    std::uint64_t incarnation = 0;  // the server process that issued `cas`
 };
 
-// A handle that saw a connection error may have marked its server dead for a while; it is
-// dropped, and a fresh one retries at once, so that a restarted server is usable immediately.
-using handle_pool = connection_pool<handle>;
+using meta_connection = memcached_detail::meta_connection;
+using meta_status = memcached_detail::meta_status;
 
-handle_pool::settings pool_settings(const memcached_options& options) {
-    handle_pool::settings s;
-    s.size = options.pool_size;
-    s.max_wait = options.connect_timeout + options.command_timeout;
-    s.open = [&options] { return std::make_unique<handle>(options); };
-    s.reusable = [](const handle& h) { return !h.broken; };
-    s.exhausted = [&options] {
-        throw backend_error("memcached", "pool",
-                            "memcached: all " + std::to_string(options.pool_size) +
-                                " connections stayed busy; raise pool_size");
-    };
-    return s;
-}
+// One server of the list and its own connections.
+struct server {
+    server(std::string host_name, int port_number, const memcached_options& options)
+        : host(std::move(host_name)),
+          port(port_number),
+          address((host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                  std::to_string(port)),
+          pool(pool_settings(options)) {}
+
+    connection_pool<meta_connection>::settings pool_settings(const memcached_options& options) {
+        connection_pool<meta_connection>::settings s;
+        s.size = options.pool_size;
+        s.max_wait = options.connect_timeout + options.command_timeout;
+        s.open = [this, connect = options.connect_timeout, command = options.command_timeout] {
+            return std::make_unique<meta_connection>(host, port, connect, command);
+        };
+        // A connection that saw an error, or that the server closed while it sat idle (a
+        // restart), is dropped; the next take() opens a fresh one.
+        s.reusable = [](const meta_connection& c) { return !c.broken(); };
+        s.still_open = [](const meta_connection& c) { return !c.stale(); };
+        s.exhausted = [this, size = options.pool_size] {
+            throw backend_error("memcached", "pool",
+                                "memcached: all " + std::to_string(size) + " connections to " +
+                                    address + " stayed busy; raise pool_size");
+        };
+        return s;
+    }
+
+    const std::string host;
+    const int port;
+    const std::string address;  // "host:port", IPv6 in brackets; also its rendezvous hash seed
+    connection_pool<meta_connection> pool;
+};
+
+// What became of an item that this owner wanted to renew.
+enum class renewal { renewed, gone, not_ours };
+
+// A CAS race lost this many times in a row means something rewrites the item constantly.
+constexpr int max_cas_attempts = 8;
 
 class memcached_store final : public store {
   public:
     explicit memcached_store(memcached_options options)
-        : store("memcached", memcached_capabilities),
-          options_(std::move(options)),
-          pool_(pool_settings(options_)) {
-        auto h = pool_.take();
-        auto rc = memcached_version(h->get());
-        if (rc != MEMCACHED_SUCCESS) fail(*h, rc, "connecting");
+        : store("memcached", memcached_capabilities), options_(std::move(options)) {
+        for (const auto& [host, port] : options_.servers)
+            servers_.push_back(std::make_unique<server>(host, port, options_));
+        // Every server must answer (and speak meta) now, so that a wrong endpoint fails here
+        // rather than on the first lock whose name happens to hash to it.
+        for (auto& s : servers_) {
+            auto checked = s->pool.take();
+        }
     }
 
   protected:
+    // `ms <item> ... ME c`: one round trip when the lock is free.
     bool do_try_acquire(key& k, lock_mode, milliseconds ttl) override {
-        const time_t exp = expiration(ttl);
+        const long long exp = expiration(ttl);
         const auto item = item_key(k.resource());
-        auto h = pool_.take();
-        auto rc = memcached_add(h->get(), item.data(), item.size(), k.token().data(),
-                                k.token().size(), exp, 0);
-        if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_STORED) return true;
-        if (rc != MEMCACHED_NOTSTORED && rc != MEMCACHED_DATA_EXISTS)
-            fail(*h, rc, "adding the lock item");
-        // Taken: by us (a re-acquire renews the TTL) or by another owner.
-        return extend(*h, k, item, exp);
+        auto c = server_for(item).pool.take();
+        for (int attempt = 0; attempt < max_cas_attempts; ++attempt) {
+            auto added = c->set(item, k.token(), exp, true, 0, "adding the lock item");
+            if (added.status == meta_status::stored) {
+                remember(k, *c, added.cas);
+                return true;
+            }
+            // Taken: by this owner (a re-acquire renews the TTL) or by another one.
+            switch (renew_if_ours(*c, k, item, exp, cached_cas(k, *c))) {
+                case renewal::renewed:
+                    return true;
+                case renewal::not_ours:
+                    return false;
+                case renewal::gone:
+                    break;  // expired or released meanwhile: add again
+            }
+        }
+        return false;
     }
 
+    // `ms <item> ... C<cas> c` with the CAS this process stored: one round trip.
     bool do_refresh(key& k, milliseconds ttl) override {
-        const time_t exp = expiration(ttl);
+        const long long exp = expiration(ttl);
         const auto item = item_key(k.resource());
-        auto h = pool_.take();
-        return extend(*h, k, item, exp);
+        auto c = server_for(item).pool.take();
+        return renew_if_ours(*c, k, item, exp, cached_cas(k, *c)) == renewal::renewed;
     }
 
+    // `md <item> C<cas>` with the CAS this process stored: one round trip. Without it (a key
+    // deserialized here) or when the item changed since (the same owner refreshed it through a
+    // copy of the key elsewhere, or another owner took it after expiry): read the item, and
+    // delete it only when it holds our token, by the CAS just read.
     void do_release(key& k) override {
         const auto item = item_key(k.resource());
-        auto h = pool_.take();
-        auto current = gets(*h, item);
-        if (!current.found || current.value != k.token()) return;
-        // Take the item over by CAS first: if that succeeds, nobody else can have it until we
-        // delete it (it cannot expire within 2 s, and add fails while it exists).
-        auto rc = memcached_cas(h->get(), item.data(), item.size(), k.token().data(),
-                                k.token().size(), 2, 0, current.cas);
-        if (rc == MEMCACHED_DATA_EXISTS || rc == MEMCACHED_NOTFOUND) return;  // not ours any more
-        if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_STORED)
-            fail(*h, rc, "taking over the lock item");
-        rc = memcached_delete(h->get(), item.data(), item.size(), 0);
-        if (rc != MEMCACHED_SUCCESS && rc != MEMCACHED_DELETED && rc != MEMCACHED_NOTFOUND)
-            fail(*h, rc, "deleting the lock item");
+        auto c = server_for(item).pool.take();
+        std::uint64_t cas = cached_cas(k, *c);
+        for (int attempt = 0; attempt < max_cas_attempts; ++attempt) {
+            if (cas != 0) {
+                auto deleted = c->remove(item, cas, "deleting the lock item");
+                if (deleted.status != meta_status::exists) {  // deleted, or gone already
+                    forget(k);
+                    return;
+                }
+            }
+            auto current = c->get(item, "v c", "reading the lock item");
+            if (current.status != meta_status::value || current.value != k.token()) {
+                forget(k);  // gone, or another owner's: never delete it
+                return;
+            }
+            cas = current.cas;
+        }
+        throw_cas_race(*c, "deleting the lock item");
     }
 
     bool do_holds(const key& k) override {
         const auto item = item_key(k.resource());
-        auto h = pool_.take();
-        auto current = gets(*h, item);
-        return current.found && current.value == k.token();
+        auto c = server_for(item).pool.take();
+        auto current = c->get(item, "v", "reading the lock item");
+        return current.status == meta_status::value && current.value == k.token();
     }
 
     lock_status do_status(std::string_view resource) override {
         const auto item = item_key(resource);
-        auto h = pool_.take();
+        auto c = server_for(item).pool.take();
+        auto current = c->get(item, "t", "reading the lock item");
         lock_status s;
-        s.held =
-            gets(*h, item).found ? lock_status::state::held_exclusive : lock_status::state::free;
+        if (current.status == meta_status::miss) {
+            s.held = lock_status::state::free;
+        } else {
+            s.held = lock_status::state::held_exclusive;
+            if (current.ttl && *current.ttl >= 0) s.remaining = std::chrono::seconds(*current.ttl);
+        }
         return s;
     }
 
   private:
-    struct item_state {
-        bool found = false;
-        std::string value;
-        std::uint64_t cas = 0;
-    };
-
     // Memcached keeps whole seconds and ticks its clock once a second, so an item set with N s
     // may vanish up to 1 s early: ask for one more second than the TTL rounded up, so that the
     // server never drops a lock the holder still believes valid. Above 30 days Memcached reads
     // the number as a Unix time.
-    static time_t expiration(milliseconds ttl) {
+    static long long expiration(milliseconds ttl) {
         if (ttl < milliseconds(1000))
             throw invalid_argument_error(
                 "memcached: ttl must be at least 1 s (Memcached keeps "
@@ -232,14 +239,14 @@ class memcached_store final : public store {
                 std::to_string(ttl.count()) + " ms");
         const long long seconds = (ttl.count() + 999) / 1000 + 1;
         constexpr long long thirty_days = 30LL * 24 * 3600;
-        if (seconds <= thirty_days) return time_t(seconds);
+        if (seconds <= thirty_days) return seconds;
         // The protocol carries a signed 32-bit Unix time: nothing later than January 2038.
         const long long at = std::time(nullptr) + seconds;
         if (at > 0x7fffffffLL)
             throw invalid_argument_error("memcached: ttl of " + std::to_string(ttl.count()) +
                                          " ms ends after 2038-01-19, the last expiry Memcached "
                                          "can represent");
-        return time_t(at);
+        return at;
     }
 
     std::string item_key(std::string_view name) const {
@@ -251,52 +258,88 @@ class memcached_store final : public store {
         return options_.key_prefix + "#" + memcached_detail::sha256_hex(name);
     }
 
-    item_state gets(handle& h, const std::string& item) {
-        const char* keys[] = {item.data()};
-        const std::size_t lengths[] = {item.size()};
-        auto rc = memcached_mget(h.get(), keys, lengths, 1);
-        if (rc != MEMCACHED_SUCCESS) fail(h, rc, "reading the lock item");
-        item_state out;
-        for (;;) {
-            memcached_result_st* r = memcached_fetch_result(h.get(), nullptr, &rc);
-            if (r == nullptr) break;
-            out.found = true;
-            out.value.assign(memcached_result_value(r), memcached_result_length(r));
-            out.cas = memcached_result_cas(r);
-            memcached_result_free(r);
+    // Rendezvous (highest random weight) hashing: each item goes to the server whose hash with
+    // the item key is highest. Stable across processes and versions (stable_name_hash), and
+    // removing a server moves only that server's items.
+    server& server_for(std::string_view item) {
+        if (servers_.size() == 1) return *servers_.front();
+        server* best = nullptr;
+        std::uint64_t best_weight = 0;
+        std::string probe;
+        for (auto& s : servers_) {
+            probe.assign(s->address).append(1, '\n').append(item);
+            const std::uint64_t weight = stable_name_hash(probe).high;
+            if (best == nullptr || weight > best_weight) {
+                best = s.get();
+                best_weight = weight;
+            }
         }
-        if (rc != MEMCACHED_END && rc != MEMCACHED_NOTFOUND && rc != MEMCACHED_SUCCESS)
-            fail(h, rc, "reading the lock item");
-        return out;
+        return *best;
     }
 
-    // Sets a new expiry on our own item, by CAS so that an item someone else took in between is
-    // left alone. False when the item is gone or not ours.
-    bool extend(handle& h, key& k, const std::string& item, time_t exp) {
-        auto current = gets(h, item);
-        if (!current.found || current.value != k.token()) return false;
-        auto rc = memcached_cas(h.get(), item.data(), item.size(), k.token().data(),
-                                k.token().size(), exp, 0, current.cas);
-        if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_STORED) return true;
-        if (rc == MEMCACHED_DATA_EXISTS || rc == MEMCACHED_NOTFOUND) return false;
-        fail(h, rc, "extending the lock item");
+    // The CAS this process stored for k's item, if the same server process still answers:
+    // a restarted memcached hands out the same CAS ids again, to other owners' items.
+    std::uint64_t cached_cas(const key& k, const meta_connection& c) const {
+        const auto* state = k.local_state_of<memcached_key_state>(instance_id());
+        return state != nullptr && state->incarnation == c.incarnation() ? state->cas : 0;
     }
 
-    [[noreturn]] void fail(handle& h, memcached_return_t rc, const std::string& what) {
-        h.broken = true;
-        // Commands that go to every server report SOME_ERRORS; the last error says which.
-        if (rc == MEMCACHED_SOME_ERRORS && memcached_last_error(h.get()) != MEMCACHED_SUCCESS)
-            rc = memcached_last_error(h.get());
-        std::string detail =
-            memcached_last_error_message(h.get()) ? memcached_last_error_message(h.get()) : "";
-        if (detail.empty()) detail = memcached_strerror(h.get(), rc);
-        throw backend_error(
-            "memcached", memcached_strerror(h.get(), rc),
-            "memcached: " + what + " at " + servers_text(options_) + " failed: " + detail);
+    void remember(key& k, const meta_connection& c, std::uint64_t cas) {
+        auto* state = k.local_state_of<memcached_key_state>(instance_id());
+        if (state == nullptr) {
+            auto fresh = std::make_unique<memcached_key_state>();
+            state = fresh.get();
+            k.set_local_state(instance_id(), std::move(fresh));
+        }
+        state->cas = cas;
+        state->incarnation = c.incarnation();
+    }
+
+    void forget(key& k) {
+        if (auto* state = k.local_state_of<memcached_key_state>(instance_id())) state->cas = 0;
+    }
+
+    // Sets a new expiry on the item when it holds k's token: by `cas` first when known, else
+    // (or when the item changed since) after reading the item, by the CAS just read, so that an
+    // item someone else took in between is left alone.
+    renewal renew_if_ours(meta_connection& c, key& k, const std::string& item, long long exp,
+                          std::uint64_t cas) {
+        for (int attempt = 0; attempt < max_cas_attempts; ++attempt) {
+            if (cas != 0) {
+                auto stored = c.set(item, k.token(), exp, false, cas, "extending the lock item");
+                if (stored.status == meta_status::stored) {
+                    remember(k, c, stored.cas);
+                    return renewal::renewed;
+                }
+                if (stored.status == meta_status::not_found) {
+                    forget(k);
+                    return renewal::gone;
+                }
+                // EX: changed since that CAS; look at who has it now.
+            }
+            auto current = c.get(item, "v c", "reading the lock item");
+            if (current.status != meta_status::value) {
+                forget(k);
+                return renewal::gone;
+            }
+            if (current.value != k.token()) {
+                forget(k);
+                return renewal::not_ours;
+            }
+            cas = current.cas;
+        }
+        throw_cas_race(c, "extending the lock item");
+    }
+
+    [[noreturn]] static void throw_cas_race(const meta_connection& c, const std::string& what) {
+        throw backend_error("memcached", "cas_race",
+                            "memcached: " + what + " at " + c.address() +
+                                " failed: the item changed under every one of " +
+                                std::to_string(max_cas_attempts) + " compare-and-set attempts");
     }
 
     memcached_options options_;
-    handle_pool pool_;
+    std::vector<std::unique_ptr<server>> servers_;
 };
 
 }  // namespace

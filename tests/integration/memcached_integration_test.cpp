@@ -3,11 +3,19 @@
 #define BOOST_TEST_MODULE memcached_integration
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,6 +65,164 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name,
 double ms_since(clock_type::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
+
+bool s_status_free(store& s, const std::string& name) {
+    return s.status(name).held == lock_status::state::free;
+}
+
+// What a store call threw: the backend_error's native code and message ("none" when it threw
+// nothing, which fails the test).
+struct thrown {
+    std::string code = "none";
+    std::string message;
+};
+
+template <class F>
+thrown backend_error_of(F&& f) {
+    try {
+        f();
+    } catch (const backend_error& e) {
+        return {e.native_code(), e.what()};
+    }
+    BOOST_ERROR("expected a backend_error");
+    return {};
+}
+
+// One request to a memcached on 127.0.0.1:`port` on a plain socket; returns the first reply line
+// (for looking at an item's CAS id behind the store's back).
+std::string raw_request(int port, const std::string& request) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(std::uint16_t(port));
+    BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    BOOST_REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+                  ssize_t(request.size()));
+    std::string reply;
+    char c = 0;
+    while (!reply.ends_with("\r\n") && ::recv(fd, &c, 1, 0) == 1) reply += c;
+    ::close(fd);
+    return reply;
+}
+
+// A scripted stand-in for memcached on 127.0.0.1, for replies a real server never sends. One
+// thread serves every connection; each request (an `ms` line with its data line counts as one)
+// goes to the script by its command line, and the script's bytes go back; `close` ends the
+// connection after them.
+struct fake_reply {
+    std::string bytes;
+    bool close = false;
+};
+
+class fake_memcached {
+  public:
+    using script = std::function<fake_reply(const std::string& request)>;
+
+    explicit fake_memcached(script answer) : answer_(std::move(answer)) {
+        listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof a;
+        BOOST_REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        BOOST_REQUIRE(::listen(listener_, 16) == 0);
+        BOOST_REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &length) == 0);
+        port_ = ntohs(a.sin_port);
+        BOOST_REQUIRE(::pipe2(stop_, O_CLOEXEC) == 0);
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~fake_memcached() {
+        (void)::write(stop_[1], "x", 1);
+        thread_.join();
+        ::close(listener_);
+        ::close(stop_[0]);
+        ::close(stop_[1]);
+    }
+    fake_memcached(const fake_memcached&) = delete;
+    fake_memcached& operator=(const fake_memcached&) = delete;
+
+    std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+    int connections() const { return accepted_; }
+
+    // What memcached 1.6.18 answers to the store's connection check (`mn`, `stats`,
+    // `stats settings`); nullopt for any other request.
+    static std::optional<fake_reply> connection_check(const std::string& request,
+                                                      const std::string& version = "1.6.18",
+                                                      const std::string& cas_enabled = "yes") {
+        if (request == "mn") return fake_reply{"MN\r\n"};
+        if (request == "stats")
+            return fake_reply{
+                "STAT pid 4242\r\nSTAT uptime 10\r\nSTAT time 1700000010\r\n"
+                "STAT version " +
+                version + "\r\nEND\r\n"};
+        if (request == "stats settings")
+            return fake_reply{"STAT maxconns 1024\r\nSTAT cas_enabled " + cas_enabled +
+                              "\r\nEND\r\n"};
+        return std::nullopt;
+    }
+
+  private:
+    struct client {
+        int fd;
+        std::string in;
+    };
+
+    // Answers every complete request in c.in; false when the connection is to be closed.
+    bool answer_all(client& c) {
+        for (;;) {
+            auto end = c.in.find("\r\n");
+            if (end == std::string::npos) return true;
+            std::string line = c.in.substr(0, end);
+            std::size_t used = end + 2;
+            if (line.starts_with("ms ")) {  // its data line follows
+                auto data_end = c.in.find("\r\n", used);
+                if (data_end == std::string::npos) return true;
+                used = data_end + 2;
+            }
+            c.in.erase(0, used);
+            fake_reply r = answer_(line);
+            if (!r.bytes.empty()) ::send(c.fd, r.bytes.data(), r.bytes.size(), MSG_NOSIGNAL);
+            if (r.close) return false;
+        }
+    }
+
+    void serve() {
+        std::vector<client> clients;
+        for (;;) {
+            std::vector<pollfd> fds = {{stop_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
+            for (const auto& c : clients) fds.push_back({c.fd, POLLIN, 0});
+            if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+            if (fds[0].revents != 0) break;
+            for (std::size_t i = 0; i < clients.size(); ++i) {
+                if (fds[i + 2].revents == 0) continue;
+                char buffer[4096];
+                const ssize_t n = ::recv(clients[i].fd, buffer, sizeof buffer, 0);
+                if (n > 0) clients[i].in.append(buffer, std::size_t(n));
+                if (n <= 0 || !answer_all(clients[i])) {
+                    ::close(clients[i].fd);
+                    clients[i].fd = -1;
+                }
+            }
+            std::erase_if(clients, [](const client& c) { return c.fd < 0; });
+            if (fds[1].revents != 0) {
+                int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+                if (fd >= 0) {
+                    clients.push_back({fd, {}});
+                    ++accepted_;
+                }
+            }
+        }
+        for (const auto& c : clients) ::close(c.fd);
+    }
+
+    script answer_;
+    int listener_ = -1;
+    int port_ = 0;
+    int stop_[2] = {-1, -1};
+    std::atomic<int> accepted_{0};
+    std::thread thread_;
+};
 
 }  // namespace
 
@@ -255,6 +421,68 @@ BOOST_AUTO_TEST_CASE(bad_ttls) {
     long_lived.unlock();
 }
 
+BOOST_AUTO_TEST_CASE(release_and_refresh_after_a_copy_of_the_key_changed_the_item) {
+    // The same owner in two places: `original` remembers the CAS of the item it stored; `copy`
+    // (deserialized, as in another process, with its own store) rewrites the item, so that the
+    // remembered CAS no longer matches. Both must still act on the item, which is theirs.
+    const std::string name = test::unique_resource("copy");
+    auto here = shared_store();
+    auto elsewhere = shared_store();
+    key original(name);
+    BOOST_REQUIRE(here->try_acquire(original, lock_mode::exclusive, 30s));
+    key copy = key::from_json(original.to_json());
+    BOOST_REQUIRE(elsewhere->refresh(copy, 30s));
+    BOOST_TEST(here->refresh(original, 30s));  // stale CAS: read, compare, store by the new CAS
+    BOOST_REQUIRE(elsewhere->refresh(copy, 30s));
+    here->release(original);  // stale CAS again
+    BOOST_TEST(!here->holds(original));
+    BOOST_TEST(s_status_free(*here, name));
+    key next(name);
+    BOOST_TEST(here->try_acquire(next, lock_mode::exclusive, 30s));
+    here->release(next);
+}
+
+BOOST_AUTO_TEST_CASE(release_and_refresh_by_a_non_owner_leave_the_item) {
+    const std::string name = test::unique_resource("stranger");
+    auto s = shared_store();
+    // The stranger held the lock once and still remembers that item's CAS; it was released
+    // through a copy of its key, and then the owner took the lock.
+    key stranger(name);
+    BOOST_REQUIRE(s->try_acquire(stranger, lock_mode::exclusive, 30s));
+    key stranger_copy = key::from_json(stranger.to_json());
+    s->release(stranger_copy);
+    key owner(name);
+    BOOST_REQUIRE(s->try_acquire(owner, lock_mode::exclusive, 30s));
+
+    s->release(stranger);  // a CAS that is not the item's
+    BOOST_TEST(s->holds(owner));
+    BOOST_TEST(!s->refresh(stranger, 30s));
+    BOOST_TEST(s->holds(owner));
+    key never_held(name);  // no CAS at all
+    s->release(never_held);
+    BOOST_TEST(!s->refresh(never_held, 30s));
+    BOOST_TEST(!s->try_acquire(never_held, lock_mode::exclusive, 30s));
+    BOOST_TEST(s->holds(owner));
+    s->release(owner);
+    BOOST_TEST(!s->holds(owner));
+}
+
+BOOST_AUTO_TEST_CASE(status_reports_the_remaining_ttl) {
+    const std::string name = test::unique_resource("status");
+    auto s = shared_store();
+    BOOST_TEST(s_status_free(*s, name));
+    key k(name);
+    BOOST_REQUIRE(s->try_acquire(k, lock_mode::exclusive, 10s));
+    auto st = s->status(name);
+    BOOST_TEST(st.held == lock_status::state::held_exclusive);
+    BOOST_REQUIRE(st.remaining.has_value());
+    // 10 s ask for 11 s on the server (its clock ticks in whole seconds).
+    BOOST_TEST(st.remaining->count() >= 9000);
+    BOOST_TEST(st.remaining->count() <= 11000);
+    s->release(k);
+    BOOST_TEST(s_status_free(*s, name));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(memcached_faults,
@@ -305,6 +533,9 @@ BOOST_AUTO_TEST_CASE(hung_server_gives_timeouts_then_recovers) {
     auto holder = make_lock(s, name);
     BOOST_REQUIRE(holder.try_lock());
     server.pause();
+    // kill(SIGSTOP) returns before every thread of the server has stopped: a worker that is
+    // awake could still answer a request sent at once (refresh is a single round trip).
+    std::this_thread::sleep_for(100ms);
     const auto started = clock_type::now();
     BOOST_CHECK_THROW(holder.refresh(), backend_error);
     const double waited = ms_since(started);
@@ -318,6 +549,71 @@ BOOST_AUTO_TEST_CASE(hung_server_gives_timeouts_then_recovers) {
     next.unlock();
 }
 
+BOOST_AUTO_TEST_CASE(a_restarted_server_does_not_take_an_old_cas_for_a_new_item) {
+    // A restarted memcached counts CAS ids from 1 again: the new owner's item gets the very CAS
+    // that the old holder remembers. Releasing by that CAS would delete the new owner's lock.
+    const int port = test::free_port();
+    test::private_server server(test::private_memcached_argv(port), port);
+    auto s = strategies::make_memcached_store(options_for("127.0.0.1:" + std::to_string(port)));
+    const std::string name = test::unique_resource("restart-cas");
+    const std::string item = "mg " + test_prefix + name + " c\r\n";
+    key holder(name);
+    BOOST_REQUIRE(s->try_acquire(holder, lock_mode::exclusive, 30s));
+    const std::string cas_before = raw_request(port, item);
+    server.stop();
+    server.start();
+    key next_owner(name);
+    BOOST_REQUIRE(s->try_acquire(next_owner, lock_mode::exclusive, 30s));
+    BOOST_REQUIRE(raw_request(port, item) == cas_before);  // the same CAS id, another owner
+    s->release(holder);
+    BOOST_TEST(s->holds(next_owner));
+    BOOST_TEST(!s->refresh(holder, 30s));
+    BOOST_TEST(s->holds(next_owner));
+    s->release(next_owner);
+    BOOST_TEST(!s->holds(next_owner));
+}
+
+BOOST_AUTO_TEST_CASE(several_servers_split_names_by_rendezvous_hashing) {
+    const std::string shared = endpoint(servers_variable);
+    const int port = test::free_port();
+    test::private_server second(test::private_memcached_argv(port), port);
+    const std::string other = "127.0.0.1:" + std::to_string(port);
+    auto both = strategies::make_memcached_store(options_for(shared + "," + other));
+    auto reversed = strategies::make_memcached_store(options_for(other + "," + shared));
+    auto only_shared = strategies::make_memcached_store(options_for(shared));
+    auto only_other = strategies::make_memcached_store(options_for(other));
+
+    std::vector<std::string> names;
+    std::vector<std::unique_ptr<key>> keys;
+    std::vector<bool> on_other;
+    for (int i = 0; i < 24; ++i) {
+        names.push_back(test::unique_resource("spread-" + std::to_string(i)));
+        keys.push_back(std::make_unique<key>(names.back()));
+        BOOST_REQUIRE(both->try_acquire(*keys.back(), lock_mode::exclusive, 30s));
+        const bool a = only_shared->holds(*keys.back());
+        const bool b = only_other->holds(*keys.back());
+        BOOST_TEST(a != b);  // on exactly one server
+        on_other.push_back(b);
+        key rival(names.back());  // the server list in another order picks the same server
+        BOOST_TEST(!reversed->try_acquire(rival, lock_mode::exclusive, 30s));
+    }
+    const auto moved = std::count(on_other.begin(), on_other.end(), true);
+    BOOST_TEST(moved > 0);
+    BOOST_TEST(moved < 24);
+
+    // Losing a server fails its names (their locks are gone) and leaves the others working.
+    second.stop();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        if (on_other[i]) {
+            BOOST_CHECK_THROW(both->holds(*keys[i]), backend_error);
+        } else {
+            BOOST_TEST(both->holds(*keys[i]));
+            both->release(*keys[i]);
+            BOOST_TEST(!only_shared->holds(*keys[i]));
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(wrong_port_and_unknown_host) {
     const auto started = clock_type::now();
     BOOST_CHECK_THROW(strategies::make_memcached_store(
@@ -326,6 +622,123 @@ BOOST_AUTO_TEST_CASE(wrong_port_and_unknown_host) {
     BOOST_CHECK_THROW(strategies::make_memcached_store(options_for("no-such-host.invalid:11211")),
                       backend_error);
     BOOST_TEST(ms_since(started) < 5000.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Replies a real memcached does not send: each needs only a fake server, so this suite always
+// runs.
+BOOST_AUTO_TEST_SUITE(memcached_protocol_faults)
+
+BOOST_AUTO_TEST_CASE(a_server_without_the_meta_protocol_is_refused_clearly) {
+    struct refusal {
+        const char* what;
+        fake_memcached::script answer;
+        const char* code;
+        std::vector<std::string> message_has;
+    };
+    const std::vector<refusal> refusals = {
+        {"memcached < 1.6 (ERROR for mn)",
+         [](const std::string&) { return fake_reply{"ERROR\r\n"}; },
+         "no_meta",
+         {"memcached >= 1.6", "meta protocol"}},
+        {"memcached 1.6.9 (an earlier draft of meta)",
+         [](const std::string& r) {
+             return fake_memcached::connection_check(r, "1.6.9").value_or(fake_reply{"ERROR\r\n"});
+         },
+         "version",
+         {"memcached >= 1.6.10", "1.6.9"}},
+        {"not memcached at all",
+         [](const std::string&) {
+             return fake_reply{"HTTP/1.1 400 Bad Request\r\n", true};
+         },
+         "no_meta",
+         {"memcached >= 1.6", "HTTP/1.1 400"}},
+        {"CAS disabled (-C)",
+         [](const std::string& r) {
+             return fake_memcached::connection_check(r, "1.6.18", "no")
+                 .value_or(fake_reply{"ERROR\r\n"});
+         },
+         "cas_disabled",
+         {"-C"}},
+    };
+    for (const auto& r : refusals) {
+        BOOST_TEST_CONTEXT(r.what) {
+            fake_memcached server(r.answer);
+            const auto started = clock_type::now();
+            auto e = backend_error_of(
+                [&] { strategies::make_memcached_store(options_for(server.endpoint())); });
+            BOOST_TEST(ms_since(started) < 1500.0);
+            BOOST_TEST(e.code == r.code);
+            BOOST_TEST(e.message.find(server.endpoint()) != std::string::npos, e.message);
+            for (const auto& part : r.message_has)
+                BOOST_TEST(e.message.find(part) != std::string::npos, e.message);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(garbage_cut_or_missing_replies_are_backend_errors_not_hangs) {
+    struct fault {
+        const char* what;
+        std::function<fake_reply(const std::string&)> lock_commands;  // after the check
+        const char* code;
+    };
+    const std::string taken = "NS c0\r\n";  // makes the store read the item next
+    const std::vector<fault> faults = {
+        {"a garbage line", [](const std::string&) { return fake_reply{"HTTP/1.1 200 OK\r\n"}; },
+         "protocol"},
+        {"binary junk",
+         [](const std::string&) { return fake_reply{std::string("\x00\xff\x01\r\n", 5)}; },
+         "protocol"},
+        {"an unknown flag value", [](const std::string&) { return fake_reply{"HD cX\r\n"}; },
+         "protocol"},
+        {"a line without its end, then close",
+         [](const std::string&) {
+             return fake_reply{"H", true};
+         },
+         "eof"},
+        {"a value cut short, then close",
+         [&](const std::string& r) {
+             return r.starts_with("ms ") ? fake_reply{taken} : fake_reply{"VA 32 c5\r\n0123", true};
+         },
+         "eof"},
+        {"an absurd value length",
+         [&](const std::string& r) {
+             return r.starts_with("ms ") ? fake_reply{taken}
+                                         : fake_reply{"VA 99999999999999 c1\r\n"};
+         },
+         "protocol"},
+        {"a value not ended by CRLF",
+         [&](const std::string& r) {
+             return r.starts_with("ms ") ? fake_reply{taken} : fake_reply{"VA 2 c1\r\nabcd\r\n"};
+         },
+         "protocol"},
+        {"a reply the command does not have",
+         [](const std::string&) { return fake_reply{"EN\r\n"}; }, "protocol"},
+        {"a server error",
+         [](const std::string&) { return fake_reply{"SERVER_ERROR out of memory\r\n"}; },
+         "SERVER_ERROR"},
+        {"silence", [](const std::string&) { return fake_reply{}; }, "timeout"},
+    };
+    for (const auto& f : faults) {
+        BOOST_TEST_CONTEXT(f.what) {
+            fake_memcached server([&](const std::string& request) {
+                return fake_memcached::connection_check(request).value_or(f.lock_commands(request));
+            });
+            auto s = strategies::make_memcached_store(options_for(server.endpoint()));
+            for (int attempt = 1; attempt <= 2; ++attempt) {
+                key k(test::unique_resource("garbage"));
+                const auto started = clock_type::now();
+                auto e = backend_error_of([&] { s->try_acquire(k, lock_mode::exclusive, 30s); });
+                BOOST_TEST(ms_since(started) < 2500.0);  // command timeout 1 s
+                BOOST_TEST(e.code == f.code);
+                BOOST_TEST(e.message.find("memcached: ") == 0u, e.message);
+                BOOST_TEST(e.message.find(server.endpoint()) != std::string::npos, e.message);
+            }
+            // The failed connection was dropped, not reused: the second attempt opened another.
+            BOOST_TEST(server.connections() == 2);
+        }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,4 +1,5 @@
-// The `memcached` strategy: locks kept as items of a Memcached server (libmemcached).
+// The `memcached` strategy: locks kept as items of Memcached servers, spoken to with
+// Memcached's meta protocol (memcached >= 1.6.10; Debian 12 ships 1.6.18).
 //
 //   memcached_options   the strategy's JSON options
 //   make_memcached_store
@@ -6,12 +7,28 @@
 // Contract:
 //  - Owner: the key's 128-bit token, stored as the item's value. Any process holding the key
 //    (serialized or not) is the owner; threads and processes are alike.
-//  - Acquire is `add` with an expiry (it fails when the item exists); refresh and release read
-//    the item with its CAS id and act only when it holds our token (gets/cas). Release first
-//    takes the item over with a CAS (2 s expiry) and then deletes it, Symfony's way of making
-//    "delete if mine" safe without a server-side compare-and-delete.
-//  - Lease: TTLs are whole seconds (rounded up); a TTL below 1 s is an invalid_argument_error.
-//    A holder that dies keeps the lock until its TTL runs out.
+//  - Round trips: acquire is one (`ms <item> 32 T<exp> ME c`, an add that returns the item's
+//    CAS id), release is one (`md <item> C<cas>`: delete only if the CAS is still ours), refresh
+//    is one (`ms <item> 32 T<exp> C<cas> c`); so a lock+unlock pair is two. The CAS is kept in
+//    the key's process-local state. When there is none (a key deserialized here) or the item
+//    changed since (the same owner refreshed it through a copy of the key in another process),
+//    release and refresh first read the item (`mg <item> v c`) and act, by the CAS just read,
+//    only when it holds our token: never on another owner's item. A re-acquire while held
+//    renews the TTL (`ms` NS, then `mg` + `ms C`). holds() is `mg <item> v`, status() is
+//    `mg <item> t` (held, and the seconds left).
+//  - A CAS id is trusted only on the server process that issued it: a restarted memcached
+//    counts CAS ids from 1 again, so a cached CAS from before the restart is not used (each
+//    connection learns the server's pid and start time when it connects).
+//  - libmemcached is not used: it cannot send meta commands, and the classic protocol has no
+//    compare-and-delete, so a safe release there takes three extra round trips (gets, cas to
+//    take the item over, delete) after the add.
+//  - Server requirements, checked on every new connection (`mn`, `stats`, `stats settings` in
+//    one round trip): the meta protocol of memcached >= 1.6.10 (older servers answer
+//    `mn` with ERROR or speak an earlier draft of it) and CAS ids enabled (not `-C`). Talk to
+//    memcached servers directly, not through a proxy.
+//  - Lease: TTLs are whole seconds (rounded up, plus one second because memcached's clock ticks
+//    once a second); a TTL below 1 s is an invalid_argument_error. A holder that dies keeps the
+//    lock until its TTL runs out.
 //  - NOT durable: Memcached is a cache. An LRU eviction under memory pressure, a restart or a
 //    flush silently drops locks, and another owner can then acquire while the first still
 //    believes it holds. Use it for efficiency locks only, on a server with room to spare
@@ -21,8 +38,15 @@
 //  - Keys: `<key_prefix><name>` when the name is short printable ASCII without spaces; any other
 //    name (binary, spaces, longer than the 250-byte key limit allows) becomes
 //    `<key_prefix>#<sha256 of the name>`.
-//  - With several servers each name lives on one server (libmemcached's consistent hashing):
-//    losing a server drops its locks.
+//  - With several servers each name lives on one server, chosen by rendezvous hashing of the
+//    item key over "host:port" (the same in every process that lists the same servers, in any
+//    order): losing a server drops its locks, and while it is down its names fail with
+//    backend_error rather than moving to another server.
+//  - Connections: one pool per server, at most pool_size connections each; a connection that
+//    failed, or that the server closed while idle, is dropped and the next command opens a new
+//    one, so a restarted server is used again without restarting the process. Each command is
+//    bounded by command_timeout, each connection set-up by connect_timeout (plus the system
+//    resolver's own time for host names).
 #pragma once
 
 #include <chrono>
@@ -39,10 +63,9 @@
 namespace locksmith::strategies {
 
 // What the memcached strategy offers (its registry entry and its store agree on this).
-inline constexpr capability memcached_capabilities = capability::exclusive | capability::noblock |
-                                                     capability::expiring |
-                                                     capability::distributed |
-                                                     capability::serializable;
+inline constexpr capability memcached_capabilities =
+    capability::exclusive | capability::noblock | capability::expiring | capability::distributed |
+    capability::serializable;
 
 struct memcached_options {
     // host:port pairs (IPv6 as [addr]:port); at least one. Port defaults to 11211.
@@ -53,7 +76,7 @@ struct memcached_options {
     std::chrono::milliseconds command_timeout{std::chrono::seconds(2)};
     // Prepended to every item key; at most 100 bytes of printable ASCII without spaces.
     std::string key_prefix = "locksmith:";
-    // Most connections kept open. >= 1.
+    // Most connections kept open to each server. >= 1.
     std::size_t pool_size = 8;
 
     // Reads {"servers": "host:port[,host:port...]", "connect_timeout_s": 1,
@@ -65,8 +88,9 @@ struct memcached_options {
 // Parses "host:port[,host:port...]". Throws invalid_argument_error.
 std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::string& text);
 
-// Checks that a server answers, so that a wrong endpoint fails here.
-// Throws backend_error when it does not, invalid_argument_error for bad options.
+// Opens one connection to every listed server, so that a wrong endpoint, a server that is down
+// or one older than memcached 1.6.10 fails here.
+// Throws backend_error when one does not answer, invalid_argument_error for bad options.
 std::shared_ptr<store> make_memcached_store(const memcached_options& options);
 
 }  // namespace locksmith::strategies
