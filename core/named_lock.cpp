@@ -242,7 +242,7 @@ bool named_lock::is_expired() const {
 std::optional<std::uint64_t> named_lock::fencing_token() const {
     std::lock_guard guard(state_->mutex);
     if (!state_->held) return std::nullopt;
-    return state_->owner->fencing_token();
+    return state_->store->fencing_token(*state_->owner);
 }
 
 const std::string& named_lock::name() const noexcept { return state_->owner->resource(); }

@@ -53,6 +53,13 @@ lock_status store::status(std::string_view resource) {
     return do_status(resource);
 }
 
+std::optional<std::uint64_t> store::fencing_token(key& k) {
+    if (!has(capabilities_, capability::fencing)) return std::nullopt;
+    return do_fencing_token(k);
+}
+
+std::optional<std::uint64_t> store::do_fencing_token(key& k) { return k.fencing_token(); }
+
 bool store::do_wait_acquire(key&, lock_mode, std::chrono::milliseconds, deadline) {
     throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively");
 }

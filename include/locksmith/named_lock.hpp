@@ -130,7 +130,9 @@ public:
     // nullopt for strategies without `expiring` (or when not held).
     std::optional<std::chrono::milliseconds> remaining_lifetime() const;
     bool is_expired() const;
-    // The current grant's token, for strategies with `fencing`.
+    // The current grant's token, for strategies with `fencing`; nullopt when not held or the
+    // strategy has none. The store may assign it on this first request (store::fencing_token),
+    // which can cost one round trip and throws expired_error when the grant was lost first.
     std::optional<std::uint64_t> fencing_token() const;
 
     // --- identity ---

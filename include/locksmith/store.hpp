@@ -78,6 +78,13 @@ public:
 
     // Who holds `resource`, without taking it. Stores that cannot tell return state::unknown.
     lock_status status(std::string_view resource);
+    // The fencing token of k's current grant (capability::fencing), kept in k. A store may
+    // assign it on first request instead of at the grant, so that owners that never ask pay
+    // nothing; it then assigns it only while k still holds the lock, which keeps tokens strictly
+    // increasing in grant order.
+    // Returns: nullopt for stores without fencing.
+    // Throws: expired_error when k lost the lock before a token was assigned; backend_error.
+    std::optional<std::uint64_t> fencing_token(key& k);
 
 protected:
     store(std::string strategy, capability capabilities);
@@ -91,6 +98,8 @@ protected:
     virtual void do_release(key& k) = 0;
     virtual bool do_holds(const key& k) = 0;
     virtual lock_status do_status(std::string_view resource);
+    // Default: the token the grant put in k (or none).
+    virtual std::optional<std::uint64_t> do_fencing_token(key& k);
 
 private:
     void check_mode(lock_mode mode) const;

@@ -47,10 +47,6 @@ class connection {
     // which the connection is broken().
     reply_ptr command(const std::vector<std::string_view>& args);
 
-    // Sends several commands in one write and reads their replies, in order: one round trip.
-    // Error replies are returned, as by command().
-    std::vector<reply_ptr> pipeline(const std::vector<std::vector<std::string_view>>& commands);
-
     // Sends a command without reading its reply (used to SUBSCRIBE and UNSUBSCRIBE).
     void send(const std::vector<std::string_view>& args);
 
@@ -62,7 +58,8 @@ class connection {
     // True after an I/O error: the connection must be thrown away.
     bool broken() const noexcept { return broken_; }
     // True when an idle connection has data or a hang-up pending, i.e. the server closed it
-    // (restart, idle timeout). Checked before reuse, so that a restart costs no failed command.
+    // (restart, idle timeout). Checked before reuse, so that a restart costs no failed command;
+    // not checked (no system call) within 1 ms of the last reply, as no restart is that quick.
     bool stale() const noexcept;
 
     // Throws backend_error for `reply` when it is an error reply; `what` says what was tried.
@@ -77,6 +74,7 @@ class connection {
     redisContext* context_ = nullptr;
     const redis_options& options_;
     bool broken_ = false;
+    std::chrono::steady_clock::time_point last_reply_{};
 };
 
 using connection_pool = locksmith::connection_pool<connection>;

@@ -5,7 +5,8 @@
 //   P lock: N   exclusive: a string holding the owner token, with PX = the TTL
 //               shared: a sorted set of reader tokens scored by their expiry (server ms), and
 //               PEXPIREAT = the latest reader expiry, so an abandoned set disappears on its own
-//   P fence: N  the fencing counter (INCR on every new grant; never deleted)
+//   P fence: N  the fencing counter (INCR for every grant that gets a token: at the grant in the
+//               scripts below, on first request for the plain SET NX grant; never deleted)
 //   P wait: N   a sorted set of writers that wait, scored by when their registration lapses;
 //               while it is not empty, no new reader is admitted (writers are not starved)
 //   P chan: N   the pub/sub channel on which a release (or a lapse) is announced
@@ -157,6 +158,19 @@ if redis.pcall('GET', lock) == token then return 1 end
 if redis.call('TYPE', lock).ok == 'zset' then
   local expiry = redis.call('ZSCORE', lock, token)
   if expiry and tonumber(expiry) > server_ms() then return 1 end
+end
+return 0
+)lua";
+
+// KEYS: lock, fence. ARGV: token. The fencing token of a grant made without one (the plain
+// SET NX grant of a free name): INCR, but only while the owner still holds the lock, so that it
+// is larger than the token of every earlier grant. 0 when the owner holds nothing.
+inline constexpr const char* fence_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
+local lock, token = KEYS[1], ARGV[1]
+if redis.pcall('GET', lock) == token then return redis.call('INCR', KEYS[2]) end
+if redis.call('TYPE', lock).ok == 'zset' then
+  local expiry = redis.call('ZSCORE', lock, token)
+  if expiry and tonumber(expiry) > server_ms() then return redis.call('INCR', KEYS[2]) end
 end
 return 0
 )lua";

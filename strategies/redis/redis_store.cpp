@@ -20,11 +20,20 @@ using namespace redis_detail;
 using clock = deadline::clock;
 using std::chrono::milliseconds;
 
-enum script_id : std::size_t { acquire_id, refresh_id, release_id, unwait_id, holds_id, status_id };
-constexpr std::array<const char*, 6> script_text = {acquire_script, refresh_script, release_script,
-                                                    unwait_script,  holds_script,   status_script};
-constexpr std::array<const char*, 6> script_name = {"acquire", "refresh", "release",
-                                                    "unwait",  "holds",   "status"};
+enum script_id : std::size_t {
+    acquire_id,
+    refresh_id,
+    release_id,
+    unwait_id,
+    holds_id,
+    status_id,
+    fence_id
+};
+constexpr std::array<const char*, 7> script_text = {
+    acquire_script, refresh_script, release_script, unwait_script,
+    holds_script,   status_script,  fence_script};
+constexpr std::array<const char*, 7> script_name = {"acquire", "refresh", "release", "unwait",
+                                                    "holds",   "status",  "fence"};
 
 long long integer_at(const redisReply* r, std::size_t i) {
     if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
@@ -129,6 +138,20 @@ class redis_store final : public store {
         return integer_of(r.get()) == 1;
     }
 
+    std::optional<std::uint64_t> do_fencing_token(key& k) override {
+        if (auto known = k.fencing_token()) return known;
+        auto c = pool_.take();
+        const auto lock = name_of("lock:", k.resource());
+        const auto fence = name_of("fence:", k.resource());
+        auto r = run(*c, fence_id, {lock, fence}, {k.token()});
+        const auto token = integer_of(r.get());
+        if (token <= 0)
+            throw expired_error("redis: lock '" + k.resource() +
+                                "' was lost before its fencing token was assigned");
+        k.set_fencing_token(std::uint64_t(token));
+        return k.fencing_token();
+    }
+
     lock_status do_status(std::string_view resource) override {
         auto c = pool_.take();
         const auto lock = name_of("lock:", resource);
@@ -194,30 +217,20 @@ class redis_store final : public store {
         return o;
     }
 
-    // The common case, a free name, in one round trip without a script: MULTI, SET NX PX, INCR
-    // the fence, EXEC. A Lua call costs the server several times what these commands do
-    // (bench/redis/RESULTS.md), and this is half of every uncontended lock/unlock pair. When
-    // the name is taken the INCR still runs; fencing tokens then skip a number, which keeps them
-    // strictly increasing across grants. Everything else (a re-acquire, a promotion, a reader
-    // set, the obstacle's TTL) is the acquire script's job: false sends the caller there.
+    // The common case, a free name: one plain SET NX PX, the cheapest grant Redis has. A Lua
+    // call costs the server several times what the commands in it cost (bench/redis/RESULTS.md),
+    // and this is half of every uncontended lock/unlock pair. The grant carries no fencing token:
+    // do_fencing_token assigns one if the owner asks. Everything else (a re-acquire, a promotion,
+    // a reader set, the obstacle's TTL) is the acquire script's job: false sends the caller there.
     bool try_grant_exclusive(key& k, milliseconds ttl) {
         check_ttl(ttl);
         const auto lock = name_of("lock:", k.resource());
-        const auto fence = name_of("fence:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         auto c = pool_.take();
-        auto replies = c->pipeline({{"MULTI"},
-                                    {"SET", lock, k.token(), "NX", "PX", ttl_text},
-                                    {"INCR", fence},
-                                    {"EXEC"}});
-        const redisReply* exec = replies.back().get();
-        c->check(exec, "granting the lock");
-        if (exec->type != REDIS_REPLY_ARRAY || exec->elements != 2)
-            c->fail("granting the lock", "protocol", "unexpected reply to EXEC");
-        const redisReply* set = exec->element[0];
-        c->check(set, "granting the lock");
-        if (set->type == REDIS_REPLY_NIL) return false;
-        k.set_fencing_token(std::uint64_t(integer_of(exec->element[1])));
+        auto r = c->command({"SET", lock, k.token(), "NX", "PX", ttl_text});
+        c->check(r.get(), "granting the lock");
+        if (r->type == REDIS_REPLY_NIL) return false;
+        k.set_fencing_token(std::nullopt);  // a token of an earlier grant is not this grant's
         return true;
     }
 

@@ -270,6 +270,36 @@ BOOST_AUTO_TEST_CASE(shared_locks_favour_a_waiting_writer) {
     reader2.unlock_shared();
 }
 
+// The uncontended grant (plain SET NX) gets its token on first request: it must still be larger
+// than the token of every earlier grant, never a leftover of the key's previous grant, and a
+// holder that lost the lock must not get one.
+BOOST_AUTO_TEST_CASE(fencing_token_on_request) {
+    const std::string name = test::unique_resource("fence-on-request");
+    auto s = shared_store();
+    auto a = make_lock(s, name);
+    auto b = make_lock(s, name);
+    BOOST_REQUIRE(a.try_lock());
+    const auto first = a.fencing_token();
+    BOOST_REQUIRE(first.has_value());
+    BOOST_TEST(*a.fencing_token() == *first);  // asked twice: the same grant, the same token
+    a.unlock();
+    BOOST_REQUIRE(b.try_lock());  // a grant that never asks for its token
+    b.unlock();
+    BOOST_REQUIRE(a.try_lock());  // the same key again: a new grant needs a new token
+    const auto again = a.fencing_token();
+    BOOST_REQUIRE(again.has_value());
+    BOOST_TEST(*again > *first);
+    a.unlock();
+
+    auto lost = make_lock(s, name, 200ms);
+    BOOST_REQUIRE(lost.try_lock());
+    std::this_thread::sleep_for(400ms);  // expired, not refreshed
+    BOOST_REQUIRE(b.try_lock());
+    BOOST_CHECK_THROW(lost.fencing_token(), expired_error);
+    BOOST_TEST(*b.fencing_token() > *again);
+    b.unlock();
+}
+
 BOOST_AUTO_TEST_CASE(promote_and_demote) {
     const std::string name = test::unique_resource("promote");
     auto s = shared_store();

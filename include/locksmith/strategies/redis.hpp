@@ -11,10 +11,17 @@
 //  - Lease: every grant has a TTL kept by the server (wall clock of the server). A holder that
 //    dies keeps the lock until its TTL runs out; nothing else releases it (no crash_release).
 //    A holder that pauses past its TTL loses the lock without noticing: check the fencing token.
-//  - Exclusive grants are `SET <prefix>lock:<name> <token> NX PX <ttl>` inside a script that
-//    also increments `<prefix>fence:<name>` (the fencing counter; it is never deleted, one small
-//    key per name ever locked). Refresh and release are compare-and-pexpire and
-//    compare-and-delete scripts, loaded once and called by SHA (reloaded after NOSCRIPT).
+//  - Exclusive grants of a free name are a plain `SET <prefix>lock:<name> <token> NX PX <ttl>`
+//    (one round trip, no script: a Lua call costs the server several times the command). Any
+//    other grant (re-acquire, promotion, reader sets, a waiting writer) goes through a script.
+//    Refresh and release are compare-and-pexpire and compare-and-delete scripts, loaded once and
+//    called by SHA (reloaded after NOSCRIPT).
+//  - Fencing: tokens come from `<prefix>fence:<name>` (INCR; never deleted, one small key per
+//    name ever locked). A scripted grant takes its token in the same script; the plain SET grant
+//    takes it on first request (named_lock::fencing_token: one more round trip), by a script
+//    that INCRs only while the owner still holds the lock. Either way a token is drawn during
+//    its grant, so tokens increase strictly in grant order, owners that never ask pay nothing,
+//    and an owner that already lost the lock gets expired_error instead of a token.
 //  - Shared grants: the lock key is then a sorted set of reader tokens scored by their expiry
 //    (server time, ms). The policy favours writers: a writer that waits registers in
 //    `<prefix>wait:<name>` and, while it waits, no new reader is admitted (readers already
