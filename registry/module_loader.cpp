@@ -25,7 +25,7 @@ module_table& modules() {
     return *table;
 }
 
-// Fills `m` from a module's entry point; false (with m.failure set) when it does not fit.
+// Fills `m` from a module's entry point, or sets m.failure when its API version differs.
 void enter(const std::string& where, module_entry entry, loaded_module& m) {
     if (std::uint32_t version = entry(m.implementation); version != module_api_version) {
         m.failure = where + " speaks module API " + std::to_string(version) + ", this library " +
