@@ -7,8 +7,8 @@
 //   link_module              declares a module whose code is linked into the program, so that
 //                            it is used without dlopen (the static locksmith command does this)
 //
-// Why: a program that locks with `file` should not load hiredis, libmemcached, libsasl2 and
-// libcrypto at every start (`locksmith run` is measured against flock(1)). The descriptor's data
+// Why: a program that locks with `file` should not load a backend's client library (hiredis;
+// later libpq, libzookeeper, ...) at every start. The descriptor's data
 // (name, capabilities, priority) is compiled into the library, so selection and `locksmith
 // strategies` know the strategy without loading it; its code loads when it is first probed or
 // used.
