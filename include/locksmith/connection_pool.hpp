@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace locksmith {
@@ -29,6 +30,9 @@ class connection_pool {
         // Checked before an idle connection is handed out again (e.g. "the server did not close
         // it meanwhile"); empty = always. False drops it and tries the next.
         std::function<bool(const Connection&)> still_open;
+        // still_open is skipped for a connection back for less than this: no server restarts
+        // that quickly, and a tight lock/unlock loop then pays no system call for the check.
+        std::chrono::milliseconds recheck_after{1};
         std::function<void()> exhausted;  // called (and must throw) when max_wait passes
     };
 
@@ -54,12 +58,15 @@ class connection_pool {
 
     lease take() {
         std::unique_lock lock(mutex_);
-        const auto until = std::chrono::steady_clock::now() + settings_.max_wait;
+        const auto now = std::chrono::steady_clock::now();
+        const auto until = now + settings_.max_wait;
         for (;;) {
             while (!idle_.empty()) {
-                auto c = std::move(idle_.back());
+                auto [c, returned_at] = std::move(idle_.back());
                 idle_.pop_back();
-                if (settings_.still_open && !settings_.still_open(*c)) continue;
+                if (settings_.still_open && now - returned_at >= settings_.recheck_after &&
+                    !settings_.still_open(*c))
+                    continue;
                 ++out_;
                 return lease(*this, std::move(c));
             }
@@ -83,14 +90,17 @@ class connection_pool {
     void give_back(std::unique_ptr<Connection> c) noexcept {
         std::lock_guard lock(mutex_);
         --out_;
-        if (settings_.reusable(*c)) idle_.push_back(std::move(c));
+        if (settings_.reusable(*c))
+            idle_.emplace_back(std::move(c), std::chrono::steady_clock::now());
         returned_.notify_one();
     }
 
     settings settings_;
     std::mutex mutex_;
     std::condition_variable returned_;
-    std::vector<std::unique_ptr<Connection>> idle_;
+    // Idle connections and when each came back.
+    std::vector<std::pair<std::unique_ptr<Connection>, std::chrono::steady_clock::time_point>>
+        idle_;
     std::size_t out_ = 0;  // connections on loan
 };
 

@@ -293,8 +293,7 @@ meta_reply meta_connection::call(std::string_view what,
     if (broken_) fail(what, "broken", "the connection failed before");
     // Replies come only to requests: bytes waiting now would be read as the next reply.
     if (head_ != tail_) fail(what, "protocol", "the server sent data nobody asked for");
-    last_request_ = steady_clock::now();
-    const deadline until = last_request_ + command_timeout_;
+    const deadline until = steady_clock::now() + command_timeout_;
     send_all(until, what);
     const std::string_view line = read_line(until, what);
 
@@ -436,7 +435,6 @@ void meta_connection::wait_for(short events, deadline until, std::string_view wh
 
 bool meta_connection::stale() const noexcept {
     if (broken_ || fd_ < 0 || head_ != tail_) return true;
-    if (steady_clock::now() - last_request_ < milliseconds(1)) return false;
     pollfd p{fd_, POLLIN, 0};
     // An idle connection never has anything to read: data means EOF, an error or garbage.
     return ::poll(&p, 1, 0) != 0;

@@ -78,8 +78,7 @@ class meta_connection {
     // True after any failure: the connection must be thrown away.
     bool broken() const noexcept { return broken_; }
     // True when an idle connection has something to read (a hang-up, a restart) or is broken:
-    // checked before reuse, so that a restarted server costs no failed command; not checked (no
-    // system call) within 1 ms of the last request, as no restart is that quick.
+    // checked before reuse, so that a restarted server costs no failed command.
     bool stale() const noexcept;
 
   private:
@@ -106,7 +105,6 @@ class meta_connection {
     int fd_ = -1;
     bool broken_ = false;
     std::uint64_t incarnation_ = 0;
-    std::chrono::steady_clock::time_point last_request_{};
     std::string out_;       // the command being sent; kept to reuse its capacity
     std::vector<char> in_;  // received bytes; [head_, tail_) not yet parsed
     std::size_t head_ = 0;

@@ -111,7 +111,6 @@ reply_ptr connection::command(const std::vector<std::string_view>& args) {
     void* reply = nullptr;
     if (redisGetReply(context_, &reply) != REDIS_OK || reply == nullptr)
         fail_io("command " + std::string(args.empty() ? "" : args.front()));
-    last_reply_ = std::chrono::steady_clock::now();
     return reply_ptr(static_cast<redisReply*>(reply));
 }
 
@@ -161,7 +160,6 @@ reply_ptr connection::read(std::chrono::milliseconds timeout) {
 
 bool connection::stale() const noexcept {
     if (broken_ || context_ == nullptr || context_->err) return true;
-    if (std::chrono::steady_clock::now() - last_reply_ < std::chrono::milliseconds(1)) return false;
     pollfd p{context_->fd, POLLIN, 0};
     // An idle connection never has anything to read: data means EOF or an error.
     return ::poll(&p, 1, 0) != 0;

@@ -58,8 +58,7 @@ class connection {
     // True after an I/O error: the connection must be thrown away.
     bool broken() const noexcept { return broken_; }
     // True when an idle connection has data or a hang-up pending, i.e. the server closed it
-    // (restart, idle timeout). Checked before reuse, so that a restart costs no failed command;
-    // not checked (no system call) within 1 ms of the last reply, as no restart is that quick.
+    // (restart, idle timeout). Checked before reuse, so that a restart costs no failed command.
     bool stale() const noexcept;
 
     // Throws backend_error for `reply` when it is an error reply; `what` says what was tried.
@@ -74,7 +73,6 @@ class connection {
     redisContext* context_ = nullptr;
     const redis_options& options_;
     bool broken_ = false;
-    std::chrono::steady_clock::time_point last_reply_{};
 };
 
 using connection_pool = locksmith::connection_pool<connection>;
