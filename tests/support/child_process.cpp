@@ -1,6 +1,8 @@
 #include "support/child_process.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -83,6 +85,32 @@ pid_t fork_child(const std::function<int()>& body, std::chrono::seconds limit) {
     std::fflush(nullptr);
     // _exit: the child must not run the parent's atexit handlers or the test framework's.
     ::_exit(code);
+}
+
+std::optional<local_user> another_local_user(std::string* why) {
+    if (::geteuid() != 0) {
+        if (why) *why = "needs root, to act as another local user (nobody)";
+        return std::nullopt;
+    }
+    const passwd* pw = ::getpwnam("nobody");
+    if (pw == nullptr || pw->pw_uid == 0) {
+        if (why) *why = "there is no unprivileged user 'nobody' on this machine";
+        return std::nullopt;
+    }
+    return local_user{pw->pw_uid, pw->pw_gid};
+}
+
+pid_t fork_child_as(const local_user& user, const std::function<int()>& body,
+                    std::chrono::seconds limit) {
+    return fork_child(
+        [&] {
+            if (::setgroups(0, nullptr) != 0 || ::setgid(user.gid) != 0 || ::setuid(user.uid) != 0) {
+                std::perror("fork_child_as: dropping privileges");
+                return 121;
+            }
+            return body();
+        },
+        limit);
 }
 
 int wait_child(pid_t pid, std::chrono::milliseconds timeout) {

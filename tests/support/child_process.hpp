@@ -40,6 +40,22 @@ class byte_pipe {
 pid_t fork_child(const std::function<int()>& body,
                  std::chrono::seconds limit = std::chrono::seconds(30));
 
+// Another local user to act as, for the tests that check what one user can do to another's
+// locks: `nobody`, with its primary group and no supplementary groups.
+struct local_user {
+    uid_t uid = 0;
+    gid_t gid = 0;
+};
+
+// nobody, when this process may become it (it runs as root); nullopt otherwise, with `why`
+// saying so. Tests that need it skip with that reason, and fail under CI=true (CI runs as root).
+std::optional<local_user> another_local_user(std::string* why = nullptr);
+
+// Like fork_child, but the child first becomes `user` (setgroups, setgid, setuid: no way back)
+// and exits 121 when it cannot.
+pid_t fork_child_as(const local_user& user, const std::function<int()>& body,
+                    std::chrono::seconds limit = std::chrono::seconds(30));
+
 // Waits for `pid` at most `timeout`, killing it with SIGKILL after that.
 // Returns its exit status, 128+signal when a signal ended it, or -1 on timeout or error.
 int wait_child(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(30));
