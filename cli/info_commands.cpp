@@ -138,10 +138,10 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
 }
 
 int explain_command(const std::optional<std::string>& config_flag, const std::string& require,
-                    bool json_output) {
+                    bool json_output, bool start) {
     capability wanted = parse_require(require);
     auto factory = make_factory(config_flag);
-    selection_report report = factory->explain(wanted);
+    selection_report report = start ? factory->explain_and_start(wanted) : factory->explain(wanted);
     const auto* chosen = report.chosen();
     if (json_output) {
         json entries = json::array();
@@ -154,6 +154,9 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
         std::cout << json{{"config", factory->settings().origin},
                           {"requested", capability_list(report.requested)},
                           {"chosen", chosen ? json(chosen->strategy) : json(nullptr)},
+                          {"starts", start && chosen ? json(report.start_error.empty()) : json(nullptr)},
+                          {"start_error", report.start_error.empty() ? json(nullptr)
+                                                                     : json(report.start_error)},
                           {"entries", entries}}
                          .dump()
                   << '\n';
@@ -164,7 +167,7 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
                   << text;
         if (!text.empty() && text.back() != '\n') std::cout << '\n';
     }
-    return chosen ? 0 : EX_UNAVAILABLE;
+    return chosen && report.start_error.empty() ? 0 : EX_UNAVAILABLE;
 }
 
 int config_check_command(const std::string& file, bool json_output) {

@@ -14,10 +14,11 @@ namespace locksmith::cli {
 // `locksmith strategies`: every registered strategy with default and effective priority.
 int strategies_command(const std::optional<std::string>& config_flag, bool json);
 
-// `locksmith explain --require CAPS`: the winner and why each other strategy was passed over.
-// Exit 0 when a strategy would be chosen, EX_UNAVAILABLE when none would.
+// `locksmith explain --require CAPS [--start]`: the winner and why each other strategy was passed
+// over; with `start`, also whether the winner starts (connects to its server).
+// Exit 0 when a strategy would be chosen (and starts), EX_UNAVAILABLE otherwise.
 int explain_command(const std::optional<std::string>& config_flag, const std::string& require,
-                    bool json);
+                    bool json, bool start);
 
 // `locksmith config check FILE`: every problem, each with its JSON pointer or line and column.
 // Exit 0 for a valid file, EX_CONFIG otherwise, EX_NOINPUT when it cannot be read.

@@ -160,6 +160,9 @@ int run_main(int argc, char** argv) {
         ->required()
         ->type_name("CAPS");
     explain_cmd->add_flag("--json", json, "One JSON document");
+    bool explain_start = false;
+    explain_cmd->add_flag("--start", explain_start,
+                          "Also start the chosen strategy (connect to its server), as run would");
 
     // --- config check ---
     std::string check_file;
@@ -232,7 +235,7 @@ int run_main(int argc, char** argv) {
         throw cli_error(EX_USAGE, "-- is only used by run: locksmith run NAME -- COMMAND");
     }
     if (strategies_cmd->parsed()) return strategies_command(config_flag, json);
-    if (explain_cmd->parsed()) return explain_command(config_flag, explain_require, json);
+    if (explain_cmd->parsed()) return explain_command(config_flag, explain_require, json, explain_start);
     if (check_cmd->parsed()) return config_check_command(check_file, check_json);
     if (status_cmd->parsed()) {
         return status_command(config_flag, status_name, status_selection, json);

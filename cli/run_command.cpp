@@ -37,6 +37,18 @@ void explain_choice(const lock_factory& factory, const std::string& name,
     print_note(factory.explain(wanted).to_string());
 }
 
+// A strategy whose locks exclude each other only inside one process (`memory`) would let two
+// runs hold NAME at once: refuse it, whether --strategy, a lock rule or selection chose it.
+void refuse_process_local(const lock_factory& factory, const lock_request& request,
+                          const std::string& strategy) {
+    const auto descriptor = factory.registry().find(strategy);
+    if (!descriptor || descriptor->spans_processes) return;
+    throw cli_error(request.strategy.empty() ? EX_CONFIG : EX_USAGE,
+                    "strategy '" + strategy +
+                        "' holds locks inside one process only: two runs would both hold the "
+                        "lock. Choose a strategy that spans processes (locksmith strategies)");
+}
+
 void set_child_environment(const named_lock& lock) {
     ::setenv("LOCKSMITH_NAME", lock.name().c_str(), 1);
     ::setenv("LOCKSMITH_STRATEGY", lock.strategy().c_str(), 1);
@@ -85,6 +97,7 @@ int run_command(const run_options& options) {
     factory->on_fallback([](const std::string& sentence) { print_note(sentence); });
 
     named_lock lock = factory->create_lock(options.name, request);
+    refuse_process_local(*factory, request, lock.strategy());
     if (options.verbose) {
         explain_choice(*factory, options.name, request, lock.strategy());
         if (options.shared && !has(lock.capabilities(), capability::shared)) {

@@ -116,6 +116,9 @@ private:
             } else if (it.key() == "auto_release") {
                 if (expect(*it, ordered::value_t::boolean, "true or false", p))
                     out_.auto_release = it->get<bool>();
+            } else if (it.key() == "fallback") {
+                if (expect(*it, ordered::value_t::boolean, "true or false", p))
+                    out_.fallback = it->get<bool>();
             } else if (it.key() == "retry_initial_ms" || it.key() == "retry_max_ms") {
                 if (!expect(*it, ordered::value_t::number_float, "a number of milliseconds", p))
                     continue;
@@ -127,7 +130,8 @@ private:
                 }
                 (it.key() == "retry_initial_ms" ? initial_ms : max_ms) = ms;
             } else {
-                unknown_key(at, it.key(), "ttl_s, auto_release, retry_initial_ms, retry_max_ms");
+                unknown_key(at, it.key(),
+                            "ttl_s, auto_release, fallback, retry_initial_ms, retry_max_ms");
             }
         }
         if (initial_ms) out_.retry.initial = std::chrono::microseconds(std::llround(*initial_ms * 1000));
@@ -205,8 +209,11 @@ private:
                         rule.strategy = f->get<std::string>();
                 } else if (f.key() == "ttl_s") {
                     rule.ttl = ttl(*f, fp);
+                } else if (f.key() == "fallback") {
+                    if (expect(*f, ordered::value_t::boolean, "true or false", fp))
+                        rule.fallback = f->get<bool>();
                 } else {
-                    unknown_key(p, f.key(), "require, strategy, ttl_s");
+                    unknown_key(p, f.key(), "require, strategy, ttl_s, fallback");
                 }
             }
             out_.locks.push_back(std::move(rule));

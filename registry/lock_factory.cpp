@@ -45,6 +45,9 @@ lock_factory::resolved lock_factory::resolve(std::string_view name,
     r.ttl = request.ttl ? *request.ttl : rule && rule->ttl ? *rule->ttl : config_.default_ttl;
     validate_ttl(r.ttl);
     r.auto_release = request.auto_release.value_or(config_.auto_release);
+    r.fallback = request.fallback ? *request.fallback
+                 : rule && rule->fallback ? *rule->fallback
+                                          : config_.fallback;
     return r;
 }
 
@@ -56,9 +59,8 @@ std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
         throw no_strategy_error("strategy '" + strategy + "' is not supported here: " +
                                 info.support.reason);
     if (info.descriptor.needs_configuration && !info.configured)
-        throw no_strategy_error("strategy '" + strategy +
-                                "' is not configured: give it options (its endpoint) under "
-                                "/strategies/" + strategy + "/options in the config");
+        throw no_strategy_error("strategy '" + strategy + "' is " +
+                                not_configured_hint(info.descriptor));
     std::shared_ptr<store> s;
     try {
         s = info.descriptor.create(info.options);
@@ -71,8 +73,26 @@ std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
     return s;
 }
 
-std::shared_ptr<store> lock_factory::select_store(capability required) {
+std::shared_ptr<store> lock_factory::select_store(capability required, bool fallback) {
     auto candidates = registry_->candidates(required);
+    const auto& winner = candidates.front().descriptor.name;
+    if (!fallback) {
+        // One name, one mechanism: a process that cannot start the winner must not lock the
+        // name somewhere the others do not look.
+        try {
+            return store_for(winner);
+        } catch (const config_error&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw no_strategy_error(
+                "strategy '" + winner + "', chosen for '" + to_string(required) +
+                "', cannot start: " + e.what() +
+                ". Not falling back to another strategy: holders on two strategies do not "
+                "exclude each other. Start its server, or pin one strategy for every user of "
+                "the name (--strategy, or a lock rule's \"strategy\"); \"fallback\": true in "
+                "the config's defaults or lock rule allows falling back");
+        }
+    }
     const bool distributed = has(candidates.front().descriptor.capabilities, capability::distributed);
     std::string failures;
     for (const auto& candidate : candidates) {
@@ -107,13 +127,19 @@ named_lock lock_factory::create_lock(std::string name, const lock_request& reque
     auto r = resolve(name, request);
     std::shared_ptr<store> s;
     if (!r.strategy.empty()) {
+        const auto info = registry_->info(r.strategy);
+        if (!info.enabled)
+            throw no_strategy_error(
+                "strategy '" + r.strategy + "', pinned for lock '" + name + "', is disabled" +
+                (info.descriptor.enabled_by_default ? " by the config"
+                                                    : " by default (enable it in the config)"));
         s = store_for(r.strategy);
         const capability missing = r.require & ~s->capabilities();
         if (missing != capability::none)
             throw no_strategy_error("strategy '" + r.strategy + "' lacks " + to_string(missing) +
                                     " required for lock '" + name + "'");
     } else {
-        s = select_store(r.require);
+        s = select_store(r.require, r.fallback);
     }
     lock_options options;
     options.ttl = r.ttl;
@@ -151,6 +177,18 @@ named_lock lock_factory::create_lock_from_key(const nlohmann::json& serialized_k
 
 selection_report lock_factory::explain(capability required) const {
     return registry_->explain(required);
+}
+
+selection_report lock_factory::explain_and_start(capability required) {
+    auto report = registry_->explain(required);
+    if (auto* winner = report.chosen()) {
+        try {
+            (void)store_for(winner->strategy);
+        } catch (const std::exception& e) {
+            report.start_error = e.what();
+        }
+    }
+    return report;
 }
 
 std::string lock_factory::strategy_for(std::string_view name, const lock_request& request) const {

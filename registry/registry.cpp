@@ -17,6 +17,16 @@ bool valid_name(const std::string& name) {
 
 }  // namespace
 
+std::string not_configured_hint(const strategy_descriptor& d) {
+    std::string hint = "not configured: give it its endpoint under strategies." + d.name + ".options";
+    if (d.example_options.is_object() && !d.example_options.empty()) {
+        const auto first = d.example_options.begin();
+        hint += " (e.g. strategies." + d.name + ".options." + first.key() + " = " +
+                first.value().dump() + ")";
+    }
+    return hint + " in the config";
+}
+
 const selection_report::entry* selection_report::chosen() const noexcept {
     return !entries.empty() && entries.front().candidate ? &entries.front() : nullptr;
 }
@@ -25,7 +35,14 @@ std::string selection_report::to_string() const {
     std::string out;
     if (auto* winner = chosen())
         out = "for '" + locksmith::to_string(requested) + "' the choice is '" + winner->strategy +
-              "' (priority " + std::to_string(winner->priority) + ")";
+              "' (priority " + std::to_string(winner->priority) + ")" +
+              (start_error.empty() ? "" : ", but it cannot start: " + start_error);
+    else if (std::any_of(entries.begin(), entries.end(),
+                         [](const entry& e) { return e.passed_over.rfind("lacks ", 0) != 0; }))
+        // Some strategy has the capabilities but is disabled, unconfigured or unsupported here:
+        // the fix is in the config or the system, not in the request.
+        out = "no usable strategy for '" + locksmith::to_string(requested) +
+              "' (the strategies that offer it are passed over below)";
     else
         out = "no strategy offers '" + locksmith::to_string(requested) + "'";
     for (const auto& e : entries) {
@@ -160,7 +177,7 @@ selection_report strategy_registry::explain(capability required) const {
                                 ? "disabled by the config"
                                 : "disabled by default (enable it in the config)";
         else if (info.descriptor.needs_configuration && !info.configured)
-            e.passed_over = "not configured (give it options, e.g. its endpoint, in the config)";
+            e.passed_over = not_configured_hint(info.descriptor);
         else if (auto support = support_locked(d); !support.supported)
             e.passed_over = "not supported here: " + support.reason;
         else

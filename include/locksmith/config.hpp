@@ -5,11 +5,11 @@
 //              plugins; parse/load/from_environment build it, check() lists every problem
 //
 // Document shape (every key optional):
-//   { "defaults":   { "ttl_s": 300, "auto_release": true,
+//   { "defaults":   { "ttl_s": 300, "auto_release": true, "fallback": false,
 //                     "retry_initial_ms": 0.5, "retry_max_ms": 50 },
 //     "strategies": { "<name>": { "enabled": true, "priority": 0..100, "options": {…} } },
 //     "locks":      { "<glob>": { "require": "exclusive|distributed", "strategy": "<name>",
-//                                 "ttl_s": 30 } },
+//                                 "ttl_s": 30, "fallback": false } },
 //     "plugins":    [ "/absolute/path/libplugin.so" ] }
 // Unknown keys, wrong types and out-of-range values are config_errors with a JSON pointer;
 // syntax errors carry line and column.
@@ -39,6 +39,7 @@ struct lock_rule {
     std::optional<capability> require;
     std::optional<std::string> strategy;
     std::optional<std::chrono::milliseconds> ttl;
+    std::optional<bool> fallback;
 };
 
 // Does `name` match the glob `pattern`?
@@ -53,6 +54,12 @@ struct strategy_settings {
 struct config {
     std::chrono::milliseconds default_ttl{std::chrono::minutes(5)};
     bool auto_release = true;
+    // Whether a lock may use the next candidate strategy when the chosen one cannot start.
+    // Off by default: holders on two strategies do not exclude each other, so a process that
+    // falls back (its server is unreachable from here) and one that does not would both hold
+    // the name. Turn it on only where every user of the name falls back alike, or where
+    // availability matters more than exclusion.
+    bool fallback = false;
     retry_policy retry{};
     std::map<std::string, strategy_settings> strategies;
     std::vector<lock_rule> locks;  // in document order; the first match wins

@@ -30,6 +30,9 @@ struct lock_request {
     // Overrides the rule's and the config's default TTL.
     std::optional<std::chrono::milliseconds> ttl;
     std::optional<bool> auto_release;
+    // May the next candidate strategy be used when the chosen one cannot start? Unset = the
+    // lock rule's `fallback`, else the config's `defaults.fallback` (false).
+    std::optional<bool> fallback;
     error_handler on_error{};
 };
 
@@ -53,6 +56,9 @@ public:
 
     // Which strategy create_lock would choose for `required`, and why (no store is created).
     selection_report explain(capability required) const;
+    // The same, and then starts the winner's store (connects to its server), so that the
+    // report says whether create_lock would succeed: `start_error` is set when it cannot.
+    selection_report explain_and_start(capability required);
     // The strategy create_lock(name, request) would use, following rules and pins.
     std::string strategy_for(std::string_view name, const lock_request& request = {}) const;
 
@@ -71,9 +77,10 @@ private:
         std::string strategy;  // pinned, or empty
         std::chrono::milliseconds ttl;
         bool auto_release;
+        bool fallback;
     };
     resolved resolve(std::string_view name, const lock_request& request) const;
-    std::shared_ptr<store> select_store(capability required);
+    std::shared_ptr<store> select_store(capability required, bool fallback);
 
     config config_;
     strategy_registry* registry_;

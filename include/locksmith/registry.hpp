@@ -45,6 +45,12 @@ struct strategy_descriptor {
     bool enabled_by_default = true;
     // A remote strategy: a candidate only when the config gives it options (its endpoint).
     bool needs_configuration = false;
+    // For a strategy that needs configuration: the least options that configure it, shown in
+    // the "not configured" hint, e.g. {"url": "redis://127.0.0.1:6379/0"}.
+    nlohmann::json example_options;
+    // False for a strategy whose locks exclude each other only inside one process (`memory`):
+    // it cannot serve a caller that spans processes, such as the locksmith command.
+    bool spans_processes = true;
     // Whether the strategy works on this system. Empty = always. Called at most once per
     // registry (the answer is cached), so it should be cheap and leave nothing behind.
     std::function<support_status()> supported;
@@ -54,6 +60,10 @@ struct strategy_descriptor {
     // Builds a store. May throw (server down); selection then falls back.
     std::function<std::shared_ptr<store>(const nlohmann::json& options)> create;
 };
+
+// "not configured: give it its endpoint under strategies.redis.options (e.g. ...)": why a remote
+// strategy without options is passed over, naming the config key that fixes it.
+std::string not_configured_hint(const strategy_descriptor& d);
 
 struct strategy_override {
     std::optional<bool> enabled;
@@ -81,6 +91,8 @@ struct selection_report {
     };
     capability requested = capability::none;
     std::vector<entry> entries;
+    // Set by lock_factory::explain_and_start when the winner's store cannot start.
+    std::string start_error;
     // The winner, if any.
     const entry* chosen() const noexcept;
     // A readable explanation: the winner, then one line per strategy passed over.

@@ -14,6 +14,7 @@ strategy_descriptor memcached_strategy() {
     d.default_priority = 78;
     d.capabilities = memcached_capabilities;
     d.needs_configuration = true;
+    d.example_options = {{"servers", "127.0.0.1:11211"}};
     return load_on_first_use(std::move(d));
 }
 

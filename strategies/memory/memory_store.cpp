@@ -159,6 +159,7 @@ strategy_descriptor memory_strategy() {
     d.capabilities = capability::exclusive | capability::shared | capability::noblock |
                      capability::native_wait | capability::expiring;
     d.enabled_by_default = false;
+    d.spans_processes = false;
     d.create = [](const nlohmann::json& o) {
         options_reader(o).finish();
         return make_memory_store();

@@ -12,6 +12,7 @@ strategy_descriptor redis_strategy() {
     d.default_priority = 85;
     d.capabilities = redis_capabilities;
     d.needs_configuration = true;
+    d.example_options = {{"url", "redis://127.0.0.1:6379/0"}};
     return load_on_first_use(std::move(d));
 }
 

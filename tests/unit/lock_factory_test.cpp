@@ -177,12 +177,90 @@ BOOST_AUTO_TEST_CASE(unknown_strategy_in_config_is_rejected) {
     BOOST_CHECK_THROW(f.factory(R"({"locks": {"a": {"strategy": "nosuch"}}})"), config_error);
 }
 
-BOOST_AUTO_TEST_CASE(fallback_to_the_next_candidate_is_reported) {
+// Issue 11 point 1: A held via the winner; B, whose winner could not start, fell back to the
+// next candidate and held the same name on another mechanism. Falling back is now opt-in.
+BOOST_AUTO_TEST_CASE(a_winner_that_cannot_start_is_an_error_not_a_fallback) {
     fixture f;
     test_strategy down("down", 90, ex);
     down.fail_construction("connection refused");
     f.registry.add(down.descriptor());
     auto factory = f.factory();
+    int fallbacks = 0;
+    factory.on_fallback([&](const std::string&) { ++fallbacks; });
+    try {
+        auto lock = factory.create_lock("x");
+        BOOST_ERROR("fell back to " << lock.strategy() << " without the config allowing it");
+    } catch (const no_strategy_error& e) {
+        // Which strategy failed, why, and what to do.
+        BOOST_TEST(contains(e.what(), "'down'"), e.what());
+        BOOST_TEST(contains(e.what(), "connection refused"), e.what());
+        BOOST_TEST(contains(e.what(), "--strategy"), e.what());
+        BOOST_TEST(contains(e.what(), "\"fallback\": true"), e.what());
+    }
+    BOOST_TEST(f.alpha.constructions() == 0);
+    BOOST_TEST(fallbacks == 0);
+}
+
+BOOST_AUTO_TEST_CASE(fallback_is_allowed_per_lock_rule) {
+    fixture f;
+    test_strategy down("down", 90, ex);
+    down.fail_construction("connection refused");
+    f.registry.add(down.descriptor());
+    auto factory = f.factory(R"({"locks": {"cache.*": {"fallback": true}}})");
+    factory.on_fallback([](const std::string&) {});
+    BOOST_TEST(factory.create_lock("cache.1").strategy() == "alpha");
+    BOOST_CHECK_THROW((void)factory.create_lock("invoice.1"), no_strategy_error);
+    // A rule can also turn off what the defaults allow.
+    auto strict = f.factory(
+        R"({"defaults": {"fallback": true}, "locks": {"invoice.*": {"fallback": false}}})");
+    strict.on_fallback([](const std::string&) {});
+    BOOST_TEST(strict.create_lock("cache.1").strategy() == "alpha");
+    BOOST_CHECK_THROW((void)strict.create_lock("invoice.1"), no_strategy_error);
+    // And a program can decide for its own request.
+    lock_request request;
+    request.fallback = true;
+    BOOST_TEST(factory.create_lock("invoice.2", request).strategy() == "alpha");
+}
+
+BOOST_AUTO_TEST_CASE(explain_and_start_reports_a_winner_that_cannot_start) {
+    fixture f;
+    test_strategy down("down", 90, ex);
+    down.fail_construction("connection refused");
+    f.registry.add(down.descriptor());
+    auto factory = f.factory();
+    BOOST_TEST(factory.explain(ex).start_error.empty());  // explain alone starts nothing
+    BOOST_TEST(down.failed_constructions() == 0);
+    auto report = factory.explain_and_start(ex);
+    BOOST_TEST(report.chosen()->strategy == "down");
+    BOOST_TEST(contains(report.start_error, "connection refused"), report.start_error);
+    BOOST_TEST(contains(report.to_string(), "cannot start"), report.to_string());
+    down.fail_construction("");
+    BOOST_TEST(factory.explain_and_start(ex).start_error.empty());
+}
+
+// Issue 11 point 6: a pin does not get past `enabled`.
+BOOST_AUTO_TEST_CASE(a_pin_to_a_disabled_strategy_is_refused) {
+    fixture f;
+    auto factory = f.factory(R"({"strategies": {"alpha": {"enabled": false}},
+                                 "locks": {"pinned": {"strategy": "alpha"}}})");
+    try {
+        (void)factory.create_lock("pinned");
+        BOOST_ERROR("a lock rule's pin used a disabled strategy");
+    } catch (const no_strategy_error& e) {
+        BOOST_TEST(contains(e.what(), "disabled"), e.what());
+    }
+    lock_request request;
+    request.strategy = "alpha";
+    BOOST_CHECK_THROW((void)factory.create_lock("other", request), no_strategy_error);
+    BOOST_TEST(f.alpha.constructions() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(fallback_to_the_next_candidate_is_reported) {
+    fixture f;
+    test_strategy down("down", 90, ex);
+    down.fail_construction("connection refused");
+    f.registry.add(down.descriptor());
+    auto factory = f.factory(R"({"defaults": {"fallback": true}})");
     std::vector<std::string> reports;
     factory.on_fallback([&](const std::string& m) { reports.push_back(m); });
     auto lock = factory.create_lock("x");
@@ -203,7 +281,7 @@ BOOST_AUTO_TEST_CASE(distributed_never_falls_back_to_local) {
     test_strategy remote("remote", 90, ex | capability::distributed);
     remote.fail_construction("connection refused");
     f.registry.add(remote.descriptor());
-    auto factory = f.factory();
+    auto factory = f.factory(R"({"defaults": {"fallback": true}})");
     int fallbacks = 0;
     factory.on_fallback([&](const std::string&) { ++fallbacks; });
     // Even a request that does not name `distributed`: the winner's scope is distributed.
@@ -225,7 +303,7 @@ BOOST_AUTO_TEST_CASE(distributed_falls_back_to_distributed) {
     test_strategy backup("backup", 80, ex | capability::distributed);
     f.registry.add(remote.descriptor());
     f.registry.add(backup.descriptor());
-    auto factory = f.factory();
+    auto factory = f.factory(R"({"defaults": {"fallback": true}})");
     std::vector<std::string> reports;
     factory.on_fallback([&](const std::string& m) { reports.push_back(m); });
     auto lock = factory.create_lock("x", ex | capability::distributed);

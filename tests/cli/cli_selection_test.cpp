@@ -1,0 +1,175 @@
+// `locksmith run` and `explain` against the selection rules of issue 11: one name, one mechanism
+// (no silent fallback to another strategy), no in-process strategy for a command, `explain
+// --start`; and the expiring-lock cases, on a real Redis server.
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "cli/cli_sandbox.hpp"
+#include "support/test_environment.hpp"
+
+using namespace std::chrono_literals;
+using locksmith::test::cli_result;
+using locksmith::test::cli_sandbox;
+using locksmith::test::wait_for_file;
+using nlohmann::json;
+
+namespace {
+
+std::string describe(const cli_result& r) {
+    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
+           "]";
+}
+
+bool has(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// A port on 127.0.0.1 where nothing listens: connections are refused at once.
+const char* const dead_redis = "redis://127.0.0.1:1/0";
+
+// The test servers' endpoints (scripts/services.sh env). Unset: the case is skipped with the
+// reason, or fails under CI=true, where the servers are part of the run.
+std::optional<std::string> server(const char* variable) {
+    auto value = locksmith::test::env(variable);
+    if (!value) {
+        const std::string why = std::string(variable) +
+                                " is unset (scripts/services.sh start; eval \"$(scripts/services.sh "
+                                "env)\")";
+        if (locksmith::test::running_in_ci()) BOOST_FAIL(why + "; CI=true needs it");
+        BOOST_TEST_MESSAGE("skipped: " + why);
+    }
+    return value;
+}
+
+// A key prefix of this test process, so that parallel runs do not share names on a server.
+std::string prefix() { return "locksmith-cli-test:" + std::to_string(::getpid()) + ":"; }
+
+json redis_config(const std::string& url) {
+    return json::parse(R"({"strategies": {"redis": {"options": {}}}})")
+        .patch(json::array({{{"op", "add"}, {"path", "/strategies/redis/options/url"}, {"value", url}},
+                            {{"op", "add"},
+                             {"path", "/strategies/redis/options/key_prefix"},
+                             {"value", prefix()}}}));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(selection)
+
+// Point 6: `memory` excludes only inside one process; two runs would both hold the name.
+BOOST_AUTO_TEST_CASE(run_refuses_an_in_process_strategy) {
+    cli_sandbox box(json::parse(R"({"strategies": {"memory": {"enabled": true, "priority": 99}},
+                                    "locks": {"pinned": {"strategy": "memory"}}})"));
+    auto r = box.run(box.with_config("run", {"--strategy", "memory", "job", "--", "true"}));
+    BOOST_TEST(r.exit_code == 64, describe(r));
+    BOOST_TEST(has(r.err, "inside one process"), r.err);
+    r = box.run(box.with_config("run", {"pinned", "--", "true"}));  // a lock rule's pin
+    BOOST_TEST(r.exit_code == 78, describe(r));
+    r = box.run(box.with_config("run", {"chosen", "--", "true"}));  // selection (priority 99)
+    BOOST_TEST(r.exit_code == 78, describe(r));
+    BOOST_TEST(has(r.err, "inside one process"), r.err);
+}
+
+// Point 6: a pin does not get past `enabled: false`.
+BOOST_AUTO_TEST_CASE(run_refuses_a_pin_to_a_disabled_strategy) {
+    cli_sandbox box(json::parse(R"({"strategies": {"simple": {"enabled": false}}})"));
+    auto r = box.run(box.with_config("run", {"--strategy", "simple", "job", "--", "true"}));
+    BOOST_TEST(r.exit_code == 69, describe(r));
+    BOOST_TEST(has(r.err, "disabled"), r.err);
+}
+
+// Point 1: explain no longer says "redis" while every run fails.
+BOOST_AUTO_TEST_CASE(explain_start_says_the_winner_cannot_start) {
+    cli_sandbox box(redis_config(dead_redis));
+    auto r = box.run(box.with_config("explain", {"--require", "exclusive,distributed"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(has(r.out, "'redis'"), r.out);
+    r = box.run(box.with_config("explain", {"--require", "exclusive,distributed", "--start"}));
+    BOOST_TEST(r.exit_code == 69, describe(r));
+    BOOST_TEST(has(r.out, "cannot start"), r.out);
+    r = box.run(
+        box.with_config("explain", {"--require", "exclusive,distributed", "--start", "--json"}));
+    BOOST_TEST(r.exit_code == 69, describe(r));
+    auto doc = json::parse(r.out);
+    BOOST_TEST(doc.at("starts") == false);
+    BOOST_TEST(doc.at("start_error").is_string());
+}
+
+// Point 1, as reproduced: A holds via redis; B cannot reach redis and used to fall back to
+// memcached and hold the same name. Now B fails and says why and what to do, and runs nothing.
+BOOST_AUTO_TEST_CASE(run_does_not_fall_back_to_another_remote_strategy) {
+    auto memcached = server("LOCKSMITH_TEST_MEMCACHED");
+    if (!memcached) return;
+    json config = redis_config(dead_redis);
+    config["strategies"]["memcached"]["options"] = {{"servers", *memcached},
+                                                     {"key_prefix", prefix()}};
+    cli_sandbox box(config);
+    auto r = box.run(box.with_config("run", {"job", "--", "echo", "ran"}));
+    BOOST_TEST(r.exit_code == 69, describe(r));
+    BOOST_TEST(r.out.empty(), "the command ran without the lock: " + r.out);
+    BOOST_TEST(has(r.err, "'redis'"), r.err);
+    BOOST_TEST(has(r.err, "--strategy"), r.err);
+    BOOST_TEST(has(r.err, "fallback"), r.err);
+
+    // Opted in: the fallback happens and is reported.
+    config["defaults"]["fallback"] = true;
+    cli_sandbox opted(config);
+    r = opted.run(opted.with_config("run", {"job", "--", "echo", "ran"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out == "ran\n", describe(r));
+    BOOST_TEST(has(r.err, "falling back to strategy 'memcached'"), r.err);
+}
+
+// Expiring locks need a strategy that spans processes: a real Redis server.
+BOOST_AUTO_TEST_CASE(expiring_lock_is_refreshed_while_the_child_runs) {
+    auto url = server("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) return;
+    cli_sandbox box(redis_config(*url));
+    auto r = box.run(box.with_config(
+        "run", {"-v", "--strategy", "redis", "--ttl", "0.3", "exp", "--", "sleep", "1"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(has(r.err, "refreshed the lock exp"), r.err);
+}
+
+BOOST_AUTO_TEST_CASE(lost_lock_terminates_the_child_with_a_distinct_code) {
+    auto url = server("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) return;
+    cli_sandbox box(redis_config(*url));
+    std::string script = "trap 'echo term > " + box.path("got") + "; exit 0' TERM; touch " +
+                         box.path("ready") + "; while :; do sleep 0.05; done";
+    auto p = box.start(box.with_config(
+        "run", {"--strategy", "redis", "--ttl", "0.3", "--kill-after", "1", "lost", "-c", script}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    // A stopped holder cannot refresh: when it resumes, its lease has run out on the server.
+    ::kill(p.pid, SIGSTOP);
+    std::this_thread::sleep_for(800ms);
+    ::kill(p.pid, SIGCONT);
+    auto r = box.wait(p, 10s);
+    BOOST_TEST(r.exit_code == 75, describe(r));
+    BOOST_TEST(box.read_file("got") == "term\n");
+    BOOST_TEST(has(r.err, "lost the lock lost"), r.err);
+}
+
+BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
+    auto url = server("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) return;
+    cli_sandbox box(redis_config(*url));
+    std::string script =
+        "trap '' TERM; touch " + box.path("ready") + "; while :; do sleep 0.05; done";
+    auto p = box.start(box.with_config("run", {"--strategy", "redis", "--ttl", "0.3", "--kill-after",
+                                               "0.5", "--lost-exit-code", "99", "stubborn", "-c",
+                                               script}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    ::kill(p.pid, SIGSTOP);
+    std::this_thread::sleep_for(800ms);
+    ::kill(p.pid, SIGCONT);
+    auto r = box.wait(p, 10s);
+    BOOST_TEST(r.exit_code == 99, describe(r));
+    BOOST_TEST(has(r.err, "SIGKILL"), r.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
