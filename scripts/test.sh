@@ -5,15 +5,17 @@
 #
 #   scripts/test.sh [extra ctest arguments]      e.g. scripts/test.sh -L unit
 #
-# Environment: BUILD_DIR (default build-test), JOBS (default 2).
+# Environment: BUILD_DIR (default build, the README's quick-start directory: the library and
+# the command it built are reused, the tests are added), JOBS (default 2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$root/build-test}
+build=${BUILD_DIR:-$root/build}
 jobs=${JOBS:-2}
 
 "$root/scripts/install-deps.sh"
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSMITH_BUILD_TESTS=ON \
+  -DLOCKSMITH_BUILD_EXAMPLES=ON -DLOCKSMITH_BUILD_BENCH=OFF
 cmake --build "$build" -j "$jobs"
 
 if [ -x "$root/scripts/services.sh" ]; then
