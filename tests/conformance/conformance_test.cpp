@@ -867,10 +867,27 @@ void run_case(const strategy_under_test& entry, const case_spec& spec) {
     }
 }
 
-bool init_conformance_suite() {
+// Every strategy the suite runs against has its CTest entry (tests/conformance/CMakeLists.txt):
+// otherwise CTest would never run its cases.
+void test_ctest_entries_cover_every_strategy() {
+    std::string listed = "," LOCKSMITH_CTEST_STRATEGIES ",";
+    for (const auto& entry : strategies_under_test())
+        BOOST_TEST(listed.find("," + entry.name + ",") != std::string::npos,
+                   entry.name << " has no CTest entry: add it to LOCKSMITH_STRATEGIES_UNDER_TEST "
+                                 "in tests/CMakeLists.txt");
+}
+
+}  // namespace
+
+// Found by tests/support/test_main.cpp.
+bool init_unit_test() {
     using namespace boost::unit_test;
     auto& master = framework::master_test_suite();
     master.p_name.value = "conformance";
+    auto* registration = BOOST_TEST_SUITE("registration");
+    master.add(registration);
+    registration->add(make_test_case(test_ctest_entries_cover_every_strategy,
+                                     "ctest_entries_cover_every_strategy", __FILE__, __LINE__));
     static const std::vector<strategy_under_test> entries = strategies_under_test();
     if (entries.empty()) {
         master.add(make_test_case([] { BOOST_FAIL("strategies_under_test() is empty"); },
@@ -908,6 +925,8 @@ bool init_conformance_suite() {
     return true;
 }
 
+namespace {
+
 // Removes the lock directories the entries created, once every case has run.
 struct cleanup {
     ~cleanup() { remove_test_lock_dirs(); }
@@ -915,7 +934,3 @@ struct cleanup {
 BOOST_TEST_GLOBAL_FIXTURE(cleanup);
 
 }  // namespace
-
-int main(int argc, char* argv[]) {
-    return boost::unit_test::unit_test_main(&init_conformance_suite, argc, argv);
-}
