@@ -130,9 +130,9 @@ void test_sigkill_releases(const strategy_under_test& entry) {
     BOOST_TEST(!lock.try_lock());
     BOOST_REQUIRE(::kill(child, SIGKILL) == 0);
     BOOST_TEST(wait_child(child, 10s) == 128 + SIGKILL);
-    // crash_release: the kernel or server frees it with the process, so the next acquire
-    // succeeds within 100 ms.
-    BOOST_TEST(lock.try_lock_for(100ms));
+    // crash_release: the kernel or server frees it with the process, not a TTL (minutes by
+    // default). The bound is a safety net; how soon is the benchmark's recovery table.
+    BOOST_TEST(lock.try_lock_for(10s));
 }
 
 void test_shared_holders(const strategy_under_test& entry) {
