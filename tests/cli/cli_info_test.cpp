@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <cstdio>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -10,9 +11,13 @@
 #include <locksmith/version.hpp>
 
 #include "cli/cli_sandbox.hpp"
+#include "support/child_process.hpp"
+#include "support/skip_report.hpp"
 
 using locksmith::test::cli_result;
 using locksmith::test::cli_sandbox;
+using locksmith::test::run_unprivileged;
+using locksmith::test::skip_case;
 using locksmith::test::wait_for_file;
 using nlohmann::json;
 
@@ -203,11 +208,28 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_a_clear_message_and_a_sysexits_code) {
                        EX_NOINPUT, "does not exist");
     expect_clean_error(run({"run", "--config", box.dir().string(), "n", "--", "true"}), EX_NOINPUT,
                        "directory");
-    if (::geteuid() != 0) {  // root reads any file, so only others can test permissions
-        std::string locked = box.write_file("locked.json", "{}");
-        std::filesystem::permissions(locked, std::filesystem::perms::none);
-        expect_clean_error(run({"run", "--config", locked, "n", "--", "true"}), EX_NOINPUT,
-                           "cannot read");
+    {
+        // Root reads any file, so as root this runs in a child that became another user
+        // (nobody), with a sandbox of its own. The child cannot use Boost.Test: it answers with
+        // its exit status.
+        std::string why;
+        auto unreadable = run_unprivileged(
+            [] {
+                cli_sandbox own;
+                std::string locked = own.write_file("locked.json", "{}");
+                std::filesystem::permissions(locked, std::filesystem::perms::none);
+                auto r = own.run({"run", "--config", locked, "n", "--", "true"});
+                std::fprintf(stderr, "unreadable config: %s\n", describe(r).c_str());
+                if (r.exit_code != EX_NOINPUT) return 1;
+                if (r.err.rfind("locksmith: ", 0) != 0) return 2;
+                if (r.err.find("cannot read") == std::string::npos) return 3;
+                if (r.err.find(locked) == std::string::npos) return 4;
+                return 0;
+            },
+            &why);
+        if (!unreadable) return skip_case(why);
+        BOOST_TEST(*unreadable == 0, "unreadable config: 1 wrong exit code, 2 not one clean "
+                                     "line, 3 no 'cannot read', 4 no path (details on stderr)");
     }
     std::string not_json = box.write_file("not.json", "this is not json");
     expect_clean_error(run({"run", "--config", not_json, "n", "--", "true"}), EX_CONFIG, "");

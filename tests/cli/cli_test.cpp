@@ -96,18 +96,16 @@ BOOST_AUTO_TEST_CASE(two_concurrent_runs_serialise) {
     BOOST_TEST(ra.exit_code == 0, describe(ra));
     BOOST_TEST(rb.exit_code == 0, describe(rb));
     BOOST_TEST(box.read_file("log") == "start\nend\nstart\nend\n");
-    BOOST_TEST(std::max(ra.seconds, rb.seconds) >= 0.55);
 }
 
 BOOST_AUTO_TEST_CASE(nonblock_on_a_held_name_exits_with_the_conflict_code_at_once) {
     cli_sandbox box;
     auto holder =
-        box.start(run_args(box, {"busy", "-c", "touch " + box.path("ready") + "; sleep 3"}));
+        box.start(run_args(box, {"busy", "-c", "touch " + box.path("ready") + "; sleep 60"}));
     BOOST_REQUIRE(wait_for_file(box.path("ready")));
 
     auto r = box.run(run_args(box, {"-n", "busy", "--", "true"}));
-    BOOST_TEST(r.exit_code == 1, describe(r));
-    BOOST_TEST(r.seconds < 1.0);
+    BOOST_TEST(r.exit_code == 1, describe(r));  // 0 would mean it waited for the holder
     BOOST_TEST(r.err.empty(), "quiet without -v, as flock(1): " + r.err);
 
     r = box.run(run_args(box, {"-n", "-E", "7", "busy", "--", "true"}));
@@ -116,7 +114,6 @@ BOOST_AUTO_TEST_CASE(nonblock_on_a_held_name_exits_with_the_conflict_code_at_onc
     // -w 0 means non-blocking too.
     r = box.run(run_args(box, {"-w", "0", "busy", "--", "true"}));
     BOOST_TEST(r.exit_code == 1, describe(r));
-    BOOST_TEST(r.seconds < 1.0);
 
     // -v says why.
     r = box.run(run_args(box, {"-n", "-v", "busy", "--", "true"}));
@@ -134,12 +131,11 @@ BOOST_AUTO_TEST_CASE(nonblock_on_a_held_name_exits_with_the_conflict_code_at_onc
 BOOST_AUTO_TEST_CASE(wait_gives_up_after_the_timeout) {
     cli_sandbox box;
     auto holder =
-        box.start(run_args(box, {"slow", "-c", "touch " + box.path("ready") + "; sleep 4"}));
+        box.start(run_args(box, {"slow", "-c", "touch " + box.path("ready") + "; sleep 60"}));
     BOOST_REQUIRE(wait_for_file(box.path("ready")));
     auto r = box.run(run_args(box, {"-w", "0.3", "-v", "slow", "--", "true"}));
     BOOST_TEST(r.exit_code == 1, describe(r));
-    BOOST_TEST(r.seconds >= 0.28, r.seconds);
-    BOOST_TEST(r.seconds < 1.5, r.seconds);
+    BOOST_TEST(r.seconds >= 0.28, r.seconds);  // it waited, up to its timeout
     BOOST_TEST(r.err.find("gave up after") != std::string::npos, r.err);
     ::kill(holder.pid, SIGTERM);
     box.wait(holder);
@@ -152,11 +148,13 @@ BOOST_AUTO_TEST_CASE(wait_gives_up_after_the_timeout) {
 BOOST_AUTO_TEST_CASE(waiting_run_gets_the_lock_when_the_holder_ends) {
     cli_sandbox box;
     auto holder =
-        box.start(run_args(box, {"q", "-c", "touch " + box.path("ready") + "; sleep 0.4"}));
+        box.start(run_args(box, {"q", "-c", "touch " + box.path("ready") + "; sleep 0.4; echo holder >> " +
+                                       box.path("log")}));
     BOOST_REQUIRE(wait_for_file(box.path("ready")));
-    auto r = box.run(run_args(box, {"-v", "q", "--", "true"}));
+    auto r = box.run(run_args(box, {"-v", "q", "-c", "echo waiter >> " + box.path("log")}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(r.seconds >= 0.2, r.seconds);
+    // The waiter's command ran after the holder's had finished: the order in the log, not a time.
+    BOOST_TEST(box.read_file("log") == "holder\nwaiter\n");
     BOOST_TEST(r.err.find("acquired q") != std::string::npos, r.err);
     BOOST_TEST(box.wait(holder).exit_code == 0);
 }

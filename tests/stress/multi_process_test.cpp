@@ -130,9 +130,9 @@ void test_sigkill_releases(const strategy_under_test& entry) {
     BOOST_TEST(!lock.try_lock());
     BOOST_REQUIRE(::kill(child, SIGKILL) == 0);
     BOOST_TEST(wait_child(child, 10s) == 128 + SIGKILL);
-    // crash_release: the kernel or server frees it with the process, so the next acquire
-    // succeeds within 100 ms.
-    BOOST_TEST(lock.try_lock_for(100ms));
+    // crash_release: the kernel or server frees it with the process, not a TTL (minutes by
+    // default). The bound is a safety net; how soon is the benchmark's recovery table.
+    BOOST_TEST(lock.try_lock_for(10s));
 }
 
 void test_shared_holders(const strategy_under_test& entry) {
@@ -207,7 +207,10 @@ const case_spec cases[] = {
     {"shared_holders_coexist_and_exclude_a_writer", capability::shared, test_shared_holders},
 };
 
-bool init_stress_suite() {
+}  // namespace
+
+// Found by tests/support/test_main.cpp.
+bool init_unit_test() {
     using namespace boost::unit_test;
     auto& master = framework::master_test_suite();
     master.p_name.value = "multi_process";
@@ -247,6 +250,8 @@ bool init_stress_suite() {
     return true;
 }
 
+namespace {
+
 struct cleanup {
     ~cleanup() {
         std::error_code ec;
@@ -257,7 +262,3 @@ struct cleanup {
 BOOST_TEST_GLOBAL_FIXTURE(cleanup);
 
 }  // namespace
-
-int main(int argc, char* argv[]) {
-    return boost::unit_test::unit_test_main(&init_stress_suite, argc, argv);
-}

@@ -113,6 +113,13 @@ pid_t fork_child_as(const local_user& user, const std::function<int()>& body,
         limit);
 }
 
+std::optional<int> run_unprivileged(const std::function<int()>& body, std::string* why) {
+    if (::geteuid() != 0) return body();
+    auto user = another_local_user(why);
+    if (!user) return std::nullopt;
+    return wait_child(fork_child_as(*user, body));
+}
+
 int wait_child(pid_t pid, std::chrono::milliseconds timeout) {
     auto until = std::chrono::steady_clock::now() + timeout;
     for (;;) {

@@ -56,6 +56,12 @@ std::optional<local_user> another_local_user(std::string* why = nullptr);
 pid_t fork_child_as(const local_user& user, const std::function<int()>& body,
                     std::chrono::seconds limit = std::chrono::seconds(30));
 
+// Runs `body` without root's privileges, for checks of what an ordinary user may not do (root
+// may do anything): in this process when it is not root, else in a child forked as
+// another_local_user(). Returns what `body` returned (through the child's exit status), or
+// nullopt with `why` when root has no other user to become (the caller skips).
+std::optional<int> run_unprivileged(const std::function<int()>& body, std::string* why = nullptr);
+
 // Waits for `pid` at most `timeout`, killing it with SIGKILL after that.
 // Returns its exit status, 128+signal when a signal ended it, or -1 on timeout or error.
 int wait_child(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(30));

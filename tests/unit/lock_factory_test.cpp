@@ -15,11 +15,15 @@
 #include <locksmith/lock_factory.hpp>
 #include <locksmith/registry.hpp>
 
+#include "support/child_process.hpp"
 #include "support/printers.hpp"
+#include "support/skip_report.hpp"
 #include "support/test_strategy.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::run_unprivileged;
+using locksmith::test::skip_case;
 using locksmith::test::test_strategy;
 using kind = locksmith::test::recording_store::call::kind;
 namespace fs = std::filesystem;
@@ -518,13 +522,29 @@ BOOST_AUTO_TEST_CASE(bad_lock_dirs_give_clear_errors) {
     auto file = d.parent / "file";
     std::ofstream(file.string()) << "x";
     BOOST_CHECK_THROW(make(file), error);
-    // Not writable (root can write anyway, so only check as a normal user).
-    if (::geteuid() != 0) {
-        auto ro = d.parent / "readonly";
-        fs::create_directory(ro);
-        fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec,
-                        fs::perm_options::replace);
-        BOOST_CHECK_THROW(make(ro), error);
-        fs::permissions(ro, fs::perms::owner_all, fs::perm_options::replace);
-    }
+    // Not writable by this user. Root may write anywhere, so as root the check runs in a child
+    // that became another user (nobody), for whom the directory is read-only.
+    auto ro = d.parent / "readonly";
+    fs::create_directory(ro);
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
+                            fs::perms::others_exec,
+                    fs::perm_options::replace);
+    fs::permissions(d.parent, fs::perms::others_exec, fs::perm_options::add);
+    std::string why;
+    auto refused = run_unprivileged(
+        [&] {
+            try {
+                make(ro);
+            } catch (const error& e) {
+                std::string what = e.what();
+                if (what.find(ro.string()) == std::string::npos) return 2;  // names the dir
+                if (what.find("writable") == std::string::npos) return 3;   // and the cause
+                return 0;
+            }
+            return 1;  // accepted
+        },
+        &why);
+    if (!refused) return skip_case(why);
+    BOOST_TEST(*refused == 0, "1: accepted, 2: error without the path, 3: without the cause");
+    fs::permissions(ro, fs::perms::owner_all, fs::perm_options::replace);
 }

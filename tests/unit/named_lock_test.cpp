@@ -135,16 +135,17 @@ BOOST_AUTO_TEST_CASE(blocking_polls_until_the_holder_leaves) {
     auto holder = f.make();
     BOOST_REQUIRE(holder.try_lock());
     auto waiter = f.make();
+    std::atomic<bool> releasing{false};
     std::thread releaser([&] {
-        std::this_thread::sleep_for(50ms);
+        std::this_thread::sleep_for(50ms);  // lets the waiter start polling; not a check
+        releasing = true;
         holder.unlock();
     });
-    auto start = std::chrono::steady_clock::now();
     waiter.lock();
-    auto waited = std::chrono::steady_clock::now() - start;
+    // The holder let go first: lock() did not return while the lock was held.
+    BOOST_TEST(releasing.load());
     releaser.join();
     BOOST_TEST(waiter.is_acquired());
-    BOOST_TEST(waited >= 40ms);
     BOOST_TEST(f.store->try_acquires() >= 3);  // 1 for the holder, several polls
 }
 
@@ -208,7 +209,6 @@ BOOST_AUTO_TEST_CASE(bounded_wait_on_a_polling_store_backs_off) {
     BOOST_TEST(!waiter.try_lock_for(150ms));
     auto waited = std::chrono::steady_clock::now() - start;
     BOOST_TEST(waited >= 145ms);
-    BOOST_TEST(waited < 2s);
     int tries = f.store->try_acquires();
     BOOST_TEST(tries >= 2);
     // Exponential backoff from 0.5 ms to 50 ms needs about ten tries in 150 ms; a busy spin
