@@ -72,19 +72,6 @@ split_args split_at_separator(int argc, char** argv) {
     return out;
 }
 
-int exit_code_for(const config_error& e) {
-    return e.id() == "config.io" ? EX_NOINPUT : EX_CONFIG;
-}
-
-std::string describe(const config_error& e) {
-    std::string message = e.what();
-    // A pointer or position makes the message actionable; add it when what() does not say it.
-    if (!e.pointer().empty() && message.find(e.pointer()) == std::string::npos) {
-        message = e.pointer() + ": " + message;
-    }
-    return message;
-}
-
 int run_main(int argc, char** argv) {
     CLI::App app{"locksmith " + std::string(version) +
                      ": run commands under named locks, on the best available strategy",
@@ -210,13 +197,28 @@ int run_main(int argc, char** argv) {
             return app.exit(e);  // --help, --version
         }
         // CLI11 puts no "locksmith:" in front, and the whole help text is too much here.
+        std::string message = e.what();
         std::string hint = "Run 'locksmith --help' for usage.";
+        const bool missing = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+        const std::vector<std::string> extras = app.remaining(true);
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || (missing && !extras.empty())) {
+            // CLI11 joins the unexpected words in reverse ("hi echo"); name them as given.
+            message = extras.size() == 1 ? "unexpected argument:" : "unexpected arguments:";
+            for (const auto& word : extras) message += " " + word;
+        }
         if (run_cmd->parsed() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
             // "locksmith run NAME COMMAND": flock(1) allows it, but here the command's own
             // options would be read as locksmith's; "--" makes the boundary explicit.
             hint = "Put -- before the command: locksmith run [OPTIONS] NAME -- COMMAND [ARGS...]";
+        } else if (missing && extras.empty()) {
+            // CLI11 says "A subcommand is required" without naming one.
+            if (app.get_subcommands().empty()) {
+                message = "a command is required: run, strategies, explain, config or status";
+            } else if (config_cmd->parsed() && !check_cmd->parsed()) {
+                message = "config needs a subcommand: locksmith config check FILE [--json]";
+            }
         }
-        print_error(std::string(e.what()) + "\n" + hint);
+        print_error(message + "\n" + hint);
         return EX_USAGE;
     }
 
@@ -254,36 +256,9 @@ int main(int argc, char** argv) {
         link_modules();
 #endif
         return run_main(argc, argv);
-    } catch (const cli_error& e) {
-        print_error(e.what());
-        return e.exit_code();
-    } catch (const config_error& e) {
-        print_error(describe(e));
-        return exit_code_for(e);
-    } catch (const invalid_argument_error& e) {
-        print_error(e.what());
-        return EX_USAGE;
-    } catch (const no_strategy_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const backend_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const acquire_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const expired_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const release_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const std::bad_alloc&) {
-        print_error("out of memory");
-        return EX_OSERR;
     } catch (const std::exception& e) {
-        print_error(std::string("internal error: ") + e.what());
-        return EX_SOFTWARE;
+        print_error(message_for(e));
+        return exit_code_for(e);
     } catch (...) {
         print_error("internal error: unknown exception");
         return EX_SOFTWARE;
