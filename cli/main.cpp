@@ -31,10 +31,13 @@ constexpr const char* run_footer = R"(Usage: locksmith run [OPTIONS] NAME -- COM
 Exit status:
   the command's own status (128+N when signal N ended it);
   the conflict code (-E, default 1) when the lock is held (-n) or the wait (-w) ran out;
-  the lost-lock code (--lost-exit-code, default 75) when an expiring lock could not be kept;
+  the lost-lock code (--lost-exit-code, default 75) when the lock was lost while the command
+  ran (not refreshed in time, or removed or taken over by another process);
+  74 when the command ran but releasing the lock failed (it may still be held);
   126/127 when the command cannot be executed / is not found;
-  64 bad usage, 66 missing input file, 69 no strategy or backend unavailable,
-  70 internal error, 71 fork/exec failure, 78 configuration error.
+  64 bad usage, 66 config file missing or unreadable, 69 no strategy qualifies or the chosen
+  one cannot start or its backend failed, 70 internal error, 71 fork/exec failure,
+  78 configuration error.
 
 The command gets LOCKSMITH_NAME, LOCKSMITH_STRATEGY and, for strategies with fencing,
 LOCKSMITH_FENCING_TOKEN. SIGINT, SIGTERM and SIGHUP are forwarded to it. The lock is not

@@ -169,7 +169,8 @@ bool release(named_lock& lock, std::optional<int> command_status, bool lost, boo
         print_error(message);
         return false;
     }
-    if (verbose) print_note("released " + lock.name());
+    // After a loss there was nothing of ours left to release.
+    if (verbose && !lost) print_note("released " + lock.name());
     return true;
 }
 
@@ -304,6 +305,22 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
         if (!left || *left <= std::chrono::milliseconds(0)) {
             lost = true;
             print_error("the lock " + lock.name() + " expired before the command finished");
+        }
+    }
+    if (!lost) {
+        // A lock removed or taken over meanwhile (a simple lock file broken by another process
+        // as stale) would "release" without error: ask the store first. When it cannot answer,
+        // the release below fails and says why.
+        bool held = true;
+        try {
+            held = lock.is_acquired();
+        } catch (const std::exception&) {
+        }
+        if (!held) {
+            lost = true;
+            print_error("the lock " + lock.name() +
+                        " was no longer held when the command ended: another process removed "
+                        "or took it over");
         }
     }
     const int code = exit_code_of(status);

@@ -383,4 +383,19 @@ BOOST_AUTO_TEST_CASE(verbose_says_once_that_it_waits_and_for_whom) {
     BOOST_TEST(box.wait(holder).exit_code == 0);
 }
 
+// A lock taken away while the command ran (here its simple lock file removed, as another
+// process does when it judges the lock stale) is a lost lock, not a successful release.
+BOOST_AUTO_TEST_CASE(a_lock_removed_while_the_command_ran_is_reported_lost) {
+    cli_sandbox box;
+    std::string config = box.write_file(
+        "simple.json",
+        nlohmann::json{{"strategies", {{"simple", {{"options", {{"lock_dir", box.lock_dir()}}}}}}}}
+            .dump());
+    auto r = box.run({"run", "--config", config, "--strategy", "simple", "-v", "gone", "-c",
+                      "rm " + box.lock_dir().string() + "/*.slock"});
+    BOOST_TEST(r.exit_code == 75, describe(r));
+    BOOST_TEST(r.err.find("no longer held") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("released gone") == std::string::npos, r.err);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
