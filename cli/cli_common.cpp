@@ -1,22 +1,34 @@
 #include "cli_common.hpp"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <new>
 
 namespace locksmith::cli {
 
-std::chrono::nanoseconds parse_seconds(double seconds, std::string_view what, bool allow_zero) {
+std::chrono::nanoseconds parse_seconds(std::string_view text, std::string_view what,
+                                       bool allow_zero) {
     // A year is far beyond any sensible wait or TTL and keeps the nanosecond count in range.
     constexpr double max_seconds = 365.0 * 24 * 3600;
-    if (!std::isfinite(seconds) || seconds < 0 || (!allow_zero && seconds == 0) ||
-        seconds > max_seconds) {
-        char shown[64];
-        std::snprintf(shown, sizeof shown, "%g", seconds);
+    const std::string given(text);
+    char* end = nullptr;
+    errno = 0;
+    const double seconds = given.empty() ? 0 : std::strtod(given.c_str(), &end);
+    if (given.empty() || end != given.c_str() + given.size() || std::isspace(given[0])) {
+        throw cli_error(EX_USAGE, std::string(what) + ": '" + given +
+                                      "' is not a number of seconds (e.g. 5, 0.3, 1e-3)");
+    }
+    if (!std::isfinite(seconds) || errno == ERANGE || seconds < 0 ||
+        (!allow_zero && seconds == 0) || seconds > max_seconds) {
+        // The text as given: "%g" would print 31536001 as 3.1536e+07, the bound itself.
         throw cli_error(EX_USAGE, std::string(what) + " must be " +
                                       (allow_zero ? "0 or more" : "more than 0") +
-                                      " seconds, at most a year (got " + shown + ")");
+                                      " seconds and at most a year (31536000); got " + given);
     }
     return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(seconds * 1e9)));
 }
@@ -25,6 +37,34 @@ std::string format_seconds(std::chrono::nanoseconds d) {
     char text[64];
     std::snprintf(text, sizeof text, "%.3f s", std::chrono::duration<double>(d).count());
     return text;
+}
+
+int exit_code_for(const std::exception& e) {
+    if (const auto* cli = dynamic_cast<const cli_error*>(&e)) return cli->exit_code();
+    if (const auto* config = dynamic_cast<const config_error*>(&e)) {
+        return config->id() == "config.io" ? EX_NOINPUT : EX_CONFIG;
+    }
+    if (dynamic_cast<const invalid_argument_error*>(&e) != nullptr) return EX_USAGE;
+    if (dynamic_cast<const error*>(&e) != nullptr) return EX_UNAVAILABLE;
+    if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return EX_OSERR;
+    return EX_SOFTWARE;
+}
+
+std::string message_for(const std::exception& e) {
+    std::string message = e.what();
+    if (const auto* config = dynamic_cast<const config_error*>(&e)) {
+        // A pointer or position makes the message actionable; add it when what() lacks it.
+        if (!config->pointer().empty() && message.find(config->pointer()) == std::string::npos) {
+            message = config->pointer() + ": " + message;
+        }
+        return message;
+    }
+    if (dynamic_cast<const cli_error*>(&e) != nullptr ||
+        dynamic_cast<const error*>(&e) != nullptr) {
+        return message;
+    }
+    if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return "out of memory";
+    return "internal error: " + message;
 }
 
 namespace {

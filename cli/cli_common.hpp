@@ -1,7 +1,11 @@
 // What every part of the `locksmith` command shares.
 //
-//   exit codes   sysexits(3) for locksmith's own errors, plus the two codes of `run`
+//   exit codes   sysexits(3) for locksmith's own errors, plus the codes of `run`
 //   cli_error    an error that already knows its exit code and its one-line message
+//   exit_code_for / message_for
+//                the one mapping from any error to an exit code and a message
+//   starting_strategy
+//                runs the step that starts a strategy, so that its failure is "unavailable"
 //   parse_seconds / format_seconds
 //                "0.3" on the command line to a duration, and back for messages
 #pragma once
@@ -9,9 +13,13 @@
 #include <sysexits.h>
 
 #include <chrono>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include <locksmith/errors.hpp>
 
 namespace locksmith::cli {
 
@@ -20,6 +28,10 @@ inline constexpr int exit_conflict_default = 1;
 // `run`: the lock was lost while the child ran (an expiring lock could not be refreshed).
 // EX_TEMPFAIL says what a script should do: try again later.
 inline constexpr int exit_lock_lost_default = EX_TEMPFAIL;
+// `run`: the command ran and ended, but releasing the lock afterwards failed, so it may still be
+// held. Not the lost-lock code: that one tells a script to try again later, and the command has
+// already done its work; not EX_UNAVAILABLE either, which means the command never ran.
+inline constexpr int exit_release_failed = EX_IOERR;
 // `status`: the name is held by someone else.
 inline constexpr int exit_status_held = 1;
 // A shell's codes for a command that cannot be run, so `locksmith run` reads like `sh -c`.
@@ -36,10 +48,28 @@ class cli_error : public std::runtime_error {
     int exit_code_;
 };
 
+// The exit code for an error that ends a command: cli_error's own; EX_NOINPUT for a config file
+// that cannot be read and EX_CONFIG for any other config_error; EX_USAGE for an invalid
+// argument; EX_UNAVAILABLE when no strategy qualifies or the backend failed (starting,
+// acquiring, releasing); EX_OSERR when memory ran out; EX_SOFTWARE for anything else.
+int exit_code_for(const std::exception& e);
+// Its one-line message (a config error's JSON pointer added when the text lacks it).
+std::string message_for(const std::exception& e);
+
+// Runs `start`, the step that creates a strategy's store or lock, and returns its result.
+// A strategy that cannot start (an unusable lock_dir, a server that is down) is unavailable,
+// whichever error it reported: throws cli_error(EX_UNAVAILABLE) for an invalid_argument_error,
+// and lets every other error through (config_error stays a config problem).
+// Requires: the arguments the caller passes on (name, TTL) were checked before, so that an
+// invalid_argument_error here can only come from the strategy.
+template <class Start>
+decltype(auto) starting_strategy(Start&& start);
+
 // A number of seconds, fractions allowed ("0.3", "2", "1e-3"), as a steady-clock duration.
-// Throws cli_error(EX_USAGE) naming `what` when the value is negative, not finite, or too large
-// to wait for, or is zero while `allow_zero` is false.
-std::chrono::nanoseconds parse_seconds(double seconds, std::string_view what, bool allow_zero);
+// Throws cli_error(EX_USAGE) naming `what` and quoting `text` as given when it is not a number,
+// is negative, not finite, or longer than a year, or is zero while `allow_zero` is false.
+std::chrono::nanoseconds parse_seconds(std::string_view text, std::string_view what,
+                                       bool allow_zero);
 
 // "0.304 s", for messages.
 std::string format_seconds(std::chrono::nanoseconds d);
@@ -49,5 +79,14 @@ std::string format_seconds(std::chrono::nanoseconds d);
 void print_error(std::string_view message);
 // The same with "locksmith: " for -v output.
 void print_note(std::string_view message);
+
+template <class Start>
+decltype(auto) starting_strategy(Start&& start) {
+    try {
+        return std::forward<Start>(start)();
+    } catch (const invalid_argument_error& e) {
+        throw cli_error(EX_UNAVAILABLE, e.what());
+    }
+}
 
 }  // namespace locksmith::cli

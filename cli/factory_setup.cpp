@@ -30,6 +30,11 @@ std::vector<fs::path> default_config_locations() {
 std::string read_input_file(const fs::path& path, std::string_view role) {
     std::error_code ec;
     auto status = fs::status(path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+        // EACCES on a directory on the way: the file may well exist; "missing" would mislead.
+        throw cli_error(EX_NOINPUT, std::string(role) + " " + path.string() +
+                                        " cannot be read: " + ec.message());
+    }
     if (ec || !fs::exists(status)) {
         throw cli_error(EX_NOINPUT, std::string(role) + " " + path.string() + " does not exist");
     }
@@ -79,7 +84,13 @@ config resolve_config(const std::optional<std::string>& config_flag) {
     }
     for (const auto& path : default_config_locations()) {
         std::error_code ec;
-        if (fs::exists(path, ec)) return load_named_file(path, "file " + path.string());
+        // Only a location that is certainly absent is skipped: one this user cannot search
+        // may hold the config everyone else uses, and the built-in defaults would then pick
+        // another strategy for the same names.
+        const bool absent =
+            !fs::exists(path, ec) &&
+            (!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory);
+        if (!absent) return load_named_file(path, "file " + path.string());
     }
     return config{};
 }

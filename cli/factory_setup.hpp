@@ -10,7 +10,8 @@
 //   3. $XDG_CONFIG_HOME/locksmith/config.json (XDG_CONFIG_HOME defaults to ~/.config)
 //   4. /etc/locksmith/config.json
 //   5. the built-in defaults
-// A file named by 1 or 2 must exist; 3 and 4 are used only when present.
+// A file named by 1 or 2 must exist; 3 and 4 are used only when present, and a location that
+// cannot be checked (a directory on the way not searchable) is an error, not "absent".
 #pragma once
 
 #include <filesystem>

@@ -26,6 +26,72 @@ json capability_list(capability set) {
     return out;
 }
 
+// Lock names, paths and the messages that quote them are any bytes; a JSON string is UTF-8
+// (nlohmann's dump throws on anything else). put_bytes writes `bytes` under `key` as it is when
+// it is UTF-8, else null there and its exact bytes, base64, under `key`_base64: a reader always
+// gets the bytes back. Used for what identifies something (a lock name, a file); other text
+// that is not UTF-8 (prose quoting such a name) goes out with U+FFFD for each bad byte (dump_line).
+bool is_utf8(const std::string& bytes) {
+    try {
+        (void)json(bytes).dump();
+        return true;
+    } catch (const json::type_error&) {
+        return false;
+    }
+}
+
+std::string base64(const std::string& bytes) {
+    static constexpr char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    std::size_t i = 0;
+    for (; i + 2 < bytes.size(); i += 3) {
+        const unsigned n = (static_cast<unsigned char>(bytes[i]) << 16) |
+                           (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                           static_cast<unsigned char>(bytes[i + 2]);
+        for (int shift : {18, 12, 6, 0}) out += alphabet[(n >> shift) & 63];
+    }
+    if (i < bytes.size()) {
+        unsigned n = static_cast<unsigned char>(bytes[i]) << 16;
+        if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+        out += alphabet[(n >> 18) & 63];
+        out += alphabet[(n >> 12) & 63];
+        out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+void put_bytes(json& object, const std::string& key, const std::string& bytes) {
+    if (is_utf8(bytes)) {
+        object[key] = bytes;
+    } else {
+        object[key] = nullptr;
+        object[key + "_base64"] = base64(bytes);
+    }
+}
+
+// One document on one line, for scripts.
+std::string dump_line(const json& document) {
+    return document.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The order selection tries strategies in, as `explain` shows it: the ones that could serve
+// first, then by effective priority (highest first), ties by name.
+void sort_as_selection_does(std::vector<strategy_info>& infos) {
+    auto usable = [](const strategy_info& i) {
+        return i.enabled && i.support.supported &&
+               (!i.descriptor.needs_configuration || i.configured);
+    };
+    std::sort(infos.begin(), infos.end(), [&](const strategy_info& a, const strategy_info& b) {
+        if (usable(a) != usable(b)) return usable(a);
+        if (a.effective_priority != b.effective_priority) {
+            return a.effective_priority > b.effective_priority;
+        }
+        return a.descriptor.name < b.descriptor.name;
+    });
+}
+
 // A plain text table: columns padded to their widest cell, two spaces apart, no trailing blanks.
 class text_table {
   public:
@@ -91,6 +157,7 @@ std::string state_text(lock_status::state s) {
 int strategies_command(const std::optional<std::string>& config_flag, bool json_output) {
     auto factory = make_factory(config_flag);
     auto infos = factory->registry().list();
+    sort_as_selection_does(infos);
     if (json_output) {
         json list = json::array();
         for (const auto& info : infos) {
@@ -109,8 +176,9 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
                 {"reason", info.support.reason},
             });
         }
-        std::cout << json{{"config", factory->settings().origin}, {"strategies", list}}.dump()
-                  << '\n';
+        json out{{"strategies", list}};
+        put_bytes(out, "config", factory->settings().origin);
+        std::cout << dump_line(out) << '\n';
         return 0;
     }
     std::cout << "config: " << factory->settings().origin << "\n\n";
@@ -151,15 +219,14 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
                                {"candidate", e.candidate},
                                {"passed_over", e.passed_over}});
         }
-        std::cout << json{{"config", factory->settings().origin},
-                          {"requested", capability_list(report.requested)},
-                          {"chosen", chosen ? json(chosen->strategy) : json(nullptr)},
-                          {"starts", start && chosen ? json(report.start_error.empty()) : json(nullptr)},
-                          {"start_error", report.start_error.empty() ? json(nullptr)
-                                                                     : json(report.start_error)},
-                          {"entries", entries}}
-                         .dump()
-                  << '\n';
+        json out{{"requested", capability_list(report.requested)},
+                 {"chosen", chosen ? json(chosen->strategy) : json(nullptr)},
+                 {"starts", start && chosen ? json(report.start_error.empty()) : json(nullptr)},
+                 {"start_error", report.start_error.empty() ? json(nullptr)
+                                                            : json(report.start_error)},
+                 {"entries", entries}};
+        put_bytes(out, "config", factory->settings().origin);
+        std::cout << dump_line(out) << '\n';
     } else {
         std::string text = report.to_string();
         std::cout << "config: " << factory->settings().origin << '\n'
@@ -183,8 +250,9 @@ int config_check_command(const std::string& file, bool json_output) {
             }
             list.push_back(item);
         }
-        std::cout << json{{"file", file}, {"valid", problems.empty()}, {"errors", list}}.dump()
-                  << '\n';
+        json out{{"valid", problems.empty()}, {"errors", list}};
+        put_bytes(out, "file", file);
+        std::cout << dump_line(out) << '\n';
     } else if (problems.empty()) {
         std::cout << file << ": OK\n";
     } else {
@@ -206,7 +274,7 @@ int status_command(const std::optional<std::string>& config_flag, const std::str
     auto factory = make_factory(config_flag);
     lock_request request = make_request(*factory, selection);
     std::string strategy = factory->strategy_for(name, request);
-    auto store = factory->store_for(strategy);
+    auto store = starting_strategy([&] { return factory->store_for(strategy); });
     lock_status status = store->status(name);
 
     int code = 0;
@@ -223,14 +291,13 @@ int status_command(const std::optional<std::string>& config_flag, const std::str
             break;
     }
     if (json_output) {
-        json out{{"name", name},
-                 {"strategy", strategy},
-                 {"state", state_id(status.held)},
-                 {"holders", status.holders}};
+        json out{
+            {"strategy", strategy}, {"state", state_id(status.held)}, {"holders", status.holders}};
         out["remaining_s"] = status.remaining
                                  ? json(std::chrono::duration<double>(*status.remaining).count())
                                  : json(nullptr);
-        std::cout << out.dump() << '\n';
+        put_bytes(out, "name", name);
+        std::cout << dump_line(out) << '\n';
     } else {
         std::cout << name << ": " << state_text(status.held) << " (strategy " << strategy << ")\n";
         for (const auto& holder : status.holders) std::cout << "  holder: " << holder << '\n';

@@ -31,10 +31,13 @@ constexpr const char* run_footer = R"(Usage: locksmith run [OPTIONS] NAME -- COM
 Exit status:
   the command's own status (128+N when signal N ended it);
   the conflict code (-E, default 1) when the lock is held (-n) or the wait (-w) ran out;
-  the lost-lock code (--lost-exit-code, default 75) when an expiring lock could not be kept;
+  the lost-lock code (--lost-exit-code, default 75) when the lock was lost while the command
+  ran (not refreshed in time, or removed or taken over by another process);
+  74 when the command ran but releasing the lock failed (it may still be held);
   126/127 when the command cannot be executed / is not found;
-  64 bad usage, 66 missing input file, 69 no strategy or backend unavailable,
-  70 internal error, 71 fork/exec failure, 78 configuration error.
+  64 bad usage, 66 config file missing or unreadable, 69 no strategy qualifies or the chosen
+  one cannot start or its backend failed, 70 internal error, 71 fork/exec failure,
+  78 configuration error.
 
 The command gets LOCKSMITH_NAME, LOCKSMITH_STRATEGY and, for strategies with fencing,
 LOCKSMITH_FENCING_TOKEN. SIGINT, SIGTERM and SIGHUP are forwarded to it. The lock is not
@@ -70,19 +73,6 @@ split_args split_at_separator(int argc, char** argv) {
         (out.had_separator ? out.command : out.front).push_back(std::move(arg));
     }
     return out;
-}
-
-int exit_code_for(const config_error& e) {
-    return e.id() == "config.io" ? EX_NOINPUT : EX_CONFIG;
-}
-
-std::string describe(const config_error& e) {
-    std::string message = e.what();
-    // A pointer or position makes the message actionable; add it when what() does not say it.
-    if (!e.pointer().empty() && message.find(e.pointer()) == std::string::npos) {
-        message = e.pointer() + ": " + message;
-    }
-    return message;
 }
 
 int run_main(int argc, char** argv) {
@@ -213,13 +203,28 @@ int run_main(int argc, char** argv) {
             return app.exit(e);  // --help, --version
         }
         // CLI11 puts no "locksmith:" in front, and the whole help text is too much here.
+        std::string message = e.what();
         std::string hint = "Run 'locksmith --help' for usage.";
+        const bool missing = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+        const std::vector<std::string> extras = app.remaining(true);
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || (missing && !extras.empty())) {
+            // CLI11 joins the unexpected words in reverse ("hi echo"); name them as given.
+            message = extras.size() == 1 ? "unexpected argument:" : "unexpected arguments:";
+            for (const auto& word : extras) message += " " + word;
+        }
         if (run_cmd->parsed() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
             // "locksmith run NAME COMMAND": flock(1) allows it, but here the command's own
             // options would be read as locksmith's; "--" makes the boundary explicit.
             hint = "Put -- before the command: locksmith run [OPTIONS] NAME -- COMMAND [ARGS...]";
+        } else if (missing && extras.empty()) {
+            // CLI11 says "A subcommand is required" without naming one.
+            if (app.get_subcommands().empty()) {
+                message = "a command is required: run, strategies, explain, config or status";
+            } else if (config_cmd->parsed() && !check_cmd->parsed()) {
+                message = "config needs a subcommand: locksmith config check FILE [--json]";
+            }
         }
-        print_error(std::string(e.what()) + "\n" + hint);
+        print_error(message + "\n" + hint);
         return EX_USAGE;
     }
 
@@ -257,36 +262,9 @@ int main(int argc, char** argv) {
         link_modules();
 #endif
         return run_main(argc, argv);
-    } catch (const cli_error& e) {
-        print_error(e.what());
-        return e.exit_code();
-    } catch (const config_error& e) {
-        print_error(describe(e));
-        return exit_code_for(e);
-    } catch (const invalid_argument_error& e) {
-        print_error(e.what());
-        return EX_USAGE;
-    } catch (const no_strategy_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const backend_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const acquire_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const expired_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const release_error& e) {
-        print_error(e.what());
-        return EX_UNAVAILABLE;
-    } catch (const std::bad_alloc&) {
-        print_error("out of memory");
-        return EX_OSERR;
     } catch (const std::exception& e) {
-        print_error(std::string("internal error: ") + e.what());
-        return EX_SOFTWARE;
+        print_error(message_for(e));
+        return exit_code_for(e);
     } catch (...) {
         print_error("internal error: unknown exception");
         return EX_SOFTWARE;

@@ -49,6 +49,27 @@ void refuse_process_local(const lock_factory& factory, const lock_request& reque
                         "lock. Choose a strategy that spans processes (locksmith strategies)");
 }
 
+// "NAME is held (exclusive by pid 42); waiting up to 5.000 s": what the wait is for, said once.
+// The holders are what the strategy's status can tell; nothing when it cannot.
+std::string waiting_note(lock_factory& factory, const named_lock& lock, const std::string& name,
+                         bool shared, const std::optional<clock::duration>& wait) {
+    std::string note = name + " is held";
+    try {
+        lock_status status = factory.store_for(lock.strategy())->status(name);
+        std::string holders;
+        for (const auto& holder : status.holders) {
+            holders += (holders.empty() ? "" : "; ") + holder;
+        }
+        if (!holders.empty()) note += " (" + holders + ")";
+    } catch (const std::exception&) {
+        // Who holds it is a courtesy; the wait does not depend on it.
+    }
+    note += std::string("; waiting for the ") + (shared ? "shared" : "exclusive") + " lock (" +
+            lock.strategy() + ")";
+    note += wait ? " up to " + format_seconds(*wait) : " until it is free";
+    return note;
+}
+
 void set_child_environment(const named_lock& lock) {
     ::setenv("LOCKSMITH_NAME", lock.name().c_str(), 1);
     ::setenv("LOCKSMITH_STRATEGY", lock.strategy().c_str(), 1);
@@ -96,29 +117,37 @@ int run_command(const run_options& options) {
     // A fallback means a backend is down: worth a line even without -v.
     factory->on_fallback([](const std::string& sentence) { print_note(sentence); });
 
-    named_lock lock = factory->create_lock(options.name, request);
+    named_lock lock =
+        starting_strategy([&] { return factory->create_lock(options.name, request); });
     refuse_process_local(*factory, request, lock.strategy());
+    // The mode actually requested: a strategy without a shared mode takes the lock exclusively.
+    const bool shared = options.shared && has(lock.capabilities(), capability::shared);
     if (options.verbose) {
         explain_choice(*factory, options.name, request, lock.strategy());
-        if (options.shared && !has(lock.capabilities(), capability::shared)) {
+        if (options.shared && !shared) {
             print_note("the " + lock.strategy() +
-                       " strategy has no shared mode; taking the exclusive lock");
+                       " strategy has no shared mode; taking the lock exclusively instead");
         }
     }
 
     const auto started = clock::now();
-    bool acquired;
-    if (nonblocking) {
-        acquired = options.shared ? lock.try_lock_shared() : lock.try_lock();
-    } else if (wait) {
-        acquired = options.shared ? lock.try_lock_shared_for(*wait) : lock.try_lock_for(*wait);
-    } else {
-        if (options.shared) {
-            lock.lock_shared();
-        } else {
-            lock.lock();
+    // One attempt first, so that -v can say that (and for whom) it waits before it does.
+    bool acquired = shared ? lock.try_lock_shared() : lock.try_lock();
+    if (!acquired && !nonblocking) {
+        if (options.verbose) {
+            print_note(waiting_note(*factory, lock, options.name, shared, wait));
         }
-        acquired = true;
+        if (wait) {
+            const auto left = *wait - (clock::now() - started);
+            acquired = shared ? lock.try_lock_shared_for(left) : lock.try_lock_for(left);
+        } else {
+            if (shared) {
+                lock.lock_shared();
+            } else {
+                lock.lock();
+            }
+            acquired = true;
+        }
     }
     const auto waited = clock::now() - started;
     if (!acquired) {
@@ -131,8 +160,8 @@ int run_command(const run_options& options) {
     }
     if (options.verbose) {
         std::string note = "acquired " + options.name + " (" +
-                           (options.shared ? "shared" : "exclusive") + ", strategy " +
-                           lock.strategy() + ") after " + format_seconds(waited);
+                           (lock.held_mode() == lock_mode::shared ? "shared" : "exclusive") +
+                           ", strategy " + lock.strategy() + ") after " + format_seconds(waited);
         if (auto token = lock.fencing_token()) note += ", fencing token " + std::to_string(*token);
         if (auto left = lock.remaining_lifetime()) note += ", ttl " + format_seconds(*left);
         print_note(note);

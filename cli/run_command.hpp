@@ -13,10 +13,11 @@ struct run_options {
     std::string name;
     bool shared = false;                // -s
     bool nonblock = false;              // -n
-    std::optional<double> wait_s;       // -w SECONDS (0 = non-blocking)
+    // Durations as typed, so that an error can quote them exactly (parse_seconds).
+    std::optional<std::string> wait_s;  // -w SECONDS (0 = non-blocking)
     int conflict_exit_code = 1;         // -E
-    std::optional<double> ttl_s;        // --ttl
-    double kill_after_s = 5;            // --kill-after
+    std::optional<std::string> ttl_s;   // --ttl
+    std::string kill_after_s = "5";     // --kill-after
     int lost_exit_code = 75;            // --lost-exit-code
     selection_flags selection;          // --strategy / --require
     std::optional<std::string> config;  // --config
@@ -25,7 +26,8 @@ struct run_options {
     std::vector<std::string> command;   // -- COMMAND ARGS...
 };
 
-// Returns the exit code: the child's, the conflict code, or the lost-lock code.
+// Returns the exit code: the child's, the conflict code, the lost-lock code, or
+// exit_release_failed.
 // Throws cli_error and locksmith::error for locksmith's own failures (main maps them).
 int run_command(const run_options& options);
 

@@ -146,6 +146,34 @@ pid_t start_child(const std::vector<std::string>& argv, const sigset_t& original
     return pid;
 }
 
+// Releases `lock` after the command, and says "released" only when that is true. A release that
+// fails may leave the lock held, blocking everyone else: the caller exits with
+// exit_release_failed then, and the message says how the command itself ended, which that code
+// replaces. After a lost lock, a failed release is expected and only reported.
+// Returns false when the release failed and the lock was not lost.
+bool release(named_lock& lock, std::optional<int> command_status, bool lost, bool verbose) {
+    try {
+        lock.release();
+    } catch (const std::exception& e) {
+        // The destructor would try again and report the same failure a second time.
+        lock.set_auto_release(false);
+        std::string message = "releasing the lock " + lock.name() + " failed: " + e.what();
+        if (lost) {
+            print_error(message);
+            return true;
+        }
+        if (command_status) {
+            message += "\nthe command exited with status " + std::to_string(*command_status);
+        }
+        message += "\nthe lock may still be held; see: locksmith status " + lock.name();
+        print_error(message);
+        return false;
+    }
+    // After a loss there was nothing of ours left to release.
+    if (verbose && !lost) print_note("released " + lock.name());
+    return true;
+}
+
 }  // namespace
 
 int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
@@ -174,7 +202,7 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
             if (*left <= std::chrono::milliseconds(0)) {
                 print_error("the lock " + lock.name() +
                             " expired before the command could start; not starting it");
-                lock.unlock();
+                release(lock, std::nullopt, true, options.verbose);
                 return options.lost_exit_code;
             }
             refresh_every = std::max<clock::duration>(*left / 3, std::chrono::milliseconds(1));
@@ -279,9 +307,25 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
             print_error("the lock " + lock.name() + " expired before the command finished");
         }
     }
-    lock.unlock();
-    if (options.verbose) print_note("released " + lock.name());
-    return lost ? options.lost_exit_code : exit_code_of(status);
+    if (!lost) {
+        // A lock removed or taken over meanwhile (a simple lock file broken by another process
+        // as stale) would "release" without error: ask the store first. When it cannot answer,
+        // the release below fails and says why.
+        bool held = true;
+        try {
+            held = lock.is_acquired();
+        } catch (const std::exception&) {
+        }
+        if (!held) {
+            lost = true;
+            print_error("the lock " + lock.name() +
+                        " was no longer held when the command ended: another process removed "
+                        "or took it over");
+        }
+    }
+    const int code = exit_code_of(status);
+    if (!release(lock, code, lost, options.verbose)) return exit_release_failed;
+    return lost ? options.lost_exit_code : code;
 }
 
 }  // namespace locksmith::cli

@@ -29,7 +29,9 @@ struct supervise_options {
 // releases `lock` afterwards, however the child ended.
 // Requires: `lock` is held; `argv` is not empty.
 // Returns: the child's exit status; 128 + N when signal N ended it (as a shell reports it);
-//   options.lost_exit_code when the lock was lost while the child ran.
+//   options.lost_exit_code when the lock was lost while the child ran; exit_release_failed
+//   when releasing the lock afterwards failed (it may still be held). Never says "released"
+//   (with -v) unless the release succeeded.
 // Throws: cli_error(127) when the command was not found, cli_error(126) when it could not be
 //   executed, cli_error(EX_OSERR) when fork or the signal setup failed.
 int supervise_child(named_lock& lock, const std::vector<std::string>& argv,

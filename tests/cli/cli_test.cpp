@@ -29,6 +29,25 @@ std::string describe(const cli_result& r) {
            "]";
 }
 
+std::size_t count(const std::string& text, const std::string& part) {
+    std::size_t n = 0;
+    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
+}
+
+// Waits until the file at `path` contains `text`; false after `timeout`.
+bool wait_for_text(const std::string& path, const std::string& text,
+                   std::chrono::milliseconds timeout = 10s) {
+    auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+        std::ifstream in(path, std::ios::binary);
+        std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (content.find(text) != std::string::npos) return true;
+        std::this_thread::sleep_for(5ms);
+    }
+    return false;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(run_command)
@@ -274,6 +293,64 @@ BOOST_AUTO_TEST_CASE(verbose_says_which_strategy_and_why) {
     BOOST_TEST(r.err.find("locksmith: strategy file") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("acquired v") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("released v") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(misplaced_command_words_are_named_in_their_order) {
+    cli_sandbox box;
+    auto r = box.run(run_args(box, {"job", "echo", "hi", "there"}));
+    BOOST_TEST(r.exit_code == 64, describe(r));
+    BOOST_TEST(r.err.find("echo hi there") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(verbose_names_the_mode_actually_taken) {
+    cli_sandbox box;
+    // simple has no shared mode: -s takes the exclusive lock, said once, and reported as such.
+    auto r = box.run(run_args(box, {"-v", "-s", "--strategy", "simple", "m", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(count(r.err, "no shared mode") == 1, r.err);
+    BOOST_TEST(r.err.find("acquired m (exclusive") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("shared,") == std::string::npos, r.err);
+    // file has one: shared it is, and nothing about a fallback.
+    r = box.run(run_args(box, {"-v", "-s", "--strategy", "file", "m", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.err.find("acquired m (shared") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("no shared mode") == std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(verbose_says_once_that_it_waits_and_for_whom) {
+    cli_sandbox box;
+    // The holder stays until the test has seen the waiter's note.
+    auto holder = box.start(
+        run_args(box, {"w", "-c",
+                       "touch " + box.path("ready") + "; i=0; while [ ! -e " + box.path("go") +
+                           " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    auto waiter = box.start(run_args(box, {"-v", "-w", "20", "w", "--", "true"}));
+    const bool said = wait_for_text(waiter.err_path, "waiting");
+    std::ofstream(box.path("go")) << "go";
+    auto r = box.wait(waiter);
+    BOOST_TEST(said, r.err);
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(count(r.err, "waiting") == 1, r.err);
+    // file's status names the pid that holds the flock: the holder's locksmith.
+    BOOST_TEST(r.err.find("pid " + std::to_string(holder.pid)) != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("w is held") != std::string::npos, r.err);
+    BOOST_TEST(box.wait(holder).exit_code == 0);
+}
+
+// A lock taken away while the command ran (here its simple lock file removed, as another
+// process does when it judges the lock stale) is a lost lock, not a successful release.
+BOOST_AUTO_TEST_CASE(a_lock_removed_while_the_command_ran_is_reported_lost) {
+    cli_sandbox box;
+    std::string config = box.write_file(
+        "simple.json",
+        nlohmann::json{{"strategies", {{"simple", {{"options", {{"lock_dir", box.lock_dir()}}}}}}}}
+            .dump());
+    auto r = box.run({"run", "--config", config, "--strategy", "simple", "-v", "gone", "-c",
+                      "rm " + box.lock_dir().string() + "/*.slock"});
+    BOOST_TEST(r.exit_code == 75, describe(r));
+    BOOST_TEST(r.err.find("no longer held") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("released gone") == std::string::npos, r.err);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
