@@ -1,8 +1,14 @@
 #include <locksmith/config.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include <locksmith/options.hpp>
@@ -231,23 +237,70 @@ private:
     std::vector<config_error>& errors_;
 };
 
+// 1-based line and column of byte `offset` in `text`.
+std::pair<std::size_t, std::size_t> position(std::string_view text, std::size_t offset) {
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+        if (text[i] == '\n') {
+            ++line;
+            column = 1;
+        } else {
+            ++column;
+        }
+    }
+    return {line, column};
+}
+
+// The offset of the first bracket that opens level max_depth + 1, or npos. nlohmann parses
+// without recursion but dumps and compares recursively, so a deep document must never reach
+// the tree; this scan is linear and recurses nowhere.
+std::size_t too_deep_at(std::string_view text) {
+    std::size_t depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > config::max_depth) return i;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return std::string_view::npos;
+}
+
 std::vector<config_error> parse_into(std::string_view text, config& out) {
     std::vector<config_error> errors;
+    if (text.size() > config::max_bytes) {
+        errors.emplace_back("config.too_large", "",
+                            "the document is " + std::to_string(text.size()) +
+                                " bytes; a config may be at most 1 MiB (" +
+                                std::to_string(config::max_bytes) + " bytes)");
+        return errors;
+    }
+    if (auto at = too_deep_at(text); at != std::string_view::npos) {
+        auto [line, column] = position(text, at);
+        errors.emplace_back("config.too_deep", "",
+                            "nesting deeper than " + std::to_string(config::max_depth) +
+                                " levels at line " + std::to_string(line) + ", column " +
+                                std::to_string(column) + " (the limit for a config)",
+                            line, column);
+        return errors;
+    }
     ordered root;
     try {
         root = ordered::parse(text.begin(), text.end());
     } catch (const ordered::parse_error& e) {
         // nlohmann reports a byte offset; count lines and columns ourselves (1-based).
-        std::size_t byte = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-        std::size_t line = 1, column = 1;
-        for (std::size_t i = 0; i < byte; ++i) {
-            if (text[i] == '\n') {
-                ++line;
-                column = 1;
-            } else {
-                ++column;
-            }
-        }
+        auto [line, column] = position(text, e.byte == 0 ? 0 : e.byte - 1);
         std::string detail = e.what();
         if (auto pos = detail.find(": syntax error"); pos != std::string::npos)
             detail = detail.substr(pos + 2);
@@ -277,16 +330,51 @@ config config::parse(std::string_view json_text, std::string origin) {
     return out;
 }
 
-config config::load_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::error_code ec;
-    if (!in || std::filesystem::is_directory(path, ec)) {
-        const char* why = std::filesystem::exists(path, ec) ? "cannot be read" : "does not exist";
-        throw config_error("config.io", "", "config file " + path.string() + " " + why);
+std::string config::read_file(const std::filesystem::path& path) {
+    const std::string name = "config file " + path.string();
+    auto io_error = [&](const std::string& why) {
+        return config_error("config.io", "", name + " " + why);
+    };
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ENOENT || err == ENOTDIR) throw io_error("does not exist");
+        throw io_error("cannot be opened: " + std::string(std::strerror(err)));
     }
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return parse(buffer.str(), "config file " + path.string());
+    struct closer {
+        int fd;
+        ~closer() { ::close(fd); }
+    } close_fd{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw io_error("cannot be read: " + std::string(std::strerror(errno)));
+    if (S_ISDIR(st.st_mode)) throw io_error("is a directory; give the path of a JSON file");
+    if (!S_ISREG(st.st_mode))
+        throw io_error("is not a regular file (a FIFO, socket or device); give the path of a "
+                       "JSON file");
+    auto too_large = [&] {
+        return config_error("config.too_large", "",
+                            name + " is larger than 1 MiB (" + std::to_string(max_bytes) +
+                                " bytes), the limit for a config");
+    };
+    if (std::uintmax_t(st.st_size) > max_bytes) throw too_large();
+    // Read at most one byte past the limit: the file may grow between fstat and read.
+    std::string text(max_bytes + 1, '\0');
+    std::size_t length = 0;
+    while (length < text.size()) {
+        const ssize_t n = ::read(fd, text.data() + length, text.size() - length);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw io_error("cannot be read: " + std::string(std::strerror(errno)));
+        if (n == 0) break;
+        length += std::size_t(n);
+    }
+    if (length > max_bytes) throw too_large();
+    text.resize(length);
+    return text;
+}
+
+config config::load_file(const std::filesystem::path& path) {
+    return parse(read_file(path), "config file " + path.string());
 }
 
 std::optional<config> config::from_environment() {

@@ -51,6 +51,11 @@ struct strategy_settings {
 };
 
 struct config {
+    // Bounds on a document, whatever its source (file, LOCKSMITH_CONFIG, string): a config is
+    // written by hand, and a hostile or broken one must not crash, hang or exhaust memory.
+    static constexpr std::size_t max_bytes = std::size_t(1) << 20;  // 1 MiB
+    static constexpr std::size_t max_depth = 64;  // nesting of objects and arrays; root = 1
+
     std::chrono::milliseconds default_ttl{std::chrono::minutes(5)};
     bool auto_release = true;
     retry_policy retry{};
@@ -60,9 +65,14 @@ struct config {
     // Where the document came from ("built-in defaults", "file /etc/x.json", "LOCKSMITH_CONFIG").
     std::string origin = "built-in defaults";
 
-    // Throws the first config_error.
+    // Throws the first config_error; "config.too_large" and "config.too_deep" for a document
+    // beyond max_bytes or max_depth.
     static config parse(std::string_view json_text, std::string origin = "string");
-    // Throws config_error ("config.io") when the file cannot be read, then as parse().
+    // The text of a config file: a regular file (never a FIFO, socket or device, which could
+    // block or never end) of at most max_bytes. Throws config_error "config.io" when it does
+    // not exist, cannot be read or is not a regular file, "config.too_large" beyond max_bytes.
+    static std::string read_file(const std::filesystem::path& path);
+    // read_file, then parse() with the file as origin.
     static config load_file(const std::filesystem::path& path);
     // LOCKSMITH_CONFIG: a file path, or a JSON document when it starts with '{'. nullopt when
     // the variable is unset or empty.
