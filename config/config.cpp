@@ -302,6 +302,9 @@ std::vector<config_error> parse_into(std::string_view text, config& out) {
         // nlohmann reports a byte offset; count lines and columns ourselves (1-based).
         auto [line, column] = position(text, e.byte == 0 ? 0 : e.byte - 1);
         std::string detail = e.what();
+        // nlohmann ends with the token it was reading ("; last read: '...'"): it may be a
+        // URL with its password, so it is never shown. Line and column say where.
+        if (auto pos = detail.find("; last read: "); pos != std::string::npos) detail.erase(pos);
         if (auto pos = detail.find(": syntax error"); pos != std::string::npos)
             detail = detail.substr(pos + 2);
         else if (auto pos2 = detail.find("] "); pos2 != std::string::npos)
