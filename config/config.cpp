@@ -83,8 +83,9 @@ public:
     }
 
 private:
+    // Messages are bare: located() adds the source and the pointer, once.
     void fail(const char* id, const std::string& pointer, const std::string& message) {
-        errors_.emplace_back(id, pointer, (pointer.empty() ? "" : pointer + ": ") + message);
+        errors_.emplace_back(id, pointer, message);
     }
     void unknown_key(const std::string& at, const std::string& key, const char* known) {
         fail("config.unknown_key", at + "/" + json_pointer_token(key),
@@ -290,8 +291,7 @@ std::vector<config_error> parse_into(std::string_view text, config& out) {
         auto [line, column] = position(text, at);
         errors.emplace_back("config.too_deep", "",
                             "nesting deeper than " + std::to_string(config::max_depth) +
-                                " levels at line " + std::to_string(line) + ", column " +
-                                std::to_string(column) + " (the limit for a config)",
+                                " levels (the limit for a config)",
                             line, column);
         return errors;
     }
@@ -309,18 +309,42 @@ std::vector<config_error> parse_into(std::string_view text, config& out) {
             detail = detail.substr(pos + 2);
         else if (auto pos2 = detail.find("] "); pos2 != std::string::npos)
             detail = detail.substr(pos2 + 2);
-        errors.emplace_back("config.syntax", "",
-                            "not valid JSON at line " + std::to_string(line) + ", column " +
-                                std::to_string(column) + ": " + detail,
-                            line, column);
+        errors.emplace_back("config.syntax", "", "not valid JSON: " + detail, line, column);
         return errors;
     }
     validator(out, errors).document(root);
     return errors;
 }
 
-config_error with_origin(const config_error& e, const std::string& origin) {
-    return config_error(e.id(), e.pointer(), origin + ": " + e.what(), e.line(), e.column());
+// `e` (a bare message) as the user reads it: the source, the position or pointer, the message.
+std::string located(const config_error& e, const std::string& origin) {
+    std::string where = origin;
+    if (e.line() > 0)
+        where += ", line " + std::to_string(e.line()) + ", column " + std::to_string(e.column());
+    if (!e.pointer().empty()) where += ": " + e.pointer();
+    return where + ": " + e.what();
+}
+
+// One exception for every problem: the first one's id and pointer, and a line for each.
+[[noreturn]] void throw_all(const std::vector<config_error>& errors, const std::string& origin) {
+    std::string message;
+    for (const auto& e : errors) message += (message.empty() ? "" : "\n") + located(e, origin);
+    const auto& first = errors.front();
+    throw config_error(first.id(), first.pointer(), message, first.line(), first.column());
+}
+
+// An error from strategy `name`'s options, whose pointer is relative to them.
+config_error options_problem(const std::string& name, const config_error& e) {
+    return config_error(e.id(), "/strategies/" + json_pointer_token(name) + "/options" + e.pointer(),
+                        e.what());
+}
+
+bool document_was_read(const std::vector<config_error>& errors) {
+    for (const auto& e : errors)
+        if (e.id() == "config.syntax" || e.id() == "config.too_large" ||
+            e.id() == "config.too_deep")
+            return false;
+    return true;
 }
 
 }  // namespace
@@ -329,8 +353,13 @@ config config::parse(std::string_view json_text, std::string origin) {
     config out;
     out.origin = origin;
     auto errors = parse_into(json_text, out);
-    if (!errors.empty()) throw with_origin(errors.front(), origin);
+    if (!errors.empty()) throw_all(errors, origin);
     return out;
+}
+
+config_error config::options_error(const std::string& strategy, const config_error& e) const {
+    auto problem = options_problem(strategy, e);
+    return config_error(problem.id(), problem.pointer(), located(problem, origin));
 }
 
 std::string config::read_file(const std::filesystem::path& path) {
@@ -394,12 +423,9 @@ std::vector<config_error> config::check(std::string_view json_text,
                                         const strategy_registry* registry) {
     config out;
     auto errors = parse_into(json_text, out);
-    if (errors.empty() && registry != nullptr) {
-        try {
-            out.validate_against(*registry);
-        } catch (const config_error& e) {
-            errors.push_back(e);
-        }
+    if (registry != nullptr && document_was_read(errors)) {
+        auto more = out.problems_against(*registry);
+        errors.insert(errors.end(), more.begin(), more.end());
     }
     return errors;
 }
@@ -416,37 +442,41 @@ void config::apply_to(strategy_registry& registry) const {
 }
 
 void config::validate_against(const strategy_registry& registry) const {
+    auto problems = problems_against(registry);
+    if (!problems.empty()) throw_all(problems, origin);
+}
+
+std::vector<config_error> config::problems_against(const strategy_registry& registry) const {
+    std::vector<config_error> problems;
     auto known = [&] {
         std::string list;
         for (const auto& n : registry.names()) list += (list.empty() ? "" : ", ") + n;
         return list;
     };
     for (const auto& [name, s] : strategies) {
-        const std::string p = "/strategies/" + json_pointer_token(name);
         auto d = registry.find(name);
-        if (!d)
-            throw config_error("config.unknown_strategy", p,
-                               origin + ": " + p + ": unknown strategy '" + name +
-                                   "' (registered: " + known() + ")");
+        if (!d) {
+            problems.emplace_back("config.unknown_strategy", "/strategies/" + json_pointer_token(name),
+                                  "unknown strategy '" + name + "' (registered: " + known() + ")");
+            continue;
+        }
         try {
             if (d->validate_options)
                 d->validate_options(s.options);
             else
                 options_reader(s.options).finish();
         } catch (const config_error& e) {
-            const std::string op = p + "/options" + e.pointer();
-            std::string message = e.what();
-            throw config_error(e.id(), op, origin + ": " + op + ": " + message);
+            problems.push_back(options_problem(name, e));
         }
     }
     for (const auto& rule : locks) {
-        if (rule.strategy && !registry.contains(*rule.strategy)) {
-            const std::string p = "/locks/" + json_pointer_token(rule.pattern) + "/strategy";
-            throw config_error("config.unknown_strategy", p,
-                               origin + ": " + p + ": unknown strategy '" + *rule.strategy +
-                                   "' (registered: " + known() + ")");
-        }
+        if (rule.strategy && !registry.contains(*rule.strategy))
+            problems.emplace_back("config.unknown_strategy",
+                                  "/locks/" + json_pointer_token(rule.pattern) + "/strategy",
+                                  "unknown strategy '" + *rule.strategy + "' (registered: " +
+                                      known() + ")");
     }
+    return problems;
 }
 
 }  // namespace locksmith

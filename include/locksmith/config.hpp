@@ -65,7 +65,7 @@ struct config {
     // Where the document came from ("built-in defaults", "file /etc/x.json", "LOCKSMITH_CONFIG").
     std::string origin = "built-in defaults";
 
-    // Throws the first config_error; "config.too_large" and "config.too_deep" for a document
+    // Throws one config_error for every problem (see validate_against); "config.too_large" and "config.too_deep" for a document
     // beyond max_bytes or max_depth.
     static config parse(std::string_view json_text, std::string origin = "string");
     // The text of a config file: a regular file (never a FIFO, socket or device, which could
@@ -77,8 +77,10 @@ struct config {
     // LOCKSMITH_CONFIG: a file path, or a JSON document when it starts with '{'. nullopt when
     // the variable is unset or empty.
     static std::optional<config> from_environment();
-    // Every problem of a document (empty when it is valid), for `locksmith config check`.
-    // Strategy names and options are checked against `registry` when given.
+    // Every problem of a document (empty when it is valid), for `locksmith config check`:
+    // each error's what() is the problem alone; its pointer (or line and column) are fields,
+    // and the caller names the document, so that each is said once. Strategy names and every
+    // strategy's options are checked against `registry` when given.
     static std::vector<config_error> check(std::string_view json_text,
                                            const strategy_registry* registry = nullptr);
 
@@ -87,9 +89,15 @@ struct config {
 
     // Stores this config's strategy settings in `registry` as overrides (kept by name).
     void apply_to(strategy_registry& registry) const;
-    // Throws config_error for a strategy name (in "strategies" or a lock rule) that `registry`
-    // does not know, and for options its strategy rejects.
+    // Throws config_error for strategy names (in "strategies" or a lock rule) that `registry`
+    // does not know, and for options their strategy rejects: one line per problem, each
+    // "<origin>: <pointer>: <problem>"; id and pointer are the first problem's.
     void validate_against(const strategy_registry& registry) const;
+    // The problems validate_against throws for, as check() lists them.
+    std::vector<config_error> problems_against(const strategy_registry& registry) const;
+    // `e`, thrown by strategy `strategy` for its options (pointer relative to them), re-pointed
+    // into this document and naming its origin: how the factory reports rejected options.
+    config_error options_error(const std::string& strategy, const config_error& e) const;
 };
 
 }  // namespace locksmith

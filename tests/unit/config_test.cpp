@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <string>
 
 #include <sys/resource.h>
@@ -544,4 +545,56 @@ BOOST_AUTO_TEST_CASE(size_is_bounded_for_files_and_strings) {
     }
     // Exactly at the limit is fine.
     BOOST_CHECK_NO_THROW(config::parse("{}" + std::string(config::max_bytes - 2, ' ')));
+}
+
+// --- one pointer, the right source, every error ---
+
+namespace {
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+    std::size_t n = 0;
+    for (auto pos = text.find(part); pos != std::string::npos; pos = text.find(part, pos + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(check_lists_every_strategys_option_errors_once_each) {
+    // Before: check() stopped at the first strategy's options, blamed "built-in defaults" and
+    // repeated the pointer in the message; validate_against named the file and pointer twice.
+    strategy_registry r;
+    register_builtin_strategies(r);
+    const std::string text = R"({"strategies": {
+        "file": {"options": {"lock_dirr": "/tmp"}},
+        "semaphore": {"options": {"bogus": 1}},
+        "memory": {"options": {"nope": true}}}, "defaults": {"ttl_s": 0}})";
+    auto problems = config::check(text, &r);
+    BOOST_TEST(problems.size() == 4u);
+    std::set<std::string> pointers;
+    for (const auto& p : problems) {
+        pointers.insert(p.pointer());
+        // The caller prints source and pointer with the message: the message has neither.
+        BOOST_TEST(std::string(p.what()).find(p.pointer()) == std::string::npos, p.what());
+        BOOST_TEST(std::string(p.what()).find("built-in defaults") == std::string::npos, p.what());
+    }
+    BOOST_TEST(pointers.count("/strategies/file/options/lock_dirr") == 1u);
+    BOOST_TEST(pointers.count("/strategies/semaphore/options/bogus") == 1u);
+    BOOST_TEST(pointers.count("/strategies/memory/options/nope") == 1u);
+    BOOST_TEST(pointers.count("/defaults/ttl_s") == 1u);
+
+    // Thrown: the file named once, the pointer once, per problem.
+    auto path = temp_file(R"({"strategies": {"file": {"options": {"lock_dirr": "/tmp"}},
+        "semaphore": {"options": {"bogus": 1}}, "memory": {"options": {"nope": true}}}})");
+    auto c = catch_config_error([&] { config::load_file(path).validate_against(r); });
+    BOOST_TEST(c.thrown);
+    for (const char* p : {"/strategies/file/options/lock_dirr", "/strategies/semaphore/options/bogus",
+                          "/strategies/memory/options/nope"})
+        BOOST_TEST(count_of(c.message, p) == 1u, c.message);
+    BOOST_TEST(count_of(c.message, path.string()) == 3u, c.message);
+    BOOST_TEST(c.message.find("built-in defaults") == std::string::npos, c.message);
+    std::filesystem::remove(path);
+
+    auto one = parse_error(R"({"defaults": {"ttl_s": 0}})");
+    BOOST_TEST(count_of(one.message, "/defaults/ttl_s") == 1u, one.message);
+    BOOST_TEST(one.message.rfind("string: ", 0) == 0u, one.message);
 }
