@@ -1,10 +1,6 @@
 #include "factory_setup.hpp"
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "cli_common.hpp"
@@ -27,34 +23,10 @@ std::vector<fs::path> default_config_locations() {
     return out;
 }
 
-std::string read_input_file(const fs::path& path, std::string_view role) {
-    std::error_code ec;
-    auto status = fs::status(path, ec);
-    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
-        // EACCES on a directory on the way: the file may well exist; "missing" would mislead.
-        throw cli_error(EX_NOINPUT, std::string(role) + " " + path.string() +
-                                        " cannot be read: " + ec.message());
-    }
-    if (ec || !fs::exists(status)) {
-        throw cli_error(EX_NOINPUT, std::string(role) + " " + path.string() + " does not exist");
-    }
-    if (fs::is_directory(status)) {
-        throw cli_error(EX_NOINPUT,
-                        std::string(role) + " " + path.string() + " is a directory, not a file");
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        int err = errno;
-        throw cli_error(EX_NOINPUT, "cannot read " + std::string(role) + " " + path.string() +
-                                        ": " + std::strerror(err));
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) {
-        throw cli_error(EX_NOINPUT,
-                        "cannot read " + std::string(role) + " " + path.string() + ": read error");
-    }
-    return text.str();
+std::string read_input_file(const fs::path& path, std::string_view /*role*/) {
+    // The library's reader: regular files only (a FIFO would block, /dev/zero never end), at
+    // most 1 MiB. Its errors are config_errors: "config.io" exits EX_NOINPUT, others EX_CONFIG.
+    return config::read_file(path);
 }
 
 namespace {

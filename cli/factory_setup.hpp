@@ -28,8 +28,9 @@ namespace locksmith::cli {
 // The default locations (3 and 4 above), in the order they are tried.
 std::vector<std::filesystem::path> default_config_locations();
 
-// Reads the whole file. Throws cli_error(EX_NOINPUT) when it is missing, unreadable or not a
-// regular file, with a message that says so and names `role` ("config file").
+// Reads the whole file with config::read_file's bounds (a regular file, at most 1 MiB).
+// Throws config_error: "config.io" (exit EX_NOINPUT) when it is missing, unreadable or not a
+// regular file, "config.too_large" (EX_CONFIG) beyond the limit.
 std::string read_input_file(const std::filesystem::path& path, std::string_view role);
 
 // Loads the configuration following the order above.

@@ -1,8 +1,14 @@
 #include <locksmith/config.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include <locksmith/options.hpp>
@@ -77,8 +83,9 @@ public:
     }
 
 private:
+    // Messages are bare: located() adds the source and the pointer, once.
     void fail(const char* id, const std::string& pointer, const std::string& message) {
-        errors_.emplace_back(id, pointer, (pointer.empty() ? "" : pointer + ": ") + message);
+        errors_.emplace_back(id, pointer, message);
     }
     void unknown_key(const std::string& at, const std::string& key, const char* known) {
         fail("config.unknown_key", at + "/" + json_pointer_token(key),
@@ -238,40 +245,113 @@ private:
     std::vector<config_error>& errors_;
 };
 
+// 1-based line and column of byte `offset` in `text`.
+std::pair<std::size_t, std::size_t> position(std::string_view text, std::size_t offset) {
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+        if (text[i] == '\n') {
+            ++line;
+            column = 1;
+        } else {
+            ++column;
+        }
+    }
+    return {line, column};
+}
+
+// The offset of the first bracket that opens level max_depth + 1, or npos. nlohmann parses
+// without recursion but dumps and compares recursively, so a deep document must never reach
+// the tree; this scan is linear and recurses nowhere.
+std::size_t too_deep_at(std::string_view text) {
+    std::size_t depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > config::max_depth) return i;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return std::string_view::npos;
+}
+
 std::vector<config_error> parse_into(std::string_view text, config& out) {
     std::vector<config_error> errors;
+    if (text.size() > config::max_bytes) {
+        errors.emplace_back("config.too_large", "",
+                            "the document is " + std::to_string(text.size()) +
+                                " bytes; a config may be at most 1 MiB (" +
+                                std::to_string(config::max_bytes) + " bytes)");
+        return errors;
+    }
+    if (auto at = too_deep_at(text); at != std::string_view::npos) {
+        auto [line, column] = position(text, at);
+        errors.emplace_back("config.too_deep", "",
+                            "nesting deeper than " + std::to_string(config::max_depth) +
+                                " levels (the limit for a config)",
+                            line, column);
+        return errors;
+    }
     ordered root;
     try {
         root = ordered::parse(text.begin(), text.end());
     } catch (const ordered::parse_error& e) {
         // nlohmann reports a byte offset; count lines and columns ourselves (1-based).
-        std::size_t byte = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-        std::size_t line = 1, column = 1;
-        for (std::size_t i = 0; i < byte; ++i) {
-            if (text[i] == '\n') {
-                ++line;
-                column = 1;
-            } else {
-                ++column;
-            }
-        }
+        auto [line, column] = position(text, e.byte == 0 ? 0 : e.byte - 1);
         std::string detail = e.what();
+        // nlohmann ends with the token it was reading ("; last read: '...'"): it may be a
+        // URL with its password, so it is never shown. Line and column say where.
+        if (auto pos = detail.find("; last read: "); pos != std::string::npos) detail.erase(pos);
         if (auto pos = detail.find(": syntax error"); pos != std::string::npos)
             detail = detail.substr(pos + 2);
         else if (auto pos2 = detail.find("] "); pos2 != std::string::npos)
             detail = detail.substr(pos2 + 2);
-        errors.emplace_back("config.syntax", "",
-                            "not valid JSON at line " + std::to_string(line) + ", column " +
-                                std::to_string(column) + ": " + detail,
-                            line, column);
+        errors.emplace_back("config.syntax", "", "not valid JSON: " + detail, line, column);
         return errors;
     }
     validator(out, errors).document(root);
     return errors;
 }
 
-config_error with_origin(const config_error& e, const std::string& origin) {
-    return config_error(e.id(), e.pointer(), origin + ": " + e.what(), e.line(), e.column());
+// `e` (a bare message) as the user reads it: the source, the position or pointer, the message.
+std::string located(const config_error& e, const std::string& origin) {
+    std::string where = origin;
+    if (e.line() > 0)
+        where += ", line " + std::to_string(e.line()) + ", column " + std::to_string(e.column());
+    if (!e.pointer().empty()) where += ": " + e.pointer();
+    return where + ": " + e.what();
+}
+
+// One exception for every problem: the first one's id and pointer, and a line for each.
+[[noreturn]] void throw_all(const std::vector<config_error>& errors, const std::string& origin) {
+    std::string message;
+    for (const auto& e : errors) message += (message.empty() ? "" : "\n") + located(e, origin);
+    const auto& first = errors.front();
+    throw config_error(first.id(), first.pointer(), message, first.line(), first.column());
+}
+
+// An error from strategy `name`'s options, whose pointer is relative to them.
+config_error options_problem(const std::string& name, const config_error& e) {
+    return config_error(e.id(), "/strategies/" + json_pointer_token(name) + "/options" + e.pointer(),
+                        e.what());
+}
+
+bool document_was_read(const std::vector<config_error>& errors) {
+    for (const auto& e : errors)
+        if (e.id() == "config.syntax" || e.id() == "config.too_large" ||
+            e.id() == "config.too_deep")
+            return false;
+    return true;
 }
 
 }  // namespace
@@ -280,20 +360,60 @@ config config::parse(std::string_view json_text, std::string origin) {
     config out;
     out.origin = origin;
     auto errors = parse_into(json_text, out);
-    if (!errors.empty()) throw with_origin(errors.front(), origin);
+    if (!errors.empty()) throw_all(errors, origin);
     return out;
 }
 
-config config::load_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::error_code ec;
-    if (!in || std::filesystem::is_directory(path, ec)) {
-        const char* why = std::filesystem::exists(path, ec) ? "cannot be read" : "does not exist";
-        throw config_error("config.io", "", "config file " + path.string() + " " + why);
+config_error config::options_error(const std::string& strategy, const config_error& e) const {
+    auto problem = options_problem(strategy, e);
+    return config_error(problem.id(), problem.pointer(), located(problem, origin));
+}
+
+std::string config::read_file(const std::filesystem::path& path) {
+    const std::string name = "config file " + path.string();
+    auto io_error = [&](const std::string& why) {
+        return config_error("config.io", "", name + " " + why);
+    };
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ENOENT || err == ENOTDIR) throw io_error("does not exist");
+        throw io_error("cannot be read: " + std::string(std::strerror(err)));
     }
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return parse(buffer.str(), "config file " + path.string());
+    struct closer {
+        int fd;
+        ~closer() { ::close(fd); }
+    } close_fd{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw io_error("cannot be read: " + std::string(std::strerror(errno)));
+    if (S_ISDIR(st.st_mode)) throw io_error("is a directory; give the path of a JSON file");
+    if (!S_ISREG(st.st_mode))
+        throw io_error("is not a regular file (a FIFO, socket or device); give the path of a "
+                       "JSON file");
+    auto too_large = [&] {
+        return config_error("config.too_large", "",
+                            name + " is larger than 1 MiB (" + std::to_string(max_bytes) +
+                                " bytes), the limit for a config");
+    };
+    if (std::uintmax_t(st.st_size) > max_bytes) throw too_large();
+    // Read at most one byte past the limit: the file may grow between fstat and read.
+    std::string text(max_bytes + 1, '\0');
+    std::size_t length = 0;
+    while (length < text.size()) {
+        const ssize_t n = ::read(fd, text.data() + length, text.size() - length);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw io_error("cannot be read: " + std::string(std::strerror(errno)));
+        if (n == 0) break;
+        length += std::size_t(n);
+    }
+    if (length > max_bytes) throw too_large();
+    text.resize(length);
+    return text;
+}
+
+config config::load_file(const std::filesystem::path& path) {
+    return parse(read_file(path), "config file " + path.string());
 }
 
 std::optional<config> config::from_environment() {
@@ -310,12 +430,9 @@ std::vector<config_error> config::check(std::string_view json_text,
                                         const strategy_registry* registry) {
     config out;
     auto errors = parse_into(json_text, out);
-    if (errors.empty() && registry != nullptr) {
-        try {
-            out.validate_against(*registry);
-        } catch (const config_error& e) {
-            errors.push_back(e);
-        }
+    if (registry != nullptr && document_was_read(errors)) {
+        auto more = out.problems_against(*registry);
+        errors.insert(errors.end(), more.begin(), more.end());
     }
     return errors;
 }
@@ -332,37 +449,41 @@ void config::apply_to(strategy_registry& registry) const {
 }
 
 void config::validate_against(const strategy_registry& registry) const {
+    auto problems = problems_against(registry);
+    if (!problems.empty()) throw_all(problems, origin);
+}
+
+std::vector<config_error> config::problems_against(const strategy_registry& registry) const {
+    std::vector<config_error> problems;
     auto known = [&] {
         std::string list;
         for (const auto& n : registry.names()) list += (list.empty() ? "" : ", ") + n;
         return list;
     };
     for (const auto& [name, s] : strategies) {
-        const std::string p = "/strategies/" + json_pointer_token(name);
         auto d = registry.find(name);
-        if (!d)
-            throw config_error("config.unknown_strategy", p,
-                               origin + ": " + p + ": unknown strategy '" + name +
-                                   "' (registered: " + known() + ")");
+        if (!d) {
+            problems.emplace_back("config.unknown_strategy", "/strategies/" + json_pointer_token(name),
+                                  "unknown strategy '" + name + "' (registered: " + known() + ")");
+            continue;
+        }
         try {
             if (d->validate_options)
                 d->validate_options(s.options);
             else
                 options_reader(s.options).finish();
         } catch (const config_error& e) {
-            const std::string op = p + "/options" + e.pointer();
-            std::string message = e.what();
-            throw config_error(e.id(), op, origin + ": " + op + ": " + message);
+            problems.push_back(options_problem(name, e));
         }
     }
     for (const auto& rule : locks) {
-        if (rule.strategy && !registry.contains(*rule.strategy)) {
-            const std::string p = "/locks/" + json_pointer_token(rule.pattern) + "/strategy";
-            throw config_error("config.unknown_strategy", p,
-                               origin + ": " + p + ": unknown strategy '" + *rule.strategy +
-                                   "' (registered: " + known() + ")");
-        }
+        if (rule.strategy && !registry.contains(*rule.strategy))
+            problems.emplace_back("config.unknown_strategy",
+                                  "/locks/" + json_pointer_token(rule.pattern) + "/strategy",
+                                  "unknown strategy '" + *rule.strategy + "' (registered: " +
+                                      known() + ")");
     }
+    return problems;
 }
 
 }  // namespace locksmith

@@ -19,6 +19,54 @@ std::string json_pointer_token(const std::string& key) {
     return out;
 }
 
+std::string redact_url(std::string_view url) {
+    constexpr auto npos = std::string_view::npos;
+    const auto scheme = url.find("://");
+    const std::size_t start = scheme == npos ? 0 : scheme + 3;
+    std::string out(url.substr(0, start));
+    auto rest = url.substr(start);
+    if (auto at = rest.rfind('@'); at != npos) {
+        // Only a plain user name survives: redis://secret@host has a password and no user.
+        const auto userinfo = rest.substr(0, at);
+        const auto colon = userinfo.find(':');
+        const auto user = userinfo.substr(0, colon == npos ? 0 : colon);
+        if (colon != npos && user.find_first_of("/?#%") == npos)
+            out += std::string(user) + ":***@";
+        else
+            out += "***@";
+        rest = rest.substr(at + 1);
+    }
+    const auto query = rest.find_first_of("?#");
+    out += rest.substr(0, query);
+    if (query == npos) return out;
+    auto fragment = rest.find('#', query);
+    if (rest[query] == '?') {
+        out += '?';
+        auto params = rest.substr(query + 1, fragment == npos ? npos : fragment - query - 1);
+        for (bool first = true; !params.empty() || first; first = false) {
+            const auto end = params.find_first_of("&;");
+            const auto param = params.substr(0, end);
+            if (!first) out += '&';
+            const auto equals = param.find('=');
+            const auto name = param.substr(0, equals);
+            const bool plain_name =
+                !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
+                                     npos;
+            const auto value = equals == npos ? std::string_view() : param.substr(equals + 1);
+            if (name == "db" && !value.empty() && value.find_first_not_of("0123456789") == npos)
+                out += param;
+            else if (plain_name && equals != npos)
+                out += std::string(name) + "=***";
+            else if (!param.empty())
+                out += "***";
+            params = end == npos ? std::string_view() : params.substr(end + 1);
+        }
+    }
+    if (fragment != npos) out += "#***";
+    return out;
+}
+
 namespace {
 
 std::string type_name(const nlohmann::json& v) { return v.type_name(); }

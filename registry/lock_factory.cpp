@@ -65,8 +65,7 @@ std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
     try {
         s = info.descriptor.create(info.options);
     } catch (const config_error& e) {
-        const std::string p = "/strategies/" + strategy + "/options" + e.pointer();
-        throw config_error(e.id(), p, config_.origin + ": " + p + ": " + e.what());
+        throw config_.options_error(strategy, e);
     }
     if (!s) throw backend_error(strategy, "", "strategy '" + strategy + "' returned no store");
     stores_.emplace(strategy, s);

@@ -52,6 +52,11 @@ struct strategy_settings {
 };
 
 struct config {
+    // Bounds on a document, whatever its source (file, LOCKSMITH_CONFIG, string): a config is
+    // written by hand, and a hostile or broken one must not crash, hang or exhaust memory.
+    static constexpr std::size_t max_bytes = std::size_t(1) << 20;  // 1 MiB
+    static constexpr std::size_t max_depth = 64;  // nesting of objects and arrays; root = 1
+
     std::chrono::milliseconds default_ttl{std::chrono::minutes(5)};
     bool auto_release = true;
     // Whether a lock may use the next candidate strategy when the chosen one cannot start.
@@ -67,15 +72,22 @@ struct config {
     // Where the document came from ("built-in defaults", "file /etc/x.json", "LOCKSMITH_CONFIG").
     std::string origin = "built-in defaults";
 
-    // Throws the first config_error.
+    // Throws one config_error for every problem (see validate_against); "config.too_large" and "config.too_deep" for a document
+    // beyond max_bytes or max_depth.
     static config parse(std::string_view json_text, std::string origin = "string");
-    // Throws config_error ("config.io") when the file cannot be read, then as parse().
+    // The text of a config file: a regular file (never a FIFO, socket or device, which could
+    // block or never end) of at most max_bytes. Throws config_error "config.io" when it does
+    // not exist, cannot be read or is not a regular file, "config.too_large" beyond max_bytes.
+    static std::string read_file(const std::filesystem::path& path);
+    // read_file, then parse() with the file as origin.
     static config load_file(const std::filesystem::path& path);
     // LOCKSMITH_CONFIG: a file path, or a JSON document when it starts with '{'. nullopt when
     // the variable is unset or empty.
     static std::optional<config> from_environment();
-    // Every problem of a document (empty when it is valid), for `locksmith config check`.
-    // Strategy names and options are checked against `registry` when given.
+    // Every problem of a document (empty when it is valid), for `locksmith config check`:
+    // each error's what() is the problem alone; its pointer (or line and column) are fields,
+    // and the caller names the document, so that each is said once. Strategy names and every
+    // strategy's options are checked against `registry` when given.
     static std::vector<config_error> check(std::string_view json_text,
                                            const strategy_registry* registry = nullptr);
 
@@ -84,9 +96,15 @@ struct config {
 
     // Stores this config's strategy settings in `registry` as overrides (kept by name).
     void apply_to(strategy_registry& registry) const;
-    // Throws config_error for a strategy name (in "strategies" or a lock rule) that `registry`
-    // does not know, and for options its strategy rejects.
+    // Throws config_error for strategy names (in "strategies" or a lock rule) that `registry`
+    // does not know, and for options their strategy rejects: one line per problem, each
+    // "<origin>: <pointer>: <problem>"; id and pointer are the first problem's.
     void validate_against(const strategy_registry& registry) const;
+    // The problems validate_against throws for, as check() lists them.
+    std::vector<config_error> problems_against(const strategy_registry& registry) const;
+    // `e`, thrown by strategy `strategy` for its options (pointer relative to them), re-pointed
+    // into this document and naming its origin: how the factory reports rejected options.
+    config_error options_error(const std::string& strategy, const config_error& e) const;
 };
 
 }  // namespace locksmith

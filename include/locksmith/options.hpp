@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,12 @@ private:
     const nlohmann::json& options_;
     std::set<std::string> known_;
 };
+
+// `url` fit to print: the userinfo's password (or a userinfo without ':', which redis reads as
+// a password) becomes "***", and so does every query value but db=N and any fragment. The
+// userinfo ends at the last '@', so a password with an unencoded '/', '?' or '#' is hidden too.
+// Every message and listing that shows an endpoint given by the user goes through it.
+std::string redact_url(std::string_view url);
 
 // "/a~1b" for "a/b": a JSON pointer token (RFC 6901).
 std::string json_pointer_token(const std::string& key);

@@ -20,6 +20,11 @@
 namespace locksmith::strategies {
 
 std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::string& text) {
+    // Messages show entries through redact_url: a user may have written a URL with a password.
+    auto bad = [](const std::string& why, const std::string& where) {
+        throw invalid_argument_error("memcached servers: " + why + " in '" + redact_url(where) +
+                                     "'");
+    };
     std::vector<std::pair<std::string, int>> out;
     std::size_t start = 0;
     while (start <= text.size()) {
@@ -29,25 +34,27 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
         start = end + 1;
         while (!item.empty() && item.front() == ' ') item.erase(0, 1);
         while (!item.empty() && item.back() == ' ') item.pop_back();
-        if (item.empty())
-            throw invalid_argument_error("memcached servers: empty entry in '" + text + "'");
+        if (item.empty()) bad("empty entry", text);
+        // Not quoted at all: what follows '/', '?' or '#' is nothing redact_url knows to hide.
+        if (item.find_first_of("@/?#") != std::string::npos)
+            throw invalid_argument_error(
+                "memcached servers: entry " + std::to_string(out.size() + 1) +
+                " is not host:port (it has '@', '/', '?' or '#'); memcached's meta protocol has "
+                "no user or password, and entries are not URLs");
         std::string host = item;
         std::string port;
         if (item.front() == '[') {
             auto close = item.find(']');
-            if (close == std::string::npos)
-                throw invalid_argument_error("memcached servers: unterminated [ in '" + item + "'");
+            if (close == std::string::npos) bad("unterminated [", item);
             host = item.substr(1, close - 1);
             if (close + 1 < item.size()) {
-                if (item[close + 1] != ':')
-                    throw invalid_argument_error("memcached servers: bad entry '" + item + "'");
+                if (item[close + 1] != ':') bad("text after ] that is not :port", item);
                 port = item.substr(close + 2);
             }
         } else if (auto colon = item.rfind(':'); colon != std::string::npos) {
             host = item.substr(0, colon);
             port = item.substr(colon + 1);
-            if (port.empty())
-                throw invalid_argument_error("memcached servers: empty port in '" + item + "'");
+            if (port.empty()) bad("empty port", item);
         }
         int p = 11211;
         if (!port.empty()) {
@@ -58,11 +65,9 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
                 used = 0;
             }
             if (used != port.size() || p < 1 || p > 65535)
-                throw invalid_argument_error("memcached servers: port '" + port +
-                                             "' is not a number in [1, 65535]");
+                bad("the port is not a number in [1, 65535]", item);
         }
-        if (host.empty())
-            throw invalid_argument_error("memcached servers: missing host in '" + item + "'");
+        if (host.empty()) bad("missing host", item);
         out.emplace_back(host, p);
         if (end == text.size()) break;
     }

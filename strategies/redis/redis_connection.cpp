@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -107,11 +108,42 @@ void connection::check(const redisReply* reply, const std::string& what) const {
 }
 
 reply_ptr connection::command(const std::vector<std::string_view>& args) {
+    // One deadline for the whole command: the socket timeouts bound each read and write only,
+    // so a server trickling its reply byte by byte would never trip them.
+    const auto until = std::chrono::steady_clock::now() + options_.command_timeout;
+    const std::string what = "command " + std::string(args.empty() ? "" : args.front());
     append(args);
-    void* reply = nullptr;
-    if (redisGetReply(context_, &reply) != REDIS_OK || reply == nullptr)
-        fail_io("command " + std::string(args.empty() ? "" : args.front()));
-    return reply_ptr(static_cast<redisReply*>(reply));
+    for (int done = 0; !done;) {
+        if (!wait_until(POLLOUT, until)) timed_out(what);
+        if (redisBufferWrite(context_, &done) != REDIS_OK) fail_io(what);
+    }
+    auto reply = read_until(until);
+    if (!reply) timed_out(what);
+    return reply;
+}
+
+void connection::timed_out(const std::string& what) {
+    // Part of the reply may have arrived: the stream is out of step, never use it again.
+    broken_ = true;
+    fail(what, "timeout",
+         "no complete reply within " + std::to_string(options_.command_timeout.count()) +
+             " ms (command_timeout_s)");
+}
+
+bool connection::wait_until(short events, std::chrono::steady_clock::time_point until) {
+    for (;;) {
+        auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left <= left.zero()) return false;
+        pollfd p{context_->fd, events, 0};
+        int n = ::poll(&p, 1, int(std::min<long long>(left.count(), 1'000'000'000)));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            broken_ = true;
+            fail("waiting for the server", "errno " + std::to_string(errno), std::strerror(errno));
+        }
+        if (n > 0) return true;
+    }
 }
 
 // Formats a command into the context's output buffer; redisGetReply or send() writes it.
@@ -138,22 +170,15 @@ void connection::send(const std::vector<std::string_view>& args) {
 
 reply_ptr connection::read(std::chrono::milliseconds timeout) {
     if (timeout < timeout.zero()) timeout = options_.command_timeout;
-    const auto until = std::chrono::steady_clock::now() + timeout;
+    return read_until(std::chrono::steady_clock::now() + timeout);
+}
+
+reply_ptr connection::read_until(std::chrono::steady_clock::time_point until) {
     for (;;) {
         void* reply = nullptr;
         if (redisGetReplyFromReader(context_, &reply) != REDIS_OK) fail_io("reading a reply");
         if (reply) return reply_ptr(static_cast<redisReply*>(reply));
-        auto left =
-            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-        if (left <= left.zero()) return nullptr;
-        pollfd p{context_->fd, POLLIN, 0};
-        int n = ::poll(&p, 1, int(std::min<long long>(left.count(), 1'000'000'000)));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            broken_ = true;
-            fail("waiting for a reply", "errno " + std::to_string(errno), std::strerror(errno));
-        }
-        if (n == 0) continue;
+        if (!wait_until(POLLIN, until)) return nullptr;
         if (redisBufferRead(context_) != REDIS_OK) fail_io("reading a reply");
     }
 }

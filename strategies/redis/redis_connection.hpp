@@ -42,9 +42,10 @@ class connection {
     connection(const connection&) = delete;
     connection& operator=(const connection&) = delete;
 
-    // Sends one command and reads its reply. An error *reply* is returned, not thrown (callers
-    // decide: NOSCRIPT is expected). Throws backend_error for I/O errors and timeouts, after
-    // which the connection is broken().
+    // Sends one command and reads its reply, all within the command timeout (not per read).
+    // An error *reply* is returned, not thrown (callers decide: NOSCRIPT is expected). Throws
+    // backend_error for I/O errors and timeouts ("timeout"), after which the connection is
+    // broken() and never reused.
     reply_ptr command(const std::vector<std::string_view>& args);
 
     // Sends a command without reading its reply (used to SUBSCRIBE and UNSUBSCRIBE).
@@ -69,6 +70,11 @@ class connection {
   private:
     void set_up();
     void append(const std::vector<std::string_view>& args);
+    // The next reply, or null when `until` passed first.
+    reply_ptr read_until(std::chrono::steady_clock::time_point until);
+    // Polls for `events` until `until`; false when it passed. Throws backend_error.
+    bool wait_until(short events, std::chrono::steady_clock::time_point until);
+    [[noreturn]] void timed_out(const std::string& what);
     [[noreturn]] void fail_io(const std::string& what);
     redisContext* context_ = nullptr;
     const redis_options& options_;

@@ -11,8 +11,10 @@
 namespace locksmith::strategies {
 namespace {
 
+// Parse errors name what is wrong without quoting the URL; parse_redis_url adds the URL,
+// redacted.
 [[noreturn]] void bad_url(const std::string& why) {
-    throw invalid_argument_error("redis url: " + why);
+    throw invalid_argument_error(why);
 }
 
 int hex_value(char c) {
@@ -46,8 +48,8 @@ int parse_number(std::string_view text, int min, int max, const char* what) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min ||
         value > max)
-        bad_url(std::string(what) + " '" + std::string(text) + "' is not a number in [" +
-                std::to_string(min) + ", " + std::to_string(max) + "]");
+        bad_url(std::string("the ") + what + " is not a number in [" + std::to_string(min) +
+                ", " + std::to_string(max) + "]");
     return value;
 }
 
@@ -71,7 +73,9 @@ std::string redis_endpoint::redacted() const {
     return out;
 }
 
-redis_endpoint parse_redis_url(std::string_view url) {
+namespace {
+
+redis_endpoint parse_url(std::string_view url) {
     redis_endpoint e;
     constexpr std::string_view tcp = "redis://";
     constexpr std::string_view unix_scheme = "unix://";
@@ -94,10 +98,20 @@ redis_endpoint parse_redis_url(std::string_view url) {
         bad_url("must start with redis:// or unix://");
     }
     auto rest = url.substr(tcp.size());
-    // Userinfo ends at the last '@' before the path, so that a password may contain '@'.
-    auto slash = rest.find('/');
+    // The authority ends at the first '/', '?' or '#' (RFC 3986); userinfo ends at the last '@'
+    // before it, so that a password may contain '@'.
+    auto slash = rest.find_first_of("/?#");
+    if (slash != std::string_view::npos && rest.find('@', slash) != std::string_view::npos)
+        bad_url("'@' after the host: percent-encode '/', '?' and '#' in a user or password "
+                "(%2F, %3F, %23)");
+    if (slash != std::string_view::npos && rest[slash] != '/')
+        bad_url("query parameters and fragments are not supported; give a password as "
+                "redis://[user]:password@host[:port][/db]");
     auto authority = rest.substr(0, slash);
     auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (path.find_first_of("?#") != std::string_view::npos)
+        bad_url("query parameters and fragments are not supported; give a password as "
+                "redis://[user]:password@host[:port][/db]");
     auto at = authority.rfind('@');
     if (at != std::string_view::npos) {
         auto userinfo = authority.substr(0, at);
@@ -136,6 +150,16 @@ redis_endpoint parse_redis_url(std::string_view url) {
     if (!port.empty()) e.port = parse_number(port, 1, 65535, "port");
     if (!path.empty()) e.db = parse_number(path, 0, 1'000'000, "database");
     return e;
+}
+
+}  // namespace
+
+redis_endpoint parse_redis_url(std::string_view url) {
+    try {
+        return parse_url(url);
+    } catch (const invalid_argument_error& e) {
+        throw invalid_argument_error("redis url " + redact_url(url) + ": " + e.what());
+    }
 }
 
 redis_options redis_options::from_json(const nlohmann::json& options) {

@@ -222,14 +222,14 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_a_clear_message_and_a_sysexits_code) {
                 std::fprintf(stderr, "unreadable config: %s\n", describe(r).c_str());
                 if (r.exit_code != EX_NOINPUT) return 1;
                 if (r.err.rfind("locksmith: ", 0) != 0) return 2;
-                if (r.err.find("cannot read") == std::string::npos) return 3;
+                if (r.err.find("cannot be read") == std::string::npos) return 3;
                 if (r.err.find(locked) == std::string::npos) return 4;
                 return 0;
             },
             &why);
         if (!unreadable) return skip_case(why);
         BOOST_TEST(*unreadable == 0, "unreadable config: 1 wrong exit code, 2 not one clean "
-                                     "line, 3 no 'cannot read', 4 no path (details on stderr)");
+                                     "line, 3 no 'cannot be read', 4 no path (details on stderr)");
     }
     std::string not_json = box.write_file("not.json", "this is not json");
     expect_clean_error(run({"run", "--config", not_json, "n", "--", "true"}), EX_CONFIG, "");

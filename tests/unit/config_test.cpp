@@ -3,17 +3,23 @@
 #define BOOST_TEST_MODULE config
 #include <boost/test/unit_test.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <string>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <locksmith/config.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/registry.hpp>
 
+#include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/test_strategy.hpp"
 
@@ -433,4 +439,162 @@ BOOST_AUTO_TEST_CASE(environment_errors_are_config_errors) {
         BOOST_TEST(c.thrown);
         BOOST_TEST(c.line == 1u);
     }
+}
+
+// --- hostile inputs: the parser's bounds (regular file, size, depth) ---
+
+namespace {
+
+// Runs `load` in a forked child with a safety limit and memory capped, so that a crash, a hang
+// or an unbounded read fails the test instead of taking the test run (or the machine) with it.
+// The child exits 0 when `load` threw a config_error with `id` whose message contains `needle`.
+int in_child(const std::function<void()>& load, const std::string& id, const std::string& needle) {
+    pid_t pid = locksmith::test::fork_child(
+        [&] {
+            rlimit memory{512u << 20, 512u << 20};
+            ::setrlimit(RLIMIT_AS, &memory);
+            try {
+                load();
+            } catch (const config_error& e) {
+                const std::string message = e.what();
+                if (e.id() == id && message.find(needle) != std::string::npos) return 0;
+                std::fprintf(stderr, "config_error %s: %s\n", e.id().c_str(), e.what());
+                return 2;
+            }
+            return 3;
+        },
+        std::chrono::seconds(20));
+    return locksmith::test::wait_child(pid, std::chrono::seconds(20));
+}
+
+std::string nested_arrays(std::size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+}
+
+// A document whose deepest value sits at `depth` levels (the root object is level 1).
+std::string document_of_depth(std::size_t depth) {
+    // root { strategies { file { options { a: [ ... ] } } } }: four objects, then arrays.
+    return R"({"strategies": {"file": {"options": {"a": )" + nested_arrays(depth - 4) + "}}}}";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(deep_nesting_is_refused_without_recursing) {
+    // Before: nlohmann's recursive dump of the options overflowed the stack (SIGSEGV).
+    const std::string deep = document_of_depth(100'000);
+    BOOST_TEST(in_child([&] { (void)config::parse(deep); }, "config.too_deep", "64") == 0);
+    BOOST_TEST(in_child(
+                   [&] {
+                       auto problems = config::check(deep);
+                       if (problems.size() == 1) throw problems.front();
+                   },
+                   "config.too_deep", "64") == 0);
+    // The limit itself is accepted; one more level is not, and the error says where.
+    BOOST_CHECK_NO_THROW(config::parse(document_of_depth(config::max_depth)));
+    auto c = parse_error(document_of_depth(config::max_depth + 1));
+    BOOST_TEST(c.thrown);
+    BOOST_TEST(c.id == "config.too_deep");
+    BOOST_TEST(c.line == 1u);
+    BOOST_TEST(c.column > 0u);
+    // Brackets inside strings are text, not nesting.
+    BOOST_CHECK_NO_THROW(config::parse(R"({"locks": {")" + std::string(1000, '[') + R"(\"{": {}}})"));
+}
+
+BOOST_AUTO_TEST_CASE(a_fifo_is_refused_without_blocking) {
+    // Before: opening the FIFO waited for a writer forever.
+    auto fifo = std::filesystem::temp_directory_path() /
+                ("locksmith-config-fifo-" + std::to_string(::getpid()));
+    std::filesystem::remove(fifo);
+    BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    BOOST_TEST(in_child([&] { (void)config::load_file(fifo); }, "config.io", "not a regular file") ==
+               0);
+    {
+        scoped_env e("LOCKSMITH_CONFIG", fifo.string());
+        BOOST_TEST(in_child([&] { (void)config::from_environment(); }, "config.io",
+                            fifo.string()) == 0);
+    }
+    std::filesystem::remove(fifo);
+}
+
+BOOST_AUTO_TEST_CASE(a_device_is_refused_without_reading_it) {
+    // Before: /dev/zero was read until memory ran out (here: the child's 512 MiB cap).
+    BOOST_TEST(in_child([] { (void)config::load_file("/dev/zero"); }, "config.io",
+                        "not a regular file") == 0);
+    BOOST_TEST(in_child([] { (void)config::load_file("/tmp"); }, "config.io", "directory") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(size_is_bounded_for_files_and_strings) {
+    // Whitespace is valid JSON, so only the limit can refuse these.
+    const std::string big = "{}" + std::string(config::max_bytes, ' ');
+    auto path = temp_file(big);
+    auto c = catch_config_error([&] { (void)config::load_file(path); });
+    BOOST_TEST(c.thrown);
+    BOOST_TEST(c.id == "config.too_large");
+    BOOST_TEST(c.message.find("1 MiB") != std::string::npos, c.message);
+    BOOST_TEST(c.message.find(path.string()) != std::string::npos, c.message);
+    std::filesystem::remove(path);
+
+    auto s = parse_error(big);
+    BOOST_TEST(s.thrown);
+    BOOST_TEST(s.id == "config.too_large");
+    {
+        scoped_env e("LOCKSMITH_CONFIG", big);
+        auto env = catch_config_error([] { (void)config::from_environment(); });
+        BOOST_TEST(env.id == "config.too_large");
+        BOOST_TEST(env.message.find("LOCKSMITH_CONFIG") != std::string::npos, env.message);
+    }
+    // Exactly at the limit is fine.
+    BOOST_CHECK_NO_THROW(config::parse("{}" + std::string(config::max_bytes - 2, ' ')));
+}
+
+// --- one pointer, the right source, every error ---
+
+namespace {
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+    std::size_t n = 0;
+    for (auto pos = text.find(part); pos != std::string::npos; pos = text.find(part, pos + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(check_lists_every_strategys_option_errors_once_each) {
+    // Before: check() stopped at the first strategy's options, blamed "built-in defaults" and
+    // repeated the pointer in the message; validate_against named the file and pointer twice.
+    strategy_registry r;
+    register_builtin_strategies(r);
+    const std::string text = R"({"strategies": {
+        "file": {"options": {"lock_dirr": "/tmp"}},
+        "semaphore": {"options": {"bogus": 1}},
+        "memory": {"options": {"nope": true}}}, "defaults": {"ttl_s": 0}})";
+    auto problems = config::check(text, &r);
+    BOOST_TEST(problems.size() == 4u);
+    std::set<std::string> pointers;
+    for (const auto& p : problems) {
+        pointers.insert(p.pointer());
+        // The caller prints source and pointer with the message: the message has neither.
+        BOOST_TEST(std::string(p.what()).find(p.pointer()) == std::string::npos, p.what());
+        BOOST_TEST(std::string(p.what()).find("built-in defaults") == std::string::npos, p.what());
+    }
+    BOOST_TEST(pointers.count("/strategies/file/options/lock_dirr") == 1u);
+    BOOST_TEST(pointers.count("/strategies/semaphore/options/bogus") == 1u);
+    BOOST_TEST(pointers.count("/strategies/memory/options/nope") == 1u);
+    BOOST_TEST(pointers.count("/defaults/ttl_s") == 1u);
+
+    // Thrown: the file named once, the pointer once, per problem.
+    auto path = temp_file(R"({"strategies": {"file": {"options": {"lock_dirr": "/tmp"}},
+        "semaphore": {"options": {"bogus": 1}}, "memory": {"options": {"nope": true}}}})");
+    auto c = catch_config_error([&] { config::load_file(path).validate_against(r); });
+    BOOST_TEST(c.thrown);
+    for (const char* p : {"/strategies/file/options/lock_dirr", "/strategies/semaphore/options/bogus",
+                          "/strategies/memory/options/nope"})
+        BOOST_TEST(count_of(c.message, p) == 1u, c.message);
+    BOOST_TEST(count_of(c.message, path.string()) == 3u, c.message);
+    BOOST_TEST(c.message.find("built-in defaults") == std::string::npos, c.message);
+    std::filesystem::remove(path);
+
+    auto one = parse_error(R"({"defaults": {"ttl_s": 0}})");
+    BOOST_TEST(count_of(one.message, "/defaults/ttl_s") == 1u, one.message);
+    BOOST_TEST(one.message.rfind("string: ", 0) == 0u, one.message);
 }

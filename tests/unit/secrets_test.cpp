@@ -1,0 +1,137 @@
+// No secret in any message: every URL form the redis and memcached parsers see, with a password
+// in its userinfo, a query parameter, a fragment or percent-encoded, through every path that can
+// echo it (the URL parser, the options reader, config check, the factory, a JSON syntax error),
+// and redact_url, the one function that prints a URL.
+#define BOOST_TEST_MODULE secrets
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include <locksmith/config.hpp>
+#include <locksmith/errors.hpp>
+#include <locksmith/lock_factory.hpp>
+#include <locksmith/options.hpp>
+#include <locksmith/registry.hpp>
+#include <locksmith/strategies/memcached.hpp>
+#include <locksmith/strategies/redis.hpp>
+
+using namespace locksmith;
+
+namespace {
+
+const std::string secret = "Hunter2Secret";
+// "Hunter2Secret" with its 'S' percent-encoded: the decoded password must not appear either.
+const std::string encoded = "Hunter2%53ecret";
+
+void expect_no_secret(const std::string& text, const std::string& what) {
+    BOOST_TEST_CONTEXT(what) {
+        BOOST_TEST(text.find(secret) == std::string::npos, text);
+        BOOST_TEST(text.find(encoded) == std::string::npos, text);
+        BOOST_TEST(text.find("Hunter2") == std::string::npos, text);
+    }
+}
+
+template <class F>
+std::string message_of(F&& f) {
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// Every error path for one options object of `strategy`.
+void expect_no_secret_anywhere(const std::string& strategy, const nlohmann::json& options) {
+    const std::string context = strategy + " " + options.dump();
+    strategy_registry registry;
+    register_builtin_strategies(registry);
+    nlohmann::json doc{{"strategies", {{strategy, {{"options", options}}}}}};
+    for (const auto& e : config::check(doc.dump(), &registry))
+        expect_no_secret(e.what(), context + ", config check");
+    expect_no_secret(message_of([&] { config::parse(doc.dump()).validate_against(registry); }),
+                     context + ", validate_against");
+    expect_no_secret(message_of([&] {
+                         lock_factory factory(config::parse(doc.dump()), registry);
+                         (void)factory.store_for(strategy);
+                     }),
+                     context + ", the factory");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(redis_url_forms) {
+    const std::vector<std::string> urls = {
+        "redis://h:6379/0?password=" + secret,
+        "redis://h:6379/0?pass%77ord=" + encoded,
+        "redis://h/0?auth=" + secret + "#x",
+        "redis://h/0#" + secret,
+        "redis://h/0?" + secret,
+        "redis://u:" + secret + "@h:notaport/0",
+        "redis://u:" + secret + "@h/notadb",
+        "redis://u:" + secret + "/x@h/0",
+        "redis://u:" + secret + "?x@h/0",
+        "redis://" + secret + "@h:bad",
+        "redis://:" + encoded + "%zz@h",
+        "redis://:" + secret + "@[::1",
+        "redis://:" + secret + "@",
+        "unix:///run/r.sock?password=" + secret,
+        "unix:///run/r.sock?db=" + secret,
+        "rediss://u:" + secret + "@h",
+        "http://u:" + secret + "@h",
+    };
+    for (const auto& url : urls) {
+        expect_no_secret(message_of([&] { strategies::parse_redis_url(url); }), url + ", parse");
+        expect_no_secret(message_of([&] {
+                             strategies::redis_options::from_json({{"url", url}});
+                         }),
+                         url + ", from_json");
+        expect_no_secret_anywhere("redis", {{"url", url}});
+        expect_no_secret(redact_url(url), url + ", redact_url");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(memcached_server_forms) {
+    const std::vector<std::string> lists = {
+        "u:" + secret + "@h:11211",
+        "h:11211?password=" + secret,
+        "memcached://u:" + secret + "@h:11211",
+        "a:11211,u:" + secret + "@b:bad",
+        "[::1]:11211?password=" + secret,
+        "[::1:11211/" + secret,
+        "a:11211,,u:" + secret + "@b:11211",
+    };
+    for (const auto& servers : lists) {
+        expect_no_secret(message_of([&] { strategies::parse_memcached_servers(servers); }),
+                         servers + ", parse");
+        expect_no_secret_anywhere("memcached", {{"servers", servers}});
+    }
+}
+
+BOOST_AUTO_TEST_CASE(json_syntax_errors_do_not_quote_the_document) {
+    // nlohmann's message ends with the token it was reading ("last read: '...'"), which may be
+    // the URL with its password.
+    const std::string url_start = R"({"strategies": {"redis": {"options": {"url": "redis://:)";
+    const std::vector<std::string> texts = {
+        url_start + secret + "\n@h\"}}}}",  // a raw newline in a string
+        url_start + secret,                 // unterminated
+        "{\"x\": " + secret + "}",          // a bare word
+    };
+    for (const auto& text : texts) {
+        expect_no_secret(message_of([&] { config::parse(text); }), text + ", parse");
+        for (const auto& e : config::check(text)) expect_no_secret(e.what(), text + ", check");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(redact_url_keeps_what_helps_and_hides_the_rest) {
+    BOOST_TEST(redact_url("redis://alice:" + secret + "@example.org:6380/2") ==
+               "redis://alice:***@example.org:6380/2");
+    BOOST_TEST(redact_url("redis://" + secret + "@h") == "redis://***@h");
+    BOOST_TEST(redact_url("redis://:" + secret + "@h") == "redis://:***@h");
+    BOOST_TEST(redact_url("redis://h:6379/0?db=3&password=" + secret) ==
+               "redis://h:6379/0?db=3&password=***");
+    BOOST_TEST(redact_url("unix:///run/r.sock?db=4") == "unix:///run/r.sock?db=4");
+    BOOST_TEST(redact_url("h:11211") == "h:11211");
+    BOOST_TEST(redact_url("u:" + secret + "@h:11211") == "u:***@h:11211");
+}
