@@ -17,6 +17,7 @@
 #include <locksmith/strategies/semaphore.hpp>
 
 #include "local/local_helpers.hpp"
+#include "support/test_environment.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
@@ -63,6 +64,25 @@ struct set_fixture {
         return [this] { return make(); };
     }
 };
+
+// `nobody`, or nullopt after reporting why the case cannot run (a failure under CI=true).
+std::optional<local_user> other_user_or_skip() {
+    std::string why;
+    auto user = another_local_user(&why);
+    if (!user) {
+        if (running_in_ci())
+            BOOST_FAIL("cannot act as another local user under CI: " + why);
+        else
+            BOOST_TEST_MESSAGE("skipped: " + why);
+    }
+    return user;
+}
+
+std::string hex_key(int key) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%08x", unsigned(key));
+    return text;
+}
 
 }  // namespace
 
@@ -210,4 +230,65 @@ BOOST_AUTO_TEST_CASE(options_are_validated_strictly) {
     BOOST_REQUIRE(d.has_value());
     BOOST_TEST(d->default_priority == 25);
     BOOST_TEST(d->supported().supported, d->supported().reason);
+}
+
+// Hardening (issue 11 point 5): a set that another user created at our key, open to everyone,
+// would let that user release our locks (semop +1) or block them; it is refused, naming the key
+// and the command that removes it.
+BOOST_FIXTURE_TEST_CASE(a_set_created_by_another_user_at_our_key_is_refused, set_fixture) {
+    auto user = other_user_or_skip();
+    if (!user) return;
+    const int created = wait_child(fork_child_as(*user, [&] {
+        semaphore_options o;
+        o.key = key;
+        o.semaphores = semaphores;
+        o.mode = 0666;
+        (void)make_semaphore_store(o);  // creates and initialises the set
+        return ::semget(key, 0, 0) >= 0 ? 0 : 1;
+    }));
+    BOOST_REQUIRE(created == 0);
+    try {
+        auto s = make();
+        auto lock = make_lock(s, "victim");
+        (void)lock.try_lock();
+        BOOST_FAIL("a set created by another user with mode 0666 was used");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find(hex_key(key)) != std::string::npos, what);
+        BOOST_TEST(what.find("ipcrm -S " + hex_key(key)) != std::string::npos, what);
+        BOOST_TEST(what.find("uid " + std::to_string(user->uid)) != std::string::npos, what);
+    }
+}
+
+// ...and a set of ours, open to us only, is refused to another user, who can neither take nor
+// give back its semaphores.
+BOOST_FIXTURE_TEST_CASE(another_user_can_neither_use_nor_release_our_set, set_fixture) {
+    auto user = other_user_or_skip();
+    if (!user) return;
+    semaphores = 1;  // every name on the one semaphore, so any grant would collide with ours
+    auto s = make();
+    auto lock = make_lock(s, "ours");
+    BOOST_REQUIRE(lock.try_lock());
+    const int rc = wait_child(fork_child_as(*user, [&] {
+        // The raw attack: give the semaphore back, then take it.
+        const int id = ::semget(key, 0, 0);
+        if (id >= 0) {
+            sembuf up{0, 1, IPC_NOWAIT};
+            if (::semop(id, &up, 1) == 0) return 2;
+            sembuf down{0, -1, IPC_NOWAIT};
+            if (::semop(id, &down, 1) == 0) return 3;
+        }
+        try {
+            semaphore_options o;
+            o.key = key;
+            auto theirs = make_lock(make_semaphore_store(o), "ours");
+            return theirs.try_lock() ? 4 : 0;
+        } catch (const error&) {
+            return 0;  // refused: what we want
+        }
+    }));
+    BOOST_TEST(rc == 0);
+    // Still ours alone: another process of ours cannot take it.
+    BOOST_TEST(wait_child(fork_child([&] { return make_lock(make(), "ours").try_lock() ? 1 : 0; })) ==
+               0);
 }
