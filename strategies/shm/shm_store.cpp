@@ -32,6 +32,7 @@
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
@@ -67,6 +68,9 @@ struct shm_table {
     std::uint64_t magic = table_magic;
     std::uint32_t version = table_version;
     std::uint32_t slot_count;
+    // Guarded by the mutex: slots freed since the last clean-up of tombstones (see
+    // segment::clean_tombstones_locked).
+    std::uint32_t freed_since_clean = 0;
     pthread_mutex_t mutex;
     explicit shm_table(std::uint32_t n) : slot_count(n) {}
 };
@@ -271,6 +275,7 @@ class segment {
                 return {free_slot, s.generation.load()};
             }
             if (pass == 0 && reclaim_locked() == 0) break;
+            clean_tombstones_if_due_locked();
         }
         throw backend_error(strategy_name, "full",
                             "shm: segment '" + name_ + "' is full: all " +
@@ -307,6 +312,26 @@ class segment {
         return count;
     }
 
+    // Slots examined by a lookup of an absent name, averaged over the home slots: the distance to
+    // the first empty slot, plus one (the whole table when none is empty).
+    double average_probes() {
+        table_guard guard(table_mutex());
+        const std::uint32_t n = slot_count();
+        std::uint32_t start = n;
+        for (std::uint32_t i = 0; i < n && start == n; ++i)
+            if (slots_[i].state == slot_state::empty) start = i;
+        if (start == n) return n;
+        // Walking backwards from an empty slot, each slot's count is its successor's plus one.
+        double total = 0;
+        std::uint32_t probes = 0;
+        for (std::uint32_t k = 0; k < n; ++k) {
+            const std::uint32_t j = (start + n - k) % n;
+            probes = slots_[j].state == slot_state::empty ? 1 : probes + 1;
+            total += probes;
+        }
+        return total / n;
+    }
+
     // The slot of `h`, if one is in use; for status().
     std::optional<std::uint32_t> find(const name_hash& h) {
         table_guard guard(table_mutex());
@@ -326,15 +351,52 @@ class segment {
         s.generation.fetch_add(1);
         s.refs = 0;
         s.state = slot_state::tombstone;
+        ++table_->freed_since_clean;
         // Keep probe chains short: a tombstone followed by an empty slot ends no chain, so it and
         // the tombstones right before it can become empty again.
         const std::uint32_t n = slot_count();
-        if (slots_[(index + 1) % n].state != slot_state::empty) return;
-        std::uint32_t j = index;
-        for (std::uint32_t k = 0; k < n && slots_[j].state == slot_state::tombstone; ++k) {
-            slots_[j].state = slot_state::empty;
-            j = (j + n - 1) % n;
+        if (slots_[(index + 1) % n].state == slot_state::empty) {
+            std::uint32_t j = index;
+            for (std::uint32_t k = 0; k < n && slots_[j].state == slot_state::tombstone; ++k) {
+                slots_[j].state = slot_state::empty;
+                j = (j + n - 1) % n;
+            }
         }
+        clean_tombstones_if_due_locked();
+    }
+
+    // A clean-up costs one pass over the table, so it waits for an eighth of the table's slots
+    // to be freed: a free costs O(1) on average, and lookups wade through at most that many
+    // tombstones beyond those that live slots' probe paths still need.
+    void clean_tombstones_if_due_locked() {
+        if (table_->freed_since_clean > slot_count() / 8) clean_tombstones_locked();
+    }
+
+    // Once the table has been full there is no empty slot after the freed ones, so the rule in
+    // free_locked() never applies and every lookup of a new name would scan the whole table.
+    // A tombstone can become empty when no used slot's probe path (its home slot up to the slot)
+    // crosses it: no lookup needs to walk past it. No used slot moves, so every process keeps
+    // finding its name where it was, and references and holders are untouched.
+    void clean_tombstones_locked() {
+        const std::uint32_t n = slot_count();
+        std::vector<std::int32_t> starts(std::size_t(n) + 1, 0);  // path starts minus path ends
+        for (std::uint32_t i = 0; i < n; ++i) {
+            if (slots_[i].state != slot_state::used) continue;
+            const auto home = static_cast<std::uint32_t>(slots_[i].hash.low % n);
+            ++starts[home];
+            --starts[i + 1];
+            if (home > i) {  // the path wraps around the end of the table
+                --starts[n];
+                ++starts[0];
+            }
+        }
+        std::int32_t paths = 0;  // probe paths crossing slot i
+        for (std::uint32_t i = 0; i < n; ++i) {
+            paths += starts[i];
+            if (slots_[i].state == slot_state::tombstone && paths == 0)
+                slots_[i].state = slot_state::empty;
+        }
+        table_->freed_since_clean = 0;
     }
 
     // The table is full: frees every used slot whose mutex nobody holds. Its references belong
@@ -357,6 +419,7 @@ class segment {
             s.generation.fetch_add(1);
             s.refs = 0;
             s.state = slot_state::tombstone;
+            ++table_->freed_since_clean;
             pthread_mutex_unlock(&s.mutex);
             ++freed;
         }
@@ -633,6 +696,10 @@ bool remove_shm_segment(const std::string& name) {
 std::uint32_t shm_slots_in_use(const std::string& name) {
     // Any mode: this only reads, and the segment must still be this user's.
     return segment(name, 1, 0777, false).in_use();
+}
+
+double shm_average_probes(const std::string& name) {
+    return segment(name, 1, 0777, false).average_probes();
 }
 
 strategy_descriptor shm_strategy() {

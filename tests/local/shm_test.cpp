@@ -357,3 +357,64 @@ BOOST_FIXTURE_TEST_CASE(another_user_cannot_use_our_segment, segment_fixture) {
     BOOST_TEST(rc == 0);
     lock.unlock();
 }
+
+// Hardening (issue 11 point 12): once the table has been full, freed slots must not leave every
+// later lookup scanning the whole table. Measured in slots examined, not in time.
+BOOST_FIXTURE_TEST_CASE(lookups_stay_short_after_the_table_was_full, segment_fixture) {
+    slots = 256;
+    auto s = make();
+    {
+        std::vector<named_lock> all;
+        for (std::uint32_t i = 0; i < slots; ++i) {
+            all.push_back(make_lock(s, "fill." + std::to_string(i)));
+            BOOST_REQUIRE(all.back().try_lock());
+        }
+    }  // released and destroyed: every slot freed
+    BOOST_TEST(shm_slots_in_use(name) == 0u);
+    BOOST_TEST(shm_average_probes(name) < 2.0);
+    // A quarter of the table stays held while many other names come and go.
+    std::vector<named_lock> held;
+    for (int i = 0; i < 64; ++i) {
+        held.push_back(make_lock(s, "held." + std::to_string(i)));
+        BOOST_REQUIRE(held.back().try_lock());
+    }
+    for (int i = 0; i < 5000; ++i) {
+        auto lock = make_lock(s, "churn." + std::to_string(i));
+        BOOST_REQUIRE(lock.try_lock());
+    }
+    BOOST_TEST(shm_slots_in_use(name) == 64u);
+    // Linear probing at load 1/4 examines about 1.4 slots; allow for the tombstones that wait
+    // for the next clean-up, but not for a scan of the table (256).
+    BOOST_TEST(shm_average_probes(name) < 4.0);
+    held.clear();
+    BOOST_TEST(shm_average_probes(name) < 2.0);
+}
+
+// The clean-up must never let one name have two slots, or two holders: fill, free, refill with
+// other names, and every name still excludes another process.
+BOOST_FIXTURE_TEST_CASE(names_stay_exclusive_across_processes_after_the_table_was_full,
+                        segment_fixture) {
+    slots = 64;
+    auto s = make();
+    for (int round = 0; round < 3; ++round) {
+        std::vector<named_lock> held;
+        for (std::uint32_t i = 0; i < slots; ++i) {
+            held.push_back(make_lock(s, "round" + std::to_string(round) + "." + std::to_string(i)));
+            BOOST_REQUIRE(held.back().try_lock());
+        }
+        // Free every other name: their slots become reusable while the others stay held.
+        for (std::uint32_t i = 0; i < slots; i += 2) held[i] = make_lock(s, "unused");
+        const int taken = wait_child(fork_child([&] {
+            auto theirs = make();
+            int result = 0;
+            for (std::uint32_t i = 0; i < slots; ++i) {
+                auto lock =
+                    make_lock(theirs, "round" + std::to_string(round) + "." + std::to_string(i));
+                const bool got = lock.try_lock();
+                if (got != (i % 2 == 0)) result = 1;  // free ones only, never a held one
+            }
+            return result;
+        }));
+        BOOST_TEST(taken == 0, "round " << round);
+    }
+}
