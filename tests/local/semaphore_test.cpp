@@ -98,17 +98,16 @@ BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, 
     BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
 }
 
-BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released_within_100ms, set_fixture) {
+// How fast the next waiter gets the lock is measured by bench/harness (scenario 6, recovery).
+BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released, set_fixture) {
     auto s = make();
     pid_t holder = fork_holder(maker(), "crash");
     BOOST_REQUIRE(holder > 0);
     auto lock = make_lock(s, "crash");
     BOOST_TEST(!lock.try_lock());
-    const auto killed = std::chrono::steady_clock::now();
     ::kill(holder, SIGKILL);
-    BOOST_TEST(lock.try_lock_for(5s));
-    BOOST_TEST(ms_since(killed) < 100.0);  // milliseconds from SIGKILL to the next grant
-    wait_child(holder, 1s);
+    BOOST_TEST(lock.try_lock_for(30s));  // at once; the bound is only a safety net
+    wait_child(holder, 30s);
 }
 
 BOOST_FIXTURE_TEST_CASE(ten_thousand_names_use_one_kernel_set, set_fixture) {
@@ -156,24 +155,28 @@ BOOST_FIXTURE_TEST_CASE(a_lock_may_be_released_by_another_thread, set_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(timed_wait_gets_the_lock_when_another_process_releases, set_fixture) {
     auto s = make();
-    byte_pipe ready;
+    byte_pipe ready, go;
     pid_t holder = fork_child([&] {
+        go.close_write();
         auto lock = make_lock(make(), "handover");
         lock.lock();
         ready.put('h');
-        std::this_thread::sleep_for(100ms);
+        (void)go.get(30s);  // EOF: release
         lock.unlock();
         return 0;
     });
     ready.close_write();
-    BOOST_REQUIRE(ready.get(10s));
+    go.close_read();
+    BOOST_REQUIRE(ready.get(30s));
     auto lock = make_lock(s, "handover");
-    BOOST_TEST(!lock.try_lock_for(10ms));
-    BOOST_TEST(lock.try_lock_for(5s));
+    BOOST_TEST(!lock.try_lock_for(10ms));  // held: the wait ends at its deadline
+    go.close_write();                      // now the holder releases, while we wait
+    BOOST_TEST(lock.try_lock_for(30s));
     BOOST_TEST(wait_child(holder) == 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture) {
+    semaphores = 1;  // the waiter's semaphore is number 0
     auto s = make();
     auto lock = make_lock(s, "removed");
     BOOST_REQUIRE(lock.try_lock());
@@ -190,10 +193,15 @@ BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture)
         }
     });
     started.close_write();
-    BOOST_REQUIRE(started.get(10s));
-    std::this_thread::sleep_for(50ms);  // let it reach semop
+    BOOST_REQUIRE(started.get(30s));
+    // Remove the set only once the waiter sleeps in semop (the kernel counts it in GETNCNT).
+    const int id = ::semget(key, 0, 0);
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    while (::semctl(id, 0, GETNCNT) < 1 && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(1ms);
+    BOOST_REQUIRE(::semctl(id, 0, GETNCNT) == 1);
     remove();
-    BOOST_TEST(wait_child(waiter, 5s) == 0);
+    BOOST_TEST(wait_child(waiter, 30s) == 0);
     try {
         lock.release();
         BOOST_FAIL("release after removal did not report it");

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <fstream>
+#include <future>
 #include <thread>
 
 #include <locksmith/errors.hpp>
@@ -53,6 +55,22 @@ std::optional<local_user> other_user_or_skip() {
     return user;
 }
 
+// Waits (at most 30 s) until process `pid` sleeps in the kernel, e.g. on a mutex.
+bool wait_until_sleeping(pid_t pid) {
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < give_up) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        // "pid (comm) S ...": the state follows the last ')'.
+        const auto paren = line.rfind(')');
+        if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S')
+            return true;
+        std::this_thread::sleep_for(1ms);
+    }
+    return false;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, segment_fixture) {
@@ -76,18 +94,17 @@ BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, 
     BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
 }
 
-BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released_within_100ms, segment_fixture) {
+// How fast the next locker gets the lock is measured by bench/harness (scenario 6, recovery).
+BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released, segment_fixture) {
     auto s = make();
     pid_t holder = fork_holder(maker(), "crash");
     BOOST_REQUIRE(holder > 0);
     {
         auto lock = make_lock(s, "crash");
         BOOST_TEST(!lock.try_lock());
-        const auto killed = std::chrono::steady_clock::now();
         ::kill(holder, SIGKILL);
-        BOOST_TEST(lock.try_lock_for(5s));
-        BOOST_TEST(ms_since(killed) < 100.0);  // milliseconds from SIGKILL to the next grant
-        wait_child(holder, 1s);
+        BOOST_TEST(lock.try_lock_for(30s));  // at once; the bound is only a safety net
+        wait_child(holder, 30s);
         lock.unlock();
         // The recovered slot is an ordinary lock again.
         auto other = make_lock(s, "crash");
@@ -141,14 +158,19 @@ BOOST_FIXTURE_TEST_CASE(slots_leaked_by_a_dead_waiter_are_reclaimed_when_full, s
     BOOST_REQUIRE(a.try_lock());
     // A child waits for "a" (taking a reference on its slot) and is killed while waiting; a
     // second child holds "b" and dies: its slot is recovered by the next locker of any name.
+    byte_pipe started;
     pid_t waiter = fork_child([&] {
         auto lock = make_lock(make(), "a");
+        started.put('w');
         lock.lock();
         return 0;
     });
-    std::this_thread::sleep_for(100ms);
+    started.close_write();
+    BOOST_REQUIRE(started.get(30s));
+    // After the byte the waiter only computes until it sleeps on the slot mutex.
+    BOOST_REQUIRE(wait_until_sleeping(waiter));
     ::kill(waiter, SIGKILL);
-    wait_child(waiter, 5s);
+    wait_child(waiter, 30s);
     pid_t holder = fork_holder(maker(), "b");
     BOOST_REQUIRE(holder > 0);
     ::kill(holder, SIGKILL);
@@ -188,9 +210,10 @@ BOOST_FIXTURE_TEST_CASE(two_lock_objects_in_one_thread, segment_fixture) {
     BOOST_REQUIRE(first.try_lock());
     BOOST_TEST(first.try_lock());  // re-acquiring is idempotent
     BOOST_TEST(!second.try_lock());
-    const auto started = std::chrono::steady_clock::now();
+    // The wait ends at its deadline, not before (a lower bound: load cannot make it fail).
+    const auto deadline = std::chrono::steady_clock::now() + 50ms;
     BOOST_TEST(!second.try_lock_for(50ms));
-    BOOST_TEST(ms_since(started) >= 50.0);
+    BOOST_TEST((std::chrono::steady_clock::now() >= deadline));
     BOOST_CHECK_THROW(second.lock(), acquire_error);
     first.unlock();
     BOOST_TEST(second.try_lock());
@@ -198,18 +221,19 @@ BOOST_FIXTURE_TEST_CASE(two_lock_objects_in_one_thread, segment_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(timed_wait_gets_the_lock_when_another_thread_releases, segment_fixture) {
     auto s = make();
-    std::atomic<bool> held{false};
+    std::promise<void> held, go;
     std::thread holder([&] {
         auto lock = make_lock(s, "handover");  // acquired and released in this thread
         lock.lock();
-        held = true;
-        std::this_thread::sleep_for(50ms);
+        held.set_value();
+        go.get_future().wait();
         lock.unlock();
     });
-    while (!held) std::this_thread::yield();
+    held.get_future().wait();
     auto waiter = make_lock(s, "handover");
     BOOST_TEST(!waiter.try_lock());
-    BOOST_TEST(waiter.try_lock_for(5s));
+    go.set_value();  // the holder releases while we wait
+    BOOST_TEST(waiter.try_lock_for(30s));
     holder.join();
     waiter.unlock();
 }
