@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -55,10 +56,42 @@ union semun {
                             std::to_string(err) + ")");
 }
 
-// Creates the set, or opens an existing one and waits for its creator to initialise it.
+std::string hex_key(key_t key) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%08x", static_cast<unsigned>(key));
+    return text;
+}
+
+std::string octal_mode(unsigned mode) {
+    char text[8];
+    std::snprintf(text, sizeof text, "0%03o", mode & 0777u);
+    return text;
+}
+
+// A set is ours when this user created it and owns it, and it lets nobody in beyond what `mode`
+// grants. Anyone who can operate on the set can release or block every lock in it (a SysV
+// semaphore has no owner), so a set that another user created at our key -- even with the
+// permissions we would have chosen, since its creator keeps full control -- is refused.
+void check_set_is_ours(const semid_ds& ds, key_t key, std::uint32_t mode) {
+    const uid_t me = ::geteuid();
+    const auto perms = static_cast<unsigned>(ds.sem_perm.mode) & 0777u;
+    if (ds.sem_perm.uid == me && ds.sem_perm.cuid == me && (perms & ~mode) == 0) return;
+    throw backend_error(
+        strategy_name, "foreign",
+        "semaphore: the semaphore set with key " + hex_key(key) + " belongs to uid " +
+            std::to_string(ds.sem_perm.uid) + " (created by uid " +
+            std::to_string(ds.sem_perm.cuid) + ") with mode " + octal_mode(perms) +
+            "; locksmith only uses a set that this user (uid " + std::to_string(me) +
+            ") created, with at most mode " + octal_mode(mode) +
+            ", since anyone else with access could release or block its locks. Remove it when no "
+            "process of yours uses it: ipcrm -S " + hex_key(key));
+}
+
+// Creates the set, or opens an existing one of ours and waits for its creator to initialise it.
 // Returns {semid, number of semaphores}.
 std::pair<int, std::uint32_t> open_set(key_t key, std::uint32_t wanted, std::uint32_t mode) {
     const int perms = static_cast<int>(mode & 0777);
+    // IPC_EXCL: only the set we create ourselves is initialised here; any other is checked first.
     int id = ::semget(key, static_cast<int>(wanted), IPC_CREAT | IPC_EXCL | perms);
     if (id >= 0) {
         // A new set's values are undefined until set. sem_otime stays 0 until the first semop,
@@ -79,27 +112,31 @@ std::pair<int, std::uint32_t> open_set(key_t key, std::uint32_t wanted, std::uin
     if (errno != EEXIST)
         throw_errno(strategy_name,
                     "creating a semaphore set of " + std::to_string(wanted) +
-                        " semaphores with key " + std::to_string(key) +
+                        " semaphores with key " + hex_key(key) +
                         " (kernel limits: /proc/sys/kernel/sem)",
                     errno);
     id = ::semget(key, 0, 0);
     if (id < 0)
-        throw_errno(strategy_name, "opening semaphore set with key " + std::to_string(key), errno);
+        throw_errno(strategy_name, "opening semaphore set with key " + hex_key(key), errno);
     for (int i = 0; i < 2000; ++i) {
         semid_ds ds{};
         semun arg{};
         arg.buf = &ds;
         if (::semctl(id, 0, IPC_STAT, arg) != 0)
-            throw_errno(strategy_name, "reading semaphore set with key " + std::to_string(key),
+            throw_errno(strategy_name,
+                        "reading semaphore set with key " + hex_key(key) +
+                            " (another user's set? `ipcs -s -i " + std::to_string(id) +
+                            "` shows its owner)",
                         errno);
+        check_set_is_ours(ds, key, mode);
         if (ds.sem_otime != 0) return {id, static_cast<std::uint32_t>(ds.sem_nsems)};
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     // Re-initialising here could reset a semaphore somebody already holds; an admin must decide.
     throw backend_error(strategy_name, "uninitialised",
-                        "semaphore: the set with key " + std::to_string(key) +
+                        "semaphore: the set with key " + hex_key(key) +
                             " was never initialised (its creator died); remove it with `ipcrm -S " +
-                            std::to_string(key) + "`");
+                            hex_key(key) + "`");
 }
 
 // Takes semaphore `index` of `semid` for this process (SEM_UNDO gives it back if we die).

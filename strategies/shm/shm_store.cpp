@@ -1,9 +1,9 @@
-// The `shm` strategy: robust process-shared mutexes in a Boost.Interprocess segment.
+// The `shm` strategy: robust process-shared mutexes in a POSIX shared-memory segment.
 //
-// Layout: a managed_shared_memory segment holds one shm_table (header plus a table mutex) and an
-// array of shm_slot. A name's 128-bit hash picks a home slot; linear probing finds the slot that
-// holds that hash, or a free one. The table mutex guards slot bookkeeping (state, hash, refs) and
-// is held only for a few loads and stores; the slot mutex is the lock itself.
+// Layout: the segment (/dev/shm/<name>) holds one shm_table (header plus a table mutex) followed
+// by an array of shm_slot. A name's 128-bit hash picks a home slot; linear probing finds the slot
+// that holds that hash, or a free one. The table mutex guards slot bookkeeping (state, hash, refs)
+// and is held only for a few loads and stores; the slot mutex is the lock itself.
 //
 // Why a generation counter: a slot can be freed and reused for another name while a process is
 // between finding the slot and locking its mutex (a waiter's slot may even be reclaimed when the
@@ -15,36 +15,36 @@
 // the table is full (then reclaim() frees every slot whose mutex is free), never exclusion.
 #include <locksmith/strategies/shm.hpp>
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <new>
 #include <mutex>
 #include <string_view>
 #include <thread>
-
-#include <boost/interprocess/managed_shared_memory.hpp>
-#include <boost/interprocess/permissions.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
+#include <vector>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
 #include <locksmith/strategy_support.hpp>
 
-namespace bip = boost::interprocess;
-
 namespace locksmith::strategies {
 namespace {
 
 constexpr const char* strategy_name = "shm";
 constexpr std::uint64_t table_magic = 0x6c6f636b736d7368ull;  // "locksmsh"
-constexpr std::uint32_t table_version = 1;
+constexpr std::uint32_t table_version = 2;  // 1: inside a Boost.Interprocess segment
 constexpr std::uint32_t max_slots = 1u << 20;
 
 enum class slot_state : std::uint32_t { empty = 0, used = 1, tombstone = 2 };
@@ -68,6 +68,9 @@ struct shm_table {
     std::uint64_t magic = table_magic;
     std::uint32_t version = table_version;
     std::uint32_t slot_count;
+    // Guarded by the mutex: slots freed since the last clean-up of tombstones (see
+    // segment::clean_tombstones_locked).
+    std::uint32_t freed_since_clean = 0;
     pthread_mutex_t mutex;
     explicit shm_table(std::uint32_t n) : slot_count(n) {}
 };
@@ -171,106 +174,68 @@ class table_guard {
     pthread_mutex_t* m_;
 };
 
-// Boost's open_or_create spins without limit on a segment whose creator died before marking it
-// initialised, and maps a segment whose creator has not sized it yet. This look at the state
-// word Boost keeps at offset 0 (0 uninitialised, 1 initialising, 2 ready) turns the first into a
-// clear error after a second and waits out the second. Returns without error when the object
-// does not exist (open_or_create then creates it).
-void check_existing_segment(const std::string& name) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    for (;;) {
-        std::uint32_t state = 0;
-        try {
-            bip::shared_memory_object object(bip::open_only, name.c_str(), bip::read_only);
-            bip::offset_t size = 0;
-            if (object.get_size(size) && size >= bip::offset_t(sizeof state)) {
-                bip::mapped_region region(object, bip::read_only, 0, sizeof state);
-                state = __atomic_load_n(static_cast<const std::uint32_t*>(region.get_address()),
-                                        __ATOMIC_ACQUIRE);
-                if (state == 2) return;
-                if (state > 2)
-                    throw backend_error(strategy_name, "corrupted",
-                                        "shm: shared memory object '" + name +
-                                            "' is not a locksmith segment (or is corrupted); "
-                                            "remove it if nothing uses it");
-            }
-        } catch (const bip::interprocess_exception& e) {
-            if (e.get_error_code() == bip::not_found_error) return;
-            throw backend_error(
-                strategy_name, "errno " + std::to_string(e.get_native_error()),
-                "shm: cannot open shared memory segment '" + name + "': " + e.what());
-        }
-        if (std::chrono::steady_clock::now() > give_up)
-            throw backend_error(strategy_name, "uninitialised",
-                                "shm: shared memory segment '" + name +
-                                    "' was never initialised (its creator died); remove it "
-                                    "(rm /dev/shm/" +
-                                    name + ") if nothing uses it");
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+// Where glibc's shm_open keeps POSIX shared memory objects. The segment is opened as a file there
+// so that it can be created complete under a temporary identity and published atomically.
+constexpr const char* shm_dir = "/dev/shm";
+
+std::string octal_mode(unsigned mode) {
+    char text[8];
+    std::snprintf(text, sizeof text, "0%03o", mode & 0777u);
+    return text;
+}
+
+// Closes a descriptor on every path out.
+struct fd_guard {
+    int fd;
+    ~fd_guard() {
+        if (fd >= 0) ::close(fd);
     }
+};
+
+std::size_t slots_offset() {
+    return (sizeof(shm_table) + alignof(shm_slot) - 1) & ~(alignof(shm_slot) - 1);
+}
+
+std::size_t segment_size(std::uint32_t slots) {
+    return slots_offset() + sizeof(shm_slot) * std::size_t(slots);
 }
 
 // One mapping of the segment; shared by the store and by the keys it has granted, so that a key
 // can still release after its store is gone.
+//
+// The segment is built in an unnamed file (O_TMPFILE) and only then linked at its name, so every
+// process that opens the name finds a complete table: there is no half-initialised state to wait
+// for, and a creator that dies leaves nothing behind. Whatever is found at the name must be a
+// regular file (O_NOFOLLOW), created by this user and open to nobody beyond `mode`: anyone who can
+// map the segment can unlock or hold every slot in it.
 class segment {
   public:
-    segment(const std::string& name, std::uint32_t wanted_slots, std::uint32_t mode) : name_(name) {
-        const std::size_t size =
-            (sizeof(shm_table) + sizeof(shm_slot) * std::size_t(wanted_slots) + 64 * 1024 + 4095) &
-            ~std::size_t(4095);
-        bip::permissions perms(static_cast<int>(mode));
-        try {
-            // A segment created by another process between our check and our open may not be
-            // sized yet when we map it; that open fails, and a second look sorts it out.
-            for (int attempt = 0;; ++attempt) {
-                check_existing_segment(name);
-                try {
-                    memory_ = bip::managed_shared_memory(bip::open_or_create, name.c_str(), size,
-                                                         nullptr, perms);
-                    break;
-                } catch (const bip::interprocess_exception&) {
-                    if (attempt >= 20) throw;
-                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                }
+    // Opens the segment, creating it when `create` and it does not exist.
+    segment(const std::string& name, std::uint32_t wanted_slots, std::uint32_t mode,
+            bool create = true)
+        : name_(name), path_(std::string(shm_dir) + "/" + name) {
+        for (int attempt = 0;; ++attempt) {
+            const int fd = ::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+            if (fd >= 0) {
+                fd_guard guard{fd};
+                map_existing(fd, mode);
+                return;
             }
-            auto open_table = [&] {
-                table_ = memory_.find<shm_table>("locksmith.shm.table").first;
-                if (table_ == nullptr) {
-                    // The table is built last, so a creator that died half-way leaves no table
-                    // and the next opener builds (or re-initialises) the slots again.
-                    auto built = memory_.find<shm_slot>("locksmith.shm.slots");
-                    if (built.first == nullptr)
-                        built = {memory_.construct<shm_slot>("locksmith.shm.slots")[wanted_slots](),
-                                 wanted_slots};
-                    for (std::size_t i = 0; i < built.second; ++i)
-                        init_robust_mutex(&built.first[i].mutex);
-                    table_ = memory_.construct<shm_table>("locksmith.shm.table")(
-                        static_cast<std::uint32_t>(built.second));
-                    init_robust_mutex(&table_->mutex);
-                }
-                auto found = memory_.find<shm_slot>("locksmith.shm.slots");
-                slots_ = found.first;
-                if (slots_ != nullptr && found.second != table_->slot_count) slots_ = nullptr;
-            };
-            // Found or built under the segment's own lock, so concurrent openers agree on one
-            // table.
-            memory_.atomic_func(open_table);
-        } catch (const bip::interprocess_exception& e) {
-            throw backend_error(strategy_name, "errno " + std::to_string(e.get_native_error()),
-                                "shm: cannot open or create shared memory segment '" + name +
-                                    "' (" + std::to_string(size) + " bytes): " + e.what());
-        } catch (const std::bad_alloc&) {
-            throw backend_error(strategy_name, "ENOMEM",
-                                "shm: segment '" + name + "' is too small for " +
-                                    std::to_string(wanted_slots) + " slots");
+            const int err = errno;
+            if (err == ELOOP)
+                fail("ELOOP", "is a symbolic link, which locksmith does not follow");
+            if (err != ENOENT || !create || attempt >= 10)
+                fail("errno " + std::to_string(err), std::string("cannot be opened: ") +
+                                                         std::strerror(err));
+            if (create_and_publish(wanted_slots, mode)) return;
+            // Another process published its segment first: use that one.
         }
-        if (table_ == nullptr || slots_ == nullptr || table_->magic != table_magic ||
-            table_->version != table_version)
-            throw backend_error(strategy_name, "bad segment",
-                                "shm: shared memory object '" + name +
-                                    "' is not a locksmith shm segment of version " +
-                                    std::to_string(table_version));
     }
+    ~segment() {
+        if (table_ != nullptr) ::munmap(table_, size_);
+    }
+    segment(const segment&) = delete;
+    segment& operator=(const segment&) = delete;
 
     const std::string& name() const noexcept { return name_; }
     std::uint32_t slot_count() const noexcept { return table_->slot_count; }
@@ -310,6 +275,7 @@ class segment {
                 return {free_slot, s.generation.load()};
             }
             if (pass == 0 && reclaim_locked() == 0) break;
+            clean_tombstones_if_due_locked();
         }
         throw backend_error(strategy_name, "full",
                             "shm: segment '" + name_ + "' is full: all " +
@@ -346,6 +312,26 @@ class segment {
         return count;
     }
 
+    // Slots examined by a lookup of an absent name, averaged over the home slots: the distance to
+    // the first empty slot, plus one (the whole table when none is empty).
+    double average_probes() {
+        table_guard guard(table_mutex());
+        const std::uint32_t n = slot_count();
+        std::uint32_t start = n;
+        for (std::uint32_t i = 0; i < n && start == n; ++i)
+            if (slots_[i].state == slot_state::empty) start = i;
+        if (start == n) return n;
+        // Walking backwards from an empty slot, each slot's count is its successor's plus one.
+        double total = 0;
+        std::uint32_t probes = 0;
+        for (std::uint32_t k = 0; k < n; ++k) {
+            const std::uint32_t j = (start + n - k) % n;
+            probes = slots_[j].state == slot_state::empty ? 1 : probes + 1;
+            total += probes;
+        }
+        return total / n;
+    }
+
     // The slot of `h`, if one is in use; for status().
     std::optional<std::uint32_t> find(const name_hash& h) {
         table_guard guard(table_mutex());
@@ -365,15 +351,52 @@ class segment {
         s.generation.fetch_add(1);
         s.refs = 0;
         s.state = slot_state::tombstone;
+        ++table_->freed_since_clean;
         // Keep probe chains short: a tombstone followed by an empty slot ends no chain, so it and
         // the tombstones right before it can become empty again.
         const std::uint32_t n = slot_count();
-        if (slots_[(index + 1) % n].state != slot_state::empty) return;
-        std::uint32_t j = index;
-        for (std::uint32_t k = 0; k < n && slots_[j].state == slot_state::tombstone; ++k) {
-            slots_[j].state = slot_state::empty;
-            j = (j + n - 1) % n;
+        if (slots_[(index + 1) % n].state == slot_state::empty) {
+            std::uint32_t j = index;
+            for (std::uint32_t k = 0; k < n && slots_[j].state == slot_state::tombstone; ++k) {
+                slots_[j].state = slot_state::empty;
+                j = (j + n - 1) % n;
+            }
         }
+        clean_tombstones_if_due_locked();
+    }
+
+    // A clean-up costs one pass over the table, so it waits for an eighth of the table's slots
+    // to be freed: a free costs O(1) on average, and lookups wade through at most that many
+    // tombstones beyond those that live slots' probe paths still need.
+    void clean_tombstones_if_due_locked() {
+        if (table_->freed_since_clean > slot_count() / 8) clean_tombstones_locked();
+    }
+
+    // Once the table has been full there is no empty slot after the freed ones, so the rule in
+    // free_locked() never applies and every lookup of a new name would scan the whole table.
+    // A tombstone can become empty when no used slot's probe path (its home slot up to the slot)
+    // crosses it: no lookup needs to walk past it. No used slot moves, so every process keeps
+    // finding its name where it was, and references and holders are untouched.
+    void clean_tombstones_locked() {
+        const std::uint32_t n = slot_count();
+        std::vector<std::int32_t> starts(std::size_t(n) + 1, 0);  // path starts minus path ends
+        for (std::uint32_t i = 0; i < n; ++i) {
+            if (slots_[i].state != slot_state::used) continue;
+            const auto home = static_cast<std::uint32_t>(slots_[i].hash.low % n);
+            ++starts[home];
+            --starts[i + 1];
+            if (home > i) {  // the path wraps around the end of the table
+                --starts[n];
+                ++starts[0];
+            }
+        }
+        std::int32_t paths = 0;  // probe paths crossing slot i
+        for (std::uint32_t i = 0; i < n; ++i) {
+            paths += starts[i];
+            if (slots_[i].state == slot_state::tombstone && paths == 0)
+                slots_[i].state = slot_state::empty;
+        }
+        table_->freed_since_clean = 0;
     }
 
     // The table is full: frees every used slot whose mutex nobody holds. Its references belong
@@ -396,16 +419,85 @@ class segment {
             s.generation.fetch_add(1);
             s.refs = 0;
             s.state = slot_state::tombstone;
+            ++table_->freed_since_clean;
             pthread_mutex_unlock(&s.mutex);
             ++freed;
         }
         return freed;
     }
 
+    [[noreturn]] void fail(const std::string& code, const std::string& what) const {
+        throw backend_error(strategy_name, code,
+                            "shm: the shared memory segment " + path_ + " " + what +
+                                ". Remove it when no process of yours uses it: rm " + path_);
+    }
+
+    // Checks what was found at the name, then maps it.
+    void map_existing(int fd, std::uint32_t mode) {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) fail("errno " + std::to_string(errno), "cannot be examined");
+        if (!S_ISREG(st.st_mode)) fail("not a file", "is not a regular file");
+        const uid_t me = ::geteuid();
+        const auto perms = static_cast<unsigned>(st.st_mode) & 0777u;
+        if (st.st_uid != me || (perms & ~mode) != 0)
+            fail("foreign", "belongs to uid " + std::to_string(st.st_uid) + " with mode " +
+                                octal_mode(perms) + "; locksmith only uses a segment that this "
+                                "user (uid " + std::to_string(me) + ") created, with at most "
+                                "mode " + octal_mode(mode) + ", since anyone else with access "
+                                "could release or block its locks");
+        shm_table header{0};
+        if (st.st_size < off_t(sizeof header) ||
+            ::pread(fd, &header, sizeof header, 0) != ssize_t(sizeof header) ||
+            header.magic != table_magic || header.version != table_version ||
+            header.slot_count < 1 || header.slot_count > max_slots ||
+            st.st_size < off_t(segment_size(header.slot_count)))
+            fail("bad segment", "is not a locksmith shm segment of version " +
+                                    std::to_string(table_version) + " (or is corrupted)");
+        map(fd, segment_size(header.slot_count));
+    }
+
+    // Builds a complete segment in an unnamed file and links it at the name. Returns false when
+    // another process linked one there first.
+    bool create_and_publish(std::uint32_t slots, std::uint32_t mode) {
+        const int fd = ::open(shm_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode & 0777u);
+        if (fd < 0)
+            throw_errno(strategy_name, std::string("creating a shared memory file in ") + shm_dir,
+                        errno);
+        fd_guard guard{fd};
+        const std::size_t size = segment_size(slots);
+        if (::fchmod(fd, mode & 0777u) != 0 || ::ftruncate(fd, off_t(size)) != 0)
+            throw_errno(strategy_name, "sizing a new shm segment of " + std::to_string(size) +
+                                           " bytes", errno);
+        map(fd, size);
+        table_ = new (table_) shm_table(slots);
+        init_robust_mutex(&table_->mutex);
+        for (std::uint32_t i = 0; i < slots; ++i) init_robust_mutex(&(new (&slots_[i]) shm_slot)->mutex);
+        const std::string self_link = "/proc/self/fd/" + std::to_string(fd);
+        if (::linkat(AT_FDCWD, self_link.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW) == 0)
+            return true;
+        const int err = errno;
+        ::munmap(table_, size_);
+        table_ = nullptr;
+        slots_ = nullptr;
+        if (err == EEXIST) return false;
+        fail("errno " + std::to_string(err),
+             std::string("cannot be created (linking the new segment at its name: ") +
+                 std::strerror(err) + ")");
+    }
+
+    void map(int fd, std::size_t size) {
+        void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base == MAP_FAILED) fail("errno " + std::to_string(errno), "cannot be mapped");
+        table_ = static_cast<shm_table*>(base);
+        slots_ = reinterpret_cast<shm_slot*>(static_cast<char*>(base) + slots_offset());
+        size_ = size;
+    }
+
     std::string name_;
-    bip::managed_shared_memory memory_;
+    std::string path_;
     shm_table* table_ = nullptr;
     shm_slot* slots_ = nullptr;
+    std::size_t size_ = 0;
 };
 
 // What a key holds. The key keeps its reference on the slot between grants (until the key is
@@ -598,39 +690,34 @@ std::shared_ptr<store> make_shm_store(const shm_options& options) {
 }
 
 bool remove_shm_segment(const std::string& name) {
-    return bip::shared_memory_object::remove(name.c_str());
+    return ::unlink((std::string(shm_dir) + "/" + name).c_str()) == 0;
 }
 
 std::uint32_t shm_slots_in_use(const std::string& name) {
-    try {
-        bip::managed_shared_memory probe(bip::open_only, name.c_str());
-    } catch (const bip::interprocess_exception& e) {
-        throw backend_error(strategy_name, "errno " + std::to_string(e.get_native_error()),
-                            "shm: cannot open segment '" + name + "': " + e.what());
-    }
-    return segment(name, 1, 0600).in_use();
+    // Any mode: this only reads, and the segment must still be this user's.
+    return segment(name, 1, 0777, false).in_use();
+}
+
+double shm_average_probes(const std::string& name) {
+    return segment(name, 1, 0777, false).average_probes();
 }
 
 strategy_descriptor shm_strategy() {
     strategy_descriptor d;
     d.name = strategy_name;
     d.description =
-        "robust process-shared mutexes in a Boost.Interprocess shared-memory segment (fastest "
-        "local strategy)";
+        "robust process-shared mutexes in a POSIX shared-memory segment (fastest local strategy)";
     d.default_priority = 60;
     d.capabilities = capability::exclusive | capability::noblock | capability::native_wait |
                      capability::crash_release;
     d.supported = [] {
-        // POSIX shared memory needs a writable /dev/shm (often missing in minimal containers).
-        const std::string probe = "locksmith-probe-" + std::to_string(::getpid());
-        try {
-            bip::shared_memory_object object(bip::create_only, probe.c_str(), bip::read_write);
-            bip::shared_memory_object::remove(probe.c_str());
-        } catch (const bip::interprocess_exception& e) {
-            bip::shared_memory_object::remove(probe.c_str());
+        // POSIX shared memory needs a writable tmpfs /dev/shm (often missing in minimal
+        // containers); an unnamed file there leaves nothing behind.
+        const int fd = ::open(shm_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0)
             return support_status::no(std::string("POSIX shared memory is unavailable: ") +
-                                      e.what());
-        }
+                                      shm_dir + ": " + std::strerror(errno));
+        ::close(fd);
         return support_status::yes();
     };
     d.validate_options = [](const nlohmann::json& o) { (void)shm_options::from_json(o); };

@@ -17,6 +17,7 @@
 #include <locksmith/strategies/semaphore.hpp>
 
 #include "local/local_helpers.hpp"
+#include "support/test_environment.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
@@ -64,6 +65,25 @@ struct set_fixture {
     }
 };
 
+// `nobody`, or nullopt after reporting why the case cannot run (a failure under CI=true).
+std::optional<local_user> other_user_or_skip() {
+    std::string why;
+    auto user = another_local_user(&why);
+    if (!user) {
+        if (running_in_ci())
+            BOOST_FAIL("cannot act as another local user under CI: " + why);
+        else
+            BOOST_TEST_MESSAGE("skipped: " + why);
+    }
+    return user;
+}
+
+std::string hex_key(int key) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%08x", unsigned(key));
+    return text;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, set_fixture) {
@@ -78,17 +98,16 @@ BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, 
     BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
 }
 
-BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released_within_100ms, set_fixture) {
+// How fast the next waiter gets the lock is measured by bench/harness (scenario 6, recovery).
+BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released, set_fixture) {
     auto s = make();
     pid_t holder = fork_holder(maker(), "crash");
     BOOST_REQUIRE(holder > 0);
     auto lock = make_lock(s, "crash");
     BOOST_TEST(!lock.try_lock());
-    const auto killed = std::chrono::steady_clock::now();
     ::kill(holder, SIGKILL);
-    BOOST_TEST(lock.try_lock_for(5s));
-    BOOST_TEST(ms_since(killed) < 100.0);  // milliseconds from SIGKILL to the next grant
-    wait_child(holder, 1s);
+    BOOST_TEST(lock.try_lock_for(30s));  // at once; the bound is only a safety net
+    wait_child(holder, 30s);
 }
 
 BOOST_FIXTURE_TEST_CASE(ten_thousand_names_use_one_kernel_set, set_fixture) {
@@ -136,24 +155,28 @@ BOOST_FIXTURE_TEST_CASE(a_lock_may_be_released_by_another_thread, set_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(timed_wait_gets_the_lock_when_another_process_releases, set_fixture) {
     auto s = make();
-    byte_pipe ready;
+    byte_pipe ready, go;
     pid_t holder = fork_child([&] {
+        go.close_write();
         auto lock = make_lock(make(), "handover");
         lock.lock();
         ready.put('h');
-        std::this_thread::sleep_for(100ms);
+        (void)go.get(30s);  // EOF: release
         lock.unlock();
         return 0;
     });
     ready.close_write();
-    BOOST_REQUIRE(ready.get(10s));
+    go.close_read();
+    BOOST_REQUIRE(ready.get(30s));
     auto lock = make_lock(s, "handover");
-    BOOST_TEST(!lock.try_lock_for(10ms));
-    BOOST_TEST(lock.try_lock_for(5s));
+    BOOST_TEST(!lock.try_lock_for(10ms));  // held: the wait ends at its deadline
+    go.close_write();                      // now the holder releases, while we wait
+    BOOST_TEST(lock.try_lock_for(30s));
     BOOST_TEST(wait_child(holder) == 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture) {
+    semaphores = 1;  // the waiter's semaphore is number 0
     auto s = make();
     auto lock = make_lock(s, "removed");
     BOOST_REQUIRE(lock.try_lock());
@@ -170,10 +193,15 @@ BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture)
         }
     });
     started.close_write();
-    BOOST_REQUIRE(started.get(10s));
-    std::this_thread::sleep_for(50ms);  // let it reach semop
+    BOOST_REQUIRE(started.get(30s));
+    // Remove the set only once the waiter sleeps in semop (the kernel counts it in GETNCNT).
+    const int id = ::semget(key, 0, 0);
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    while (::semctl(id, 0, GETNCNT) < 1 && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(1ms);
+    BOOST_REQUIRE(::semctl(id, 0, GETNCNT) == 1);
     remove();
-    BOOST_TEST(wait_child(waiter, 5s) == 0);
+    BOOST_TEST(wait_child(waiter, 30s) == 0);
     try {
         lock.release();
         BOOST_FAIL("release after removal did not report it");
@@ -210,4 +238,65 @@ BOOST_AUTO_TEST_CASE(options_are_validated_strictly) {
     BOOST_REQUIRE(d.has_value());
     BOOST_TEST(d->default_priority == 25);
     BOOST_TEST(d->supported().supported, d->supported().reason);
+}
+
+// Hardening (issue 11 point 5): a set that another user created at our key, open to everyone,
+// would let that user release our locks (semop +1) or block them; it is refused, naming the key
+// and the command that removes it.
+BOOST_FIXTURE_TEST_CASE(a_set_created_by_another_user_at_our_key_is_refused, set_fixture) {
+    auto user = other_user_or_skip();
+    if (!user) return;
+    const int created = wait_child(fork_child_as(*user, [&] {
+        semaphore_options o;
+        o.key = key;
+        o.semaphores = semaphores;
+        o.mode = 0666;
+        (void)make_semaphore_store(o);  // creates and initialises the set
+        return ::semget(key, 0, 0) >= 0 ? 0 : 1;
+    }));
+    BOOST_REQUIRE(created == 0);
+    try {
+        auto s = make();
+        auto lock = make_lock(s, "victim");
+        (void)lock.try_lock();
+        BOOST_FAIL("a set created by another user with mode 0666 was used");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find(hex_key(key)) != std::string::npos, what);
+        BOOST_TEST(what.find("ipcrm -S " + hex_key(key)) != std::string::npos, what);
+        BOOST_TEST(what.find("uid " + std::to_string(user->uid)) != std::string::npos, what);
+    }
+}
+
+// ...and a set of ours, open to us only, is refused to another user, who can neither take nor
+// give back its semaphores.
+BOOST_FIXTURE_TEST_CASE(another_user_can_neither_use_nor_release_our_set, set_fixture) {
+    auto user = other_user_or_skip();
+    if (!user) return;
+    semaphores = 1;  // every name on the one semaphore, so any grant would collide with ours
+    auto s = make();
+    auto lock = make_lock(s, "ours");
+    BOOST_REQUIRE(lock.try_lock());
+    const int rc = wait_child(fork_child_as(*user, [&] {
+        // The raw attack: give the semaphore back, then take it.
+        const int id = ::semget(key, 0, 0);
+        if (id >= 0) {
+            sembuf up{0, 1, IPC_NOWAIT};
+            if (::semop(id, &up, 1) == 0) return 2;
+            sembuf down{0, -1, IPC_NOWAIT};
+            if (::semop(id, &down, 1) == 0) return 3;
+        }
+        try {
+            semaphore_options o;
+            o.key = key;
+            auto theirs = make_lock(make_semaphore_store(o), "ours");
+            return theirs.try_lock() ? 4 : 0;
+        } catch (const error&) {
+            return 0;  // refused: what we want
+        }
+    }));
+    BOOST_TEST(rc == 0);
+    // Still ours alone: another process of ours cannot take it.
+    BOOST_TEST(wait_child(fork_child([&] { return make_lock(make(), "ours").try_lock() ? 1 : 0; })) ==
+               0);
 }

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <fstream>
+#include <future>
 #include <thread>
 
 #include <locksmith/errors.hpp>
@@ -15,6 +17,7 @@
 #include <locksmith/strategies/shm.hpp>
 
 #include "local/local_helpers.hpp"
+#include "support/test_environment.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
@@ -39,6 +42,35 @@ struct segment_fixture {
     }
 };
 
+// `nobody`, or nullopt after reporting why the case cannot run (a failure under CI=true).
+std::optional<local_user> other_user_or_skip() {
+    std::string why;
+    auto user = another_local_user(&why);
+    if (!user) {
+        if (running_in_ci())
+            BOOST_FAIL("cannot act as another local user under CI: " + why);
+        else
+            BOOST_TEST_MESSAGE("skipped: " + why);
+    }
+    return user;
+}
+
+// Waits (at most 30 s) until process `pid` sleeps in the kernel, e.g. on a mutex.
+bool wait_until_sleeping(pid_t pid) {
+    const auto give_up = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < give_up) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        // "pid (comm) S ...": the state follows the last ')'.
+        const auto paren = line.rfind(')');
+        if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S')
+            return true;
+        std::this_thread::sleep_for(1ms);
+    }
+    return false;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, segment_fixture) {
@@ -62,18 +94,17 @@ BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, 
     BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
 }
 
-BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released_within_100ms, segment_fixture) {
+// How fast the next locker gets the lock is measured by bench/harness (scenario 6, recovery).
+BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released, segment_fixture) {
     auto s = make();
     pid_t holder = fork_holder(maker(), "crash");
     BOOST_REQUIRE(holder > 0);
     {
         auto lock = make_lock(s, "crash");
         BOOST_TEST(!lock.try_lock());
-        const auto killed = std::chrono::steady_clock::now();
         ::kill(holder, SIGKILL);
-        BOOST_TEST(lock.try_lock_for(5s));
-        BOOST_TEST(ms_since(killed) < 100.0);  // milliseconds from SIGKILL to the next grant
-        wait_child(holder, 1s);
+        BOOST_TEST(lock.try_lock_for(30s));  // at once; the bound is only a safety net
+        wait_child(holder, 30s);
         lock.unlock();
         // The recovered slot is an ordinary lock again.
         auto other = make_lock(s, "crash");
@@ -127,14 +158,19 @@ BOOST_FIXTURE_TEST_CASE(slots_leaked_by_a_dead_waiter_are_reclaimed_when_full, s
     BOOST_REQUIRE(a.try_lock());
     // A child waits for "a" (taking a reference on its slot) and is killed while waiting; a
     // second child holds "b" and dies: its slot is recovered by the next locker of any name.
+    byte_pipe started;
     pid_t waiter = fork_child([&] {
         auto lock = make_lock(make(), "a");
+        started.put('w');
         lock.lock();
         return 0;
     });
-    std::this_thread::sleep_for(100ms);
+    started.close_write();
+    BOOST_REQUIRE(started.get(30s));
+    // After the byte the waiter only computes until it sleeps on the slot mutex.
+    BOOST_REQUIRE(wait_until_sleeping(waiter));
     ::kill(waiter, SIGKILL);
-    wait_child(waiter, 5s);
+    wait_child(waiter, 30s);
     pid_t holder = fork_holder(maker(), "b");
     BOOST_REQUIRE(holder > 0);
     ::kill(holder, SIGKILL);
@@ -174,9 +210,10 @@ BOOST_FIXTURE_TEST_CASE(two_lock_objects_in_one_thread, segment_fixture) {
     BOOST_REQUIRE(first.try_lock());
     BOOST_TEST(first.try_lock());  // re-acquiring is idempotent
     BOOST_TEST(!second.try_lock());
-    const auto started = std::chrono::steady_clock::now();
+    // The wait ends at its deadline, not before (a lower bound: load cannot make it fail).
+    const auto deadline = std::chrono::steady_clock::now() + 50ms;
     BOOST_TEST(!second.try_lock_for(50ms));
-    BOOST_TEST(ms_since(started) >= 50.0);
+    BOOST_TEST((std::chrono::steady_clock::now() >= deadline));
     BOOST_CHECK_THROW(second.lock(), acquire_error);
     first.unlock();
     BOOST_TEST(second.try_lock());
@@ -184,18 +221,19 @@ BOOST_FIXTURE_TEST_CASE(two_lock_objects_in_one_thread, segment_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(timed_wait_gets_the_lock_when_another_thread_releases, segment_fixture) {
     auto s = make();
-    std::atomic<bool> held{false};
+    std::promise<void> held, go;
     std::thread holder([&] {
         auto lock = make_lock(s, "handover");  // acquired and released in this thread
         lock.lock();
-        held = true;
-        std::this_thread::sleep_for(50ms);
+        held.set_value();
+        go.get_future().wait();
         lock.unlock();
     });
-    while (!held) std::this_thread::yield();
+    held.get_future().wait();
     auto waiter = make_lock(s, "handover");
     BOOST_TEST(!waiter.try_lock());
-    BOOST_TEST(waiter.try_lock_for(5s));
+    go.set_value();  // the holder releases while we wait
+    BOOST_TEST(waiter.try_lock_for(30s));
     holder.join();
     waiter.unlock();
 }
@@ -250,8 +288,9 @@ BOOST_AUTO_TEST_CASE(a_foreign_shared_memory_object_is_refused) {
     remove_shm_segment(name);
 }
 
-BOOST_AUTO_TEST_CASE(a_segment_whose_creator_died_is_an_error_not_a_hang) {
-    // All zeroes: what a creator leaves when it dies between sizing and initialising.
+BOOST_AUTO_TEST_CASE(an_all_zero_object_is_an_error_not_a_hang) {
+    // A segment appears at its name only once complete, so zeroes are not a creator still at
+    // work: they are refused at once, with the command that removes them.
     const std::string name = run_unique("locksmith-test-zero");
     int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     BOOST_REQUIRE(fd >= 0);
@@ -259,13 +298,147 @@ BOOST_AUTO_TEST_CASE(a_segment_whose_creator_died_is_an_error_not_a_hang) {
     ::close(fd);
     shm_options o;
     o.segment = name;
-    const auto started = std::chrono::steady_clock::now();
     try {
         make_shm_store(o);
         BOOST_FAIL("an uninitialised segment was accepted");
     } catch (const backend_error& e) {
-        BOOST_TEST(std::string(e.what()).find("never initialised") != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).find("rm /dev/shm/" + name) != std::string::npos,
+                   e.what());
     }
-    BOOST_TEST(ms_since(started) < 5000.0);
     remove_shm_segment(name);
+}
+
+
+// Hardening (issue 11 point 5): a segment that another user created under our name, open to
+// everyone, would let that user unlock our mutexes' slots or hold them; it is refused, naming the
+// path and the command that removes it.
+BOOST_FIXTURE_TEST_CASE(a_segment_created_by_another_user_under_our_name_is_refused,
+                        segment_fixture) {
+    auto user = other_user_or_skip();
+    if (!user) return;
+    const int created = wait_child(fork_child_as(*user, [&] {
+        shm_options o;
+        o.segment = name;
+        o.slots = slots;
+        o.mode = 0666;
+        (void)make_shm_store(o);
+        return 0;
+    }));
+    BOOST_REQUIRE(created == 0);
+    const std::string path = "/dev/shm/" + name;
+    try {
+        auto s = make();
+        auto lock = make_lock(s, "victim");
+        (void)lock.try_lock();
+        BOOST_FAIL("a segment created by another user with mode 0666 was used");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("uid " + std::to_string(user->uid)) != std::string::npos, what);
+        BOOST_TEST(what.find("rm " + path) != std::string::npos, what);
+    }
+}
+
+// A symbolic link planted at our name is not followed, whatever it points to.
+BOOST_FIXTURE_TEST_CASE(a_symbolic_link_at_our_name_is_refused, segment_fixture) {
+    auto user = other_user_or_skip();
+    if (!user) return;
+    const std::string path = "/dev/shm/" + name;
+    const int planted = wait_child(fork_child_as(*user, [&] {
+        shm_options o;
+        o.segment = name + "-target";
+        o.mode = 0666;
+        (void)make_shm_store(o);
+        return ::symlink((path + "-target").c_str(), path.c_str()) == 0 ? 0 : 1;
+    }));
+    BOOST_REQUIRE(planted == 0);
+    try {
+        (void)make();
+        BOOST_FAIL("a symbolic link to another user's segment was followed");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find(path) != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).find("symbolic link") != std::string::npos, e.what());
+    }
+    remove_shm_segment(name + "-target");
+}
+
+// ...and our segment, open to us only, is refused to another user, who can neither take our lock
+// nor take any slot of the segment.
+BOOST_FIXTURE_TEST_CASE(another_user_cannot_use_our_segment, segment_fixture) {
+    auto user = other_user_or_skip();
+    if (!user) return;
+    auto s = make();
+    auto lock = make_lock(s, "ours");
+    BOOST_REQUIRE(lock.try_lock());
+    const int rc = wait_child(fork_child_as(*user, [&] {
+        if (::shm_open(("/" + name).c_str(), O_RDWR, 0) >= 0) return 2;  // the raw attack
+        try {
+            auto theirs = make_lock(make(), "ours");
+            return theirs.try_lock() ? 3 : 4;
+        } catch (const error&) {
+            return 0;  // refused: what we want
+        }
+    }));
+    BOOST_TEST(rc == 0);
+    lock.unlock();
+}
+
+// Hardening (issue 11 point 12): once the table has been full, freed slots must not leave every
+// later lookup scanning the whole table. Measured in slots examined, not in time.
+BOOST_FIXTURE_TEST_CASE(lookups_stay_short_after_the_table_was_full, segment_fixture) {
+    slots = 256;
+    auto s = make();
+    {
+        std::vector<named_lock> all;
+        for (std::uint32_t i = 0; i < slots; ++i) {
+            all.push_back(make_lock(s, "fill." + std::to_string(i)));
+            BOOST_REQUIRE(all.back().try_lock());
+        }
+    }  // released and destroyed: every slot freed
+    BOOST_TEST(shm_slots_in_use(name) == 0u);
+    BOOST_TEST(shm_average_probes(name) < 2.0);
+    // A quarter of the table stays held while many other names come and go.
+    std::vector<named_lock> held;
+    for (int i = 0; i < 64; ++i) {
+        held.push_back(make_lock(s, "held." + std::to_string(i)));
+        BOOST_REQUIRE(held.back().try_lock());
+    }
+    for (int i = 0; i < 5000; ++i) {
+        auto lock = make_lock(s, "churn." + std::to_string(i));
+        BOOST_REQUIRE(lock.try_lock());
+    }
+    BOOST_TEST(shm_slots_in_use(name) == 64u);
+    // Linear probing at load 1/4 examines about 1.4 slots; allow for the tombstones that wait
+    // for the next clean-up, but not for a scan of the table (256).
+    BOOST_TEST(shm_average_probes(name) < 4.0);
+    held.clear();
+    BOOST_TEST(shm_average_probes(name) < 2.0);
+}
+
+// The clean-up must never let one name have two slots, or two holders: fill, free, refill with
+// other names, and every name still excludes another process.
+BOOST_FIXTURE_TEST_CASE(names_stay_exclusive_across_processes_after_the_table_was_full,
+                        segment_fixture) {
+    slots = 64;
+    auto s = make();
+    for (int round = 0; round < 3; ++round) {
+        std::vector<named_lock> held;
+        for (std::uint32_t i = 0; i < slots; ++i) {
+            held.push_back(make_lock(s, "round" + std::to_string(round) + "." + std::to_string(i)));
+            BOOST_REQUIRE(held.back().try_lock());
+        }
+        // Free every other name: their slots become reusable while the others stay held.
+        for (std::uint32_t i = 0; i < slots; i += 2) held[i] = make_lock(s, "unused");
+        const int taken = wait_child(fork_child([&] {
+            auto theirs = make();
+            int result = 0;
+            for (std::uint32_t i = 0; i < slots; ++i) {
+                auto lock =
+                    make_lock(theirs, "round" + std::to_string(round) + "." + std::to_string(i));
+                const bool got = lock.try_lock();
+                if (got != (i % 2 == 0)) result = 1;  // free ones only, never a held one
+            }
+            return result;
+        }));
+        BOOST_TEST(taken == 0, "round " << round);
+    }
 }

@@ -1,5 +1,5 @@
 // The `shm` strategy: a fixed table of robust, process-shared mutexes in one named shared-memory
-// segment (Boost.Interprocess managed_shared_memory).
+// segment (/dev/shm/<segment>).
 //
 //   shm_options     segment name, slot count, permissions
 //   make_shm_store  opens (or creates) the segment and returns the store
@@ -74,5 +74,9 @@ bool remove_shm_segment(const std::string& segment);
 // not yet reclaimed). For leak tests and `locksmith status`. Throws backend_error when the
 // segment does not exist.
 std::uint32_t shm_slots_in_use(const std::string& segment);
+
+// How many slots a lookup of a name that is not in the table examines, on average over the home
+// slots: 1 in an empty table. For tests of the table's upkeep; throws like shm_slots_in_use.
+double shm_average_probes(const std::string& segment);
 
 }  // namespace locksmith::strategies
