@@ -50,11 +50,6 @@ bool valid_strategy_name(const std::string& name) {
     return true;
 }
 
-std::string number_text(double d) {
-    std::ostringstream out;
-    out << d;
-    return out.str();
-}
 
 // Walks the document, collecting every problem with its pointer; fills `out` as it goes.
 class validator {
@@ -167,10 +162,13 @@ private:
                         s.enabled = f->get<bool>();
                 } else if (f.key() == "priority") {
                     if (!expect(*f, ordered::value_t::number_integer, "an integer", fp)) continue;
-                    auto prio = f->get<std::int64_t>();
-                    if (prio < min_priority || prio > max_priority)
+                    // Compared as unsigned first: 2^64-1 must not read as -1.
+                    const bool too_large = f->is_number_unsigned() &&
+                                           f->get<std::uint64_t>() > std::uint64_t(max_priority);
+                    const auto prio = f->get<std::int64_t>();
+                    if (too_large || prio < min_priority || prio > max_priority)
                         fail("config.range", fp,
-                             "priority is " + std::to_string(prio) + "; it must be in [" +
+                             "priority is " + f->dump() + "; it must be in [" +
                                  std::to_string(min_priority) + ", " +
                                  std::to_string(max_priority) + "]");
                     else

@@ -1,6 +1,8 @@
 #include <locksmith/options.hpp>
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 
 #include <locksmith/errors.hpp>
 
@@ -104,15 +106,26 @@ std::optional<bool> options_reader::boolean(const std::string& name) {
     return v->get<bool>();
 }
 
+std::string number_text(double d) {
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.0e15)
+        return std::to_string(std::int64_t(d));
+    char out[32];
+    const auto end = std::to_chars(out, out + sizeof out, d).ptr;
+    return std::string(out, end);
+}
+
 std::optional<std::int64_t> options_reader::integer(const std::string& name, std::int64_t min,
                                                     std::int64_t max) {
     auto* v = get(name);
     if (!v) return std::nullopt;
     if (!v->is_number_integer()) wrong_type(name, "an integer", *v);
-    auto value = v->get<std::int64_t>();
-    if (value < min || value > max)
+    // An unsigned value above INT64_MAX would read as negative: compare it as what it is, and
+    // quote it as written.
+    const bool too_large = v->is_number_unsigned() && v->get<std::uint64_t>() > std::uint64_t(max);
+    const auto value = v->get<std::int64_t>();
+    if (too_large || value < min || value > max)
         throw config_error("config.range", "/" + json_pointer_token(name),
-                           "option '" + name + "' is " + std::to_string(value) + "; it must be in [" +
+                           "option '" + name + "' is " + v->dump() + "; it must be in [" +
                                std::to_string(min) + ", " + std::to_string(max) + "]");
     return value;
 }
@@ -124,15 +137,9 @@ std::optional<std::chrono::milliseconds> options_reader::seconds(const std::stri
     if (!v->is_number()) wrong_type(name, "a number of seconds", *v);
     double value = v->get<double>();
     if (!std::isfinite(value) || value < min_s || value > max_s) {
-        auto text = [](double d) {
-            auto s = std::to_string(d);
-            s.erase(s.find_last_not_of('0') + 1);
-            if (!s.empty() && s.back() == '.') s.pop_back();
-            return s;
-        };
         throw config_error("config.range", "/" + json_pointer_token(name),
-                           "option '" + name + "' is " + text(value) + " s; it must be in [" +
-                               text(min_s) + ", " + text(max_s) + "] s");
+                           "option '" + name + "' is " + number_text(value) + " s; it must be in [" +
+                               number_text(min_s) + ", " + number_text(max_s) + "] s");
     }
     return std::chrono::milliseconds(std::llround(value * 1000.0));
 }

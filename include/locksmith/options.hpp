@@ -47,4 +47,8 @@ std::string redact_url(std::string_view url);
 // "/a~1b" for "a/b": a JSON pointer token (RFC 6901).
 std::string json_pointer_token(const std::string& key);
 
+// A number for a message: whole numbers in full (31536000, not 3.1536e+07), others in their
+// shortest exact form (0.001, 1e+300).
+std::string number_text(double d);
+
 }  // namespace locksmith

@@ -598,3 +598,29 @@ BOOST_AUTO_TEST_CASE(check_lists_every_strategys_option_errors_once_each) {
     BOOST_TEST(count_of(one.message, "/defaults/ttl_s") == 1u, one.message);
     BOOST_TEST(one.message.rfind("string: ", 0) == 0u, one.message);
 }
+
+// Issue 11 point 19: out-of-range numbers are quoted as written and bounds in full, not as
+// 3.1536e+07, and 2^64-1 is not read as -1.
+BOOST_AUTO_TEST_CASE(out_of_range_numbers_are_quoted_exactly) {
+    auto problems = [](const std::string& json) {
+        std::string all;
+        for (const auto& e : config::check(json, &default_registry())) all += e.what() + std::string("\n");
+        return all;
+    };
+    auto text = problems(R"({"defaults": {"ttl_s": 31536001}})");
+    BOOST_TEST(text.find("31536001") != std::string::npos, text);
+    BOOST_TEST(text.find("31536000") != std::string::npos, text);
+    BOOST_TEST(text.find("e+") == std::string::npos, text);
+
+    text = problems(R"({"strategies": {"file": {"priority": 18446744073709551615}}})");
+    BOOST_TEST(text.find("18446744073709551615") != std::string::npos, text);
+    BOOST_TEST(text.find("-1") == std::string::npos, text);
+    // A huge priority must never be accepted as a small one.
+    BOOST_CHECK_THROW(config::parse(R"({"strategies": {"file": {"priority": 18446744073709551615}}})"),
+                      config_error);
+
+    if (default_registry().contains("semaphore")) {
+        text = problems(R"({"strategies": {"semaphore": {"options": {"key": 18446744073709551615}}}})");
+        BOOST_TEST(text.find("18446744073709551615") != std::string::npos, text);
+    }
+}
