@@ -10,7 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <grp.h>
+#include <pwd.h>
+#include <vector>
+
 #include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
 
 namespace locksmith {
 namespace {
@@ -91,10 +96,55 @@ pid_t current_pid() noexcept {
 
 lock_directory::~lock_directory() { ::close(fd_); }
 
+void lock_directory::share(int fd, const struct stat& st, const std::string& name,
+                           std::string_view strategy) const {
+    if (!shared_group_ || st.st_uid != ::geteuid()) return;
+    const bool group_ok = st.st_gid == *shared_group_ || ::fchown(fd, uid_t(-1), *shared_group_) == 0;
+    if (!group_ok || ((st.st_mode & 07777) != 0660 && ::fchmod(fd, 0660) != 0))
+        throw_errno(std::string(strategy),
+                    "giving " + (path_ / name).string() + " the shared group and mode 0660", errno);
+}
+
+std::string lock_directory::refusal(const struct stat& st) const {
+    if (!S_ISREG(st.st_mode)) return "is not a regular file";
+    if (st.st_nlink > 1)
+        return "has " + std::to_string(st.st_nlink) +
+               " hard links: it is another file linked in, not a lock file; remove it";
+    if (st.st_uid != ::geteuid() && !(shared_group_ && st.st_gid == *shared_group_))
+        return "belongs to uid " + std::to_string(st.st_uid) + ", not to this user" +
+               (shared_group_ ? " nor to the shared group" : "") + "; remove it";
+    return {};
+}
+
 std::filesystem::path default_lock_dir() {
-    if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && runtime[0] == '/')
-        return std::filesystem::path(runtime) / "locksmith";
-    return std::filesystem::path("/tmp") / ("locksmith-" + std::to_string(::geteuid()));
+    const uid_t uid = ::geteuid();
+    if (uid == 0) return "/run/locksmith";
+    // Only where root owns the parent and its sticky bit keeps others from renaming our
+    // directory away (which would let a second one appear).
+    struct stat st;
+    if (::lstat("/run/lock", &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+        (st.st_mode & 01777) == 01777)
+        return "/run/lock/locksmith-" + std::to_string(uid);
+    return "/tmp/locksmith-" + std::to_string(uid);
+}
+
+void read_lock_dir_options(options_reader& reader, std::filesystem::path& lock_dir,
+                           std::string& shared_group) {
+    if (auto dir = reader.string("lock_dir")) {
+        if (dir->empty() || dir->front() != '/')
+            throw config_error("config.path", "/lock_dir",
+                               "lock_dir '" + *dir +
+                                   "' must be an absolute path (a relative one would name "
+                                   "another directory in every working directory)");
+        lock_dir = *dir;
+    }
+    if (auto group = reader.string("shared_group")) {
+        if (group->empty())
+            throw config_error("config.value", "/shared_group",
+                               "shared_group must name a group (or be left out for a private "
+                               "lock directory)");
+        shared_group = *group;
+    }
 }
 
 namespace {
@@ -105,33 +155,152 @@ namespace {
                                  " " + why);
 }
 
+std::string user_name(uid_t uid) {
+    std::string name = "uid " + std::to_string(uid);
+    if (const passwd* pw = ::getpwuid(uid)) name += " (" + std::string(pw->pw_name) + ")";
+    return name;
+}
+
+bool member_of(uid_t uid, gid_t gid) {
+    const passwd* pw = ::getpwuid(uid);
+    if (pw == nullptr) return false;
+    if (pw->pw_gid == gid) return true;
+    const std::string name = pw->pw_name;
+    if (const group* gr = ::getgrgid(gid))
+        for (char** m = gr->gr_mem; m && *m; ++m)
+            if (name == *m) return true;
+    return false;
+}
+
+// Whoever can write to a directory can remove or rename what is in it. Returns why `st`
+// lets someone other than the caller and root (and the shared group) do that, or "".
+std::string writable_by_others(const struct stat& st, std::optional<gid_t> shared_group,
+                               bool sticky_ok) {
+    if (st.st_uid != 0 && st.st_uid != ::geteuid() &&
+        !(shared_group && member_of(st.st_uid, *shared_group)))
+        return "is owned by " + user_name(st.st_uid) + ", who could replace it";
+    if (sticky_ok && (st.st_mode & S_ISVTX)) return {};
+    if (st.st_mode & S_IWOTH) return "is writable by everyone";
+    if ((st.st_mode & S_IWGRP) && !(shared_group && st.st_gid == *shared_group))
+        return "is writable by group " + std::to_string(st.st_gid) +
+               (shared_group ? " (not the shared group)" : "");
+    return {};
+}
+
+// Checks every directory above `dir` (the literal path and the one symlinks resolve to): their
+// writers could rename the lock directory away, and the next process would create another.
+void check_ancestors(const std::filesystem::path& dir, std::optional<gid_t> shared_group,
+                     std::string_view strategy, const std::filesystem::path& lock_dir) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> chains{dir.parent_path()};
+    auto real = std::filesystem::canonical(dir.parent_path(), ec);
+    if (ec)
+        fail_dir(strategy, lock_dir,
+                 "cannot be used: its parent " + dir.parent_path().string() +
+                     " does not exist or cannot be searched (" + ec.message() + ")");
+    if (real != chains.front()) chains.push_back(real);
+    for (const auto& chain : chains)
+        for (auto a = chain;; a = a.parent_path()) {
+            struct stat st;
+            if (::lstat(a.c_str(), &st) != 0)
+                fail_dir(strategy, lock_dir,
+                         "cannot be checked: " + a.string() + ": " + std::strerror(errno));
+            // A symlink cannot be changed, only replaced by who writes to its parent: checked next.
+            if (!S_ISLNK(st.st_mode)) {
+                if (auto why = writable_by_others(st, shared_group, true); !why.empty())
+                    fail_dir(strategy, lock_dir,
+                             "is unsafe: the directory above it, " + a.string() + ", " + why +
+                                 " (without the sticky bit) and could rename the lock directory "
+                                 "away; choose a lock_dir whose parents only root or you can "
+                                 "write to");
+            }
+            if (a == a.root_path() || a.empty()) break;
+        }
+}
+
+int open_dir(const std::filesystem::path& path) {
+    return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 }  // namespace
 
 std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem::path& configured,
+                                                          const std::string& shared_group,
                                                           std::string_view strategy) {
     const bool is_default = configured.empty();
-    const std::filesystem::path path = is_default ? default_lock_dir() : configured;
-    if (is_default && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
-        fail_dir(strategy, path, std::string("cannot be created: ") + std::strerror(errno));
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    // "dir/" would make open(O_NOFOLLOW) follow a symlink at "dir": check the name itself.
+    std::string text = (is_default ? default_lock_dir() : configured.lexically_normal()).string();
+    while (text.size() > 1 && text.back() == '/') text.pop_back();
+    const std::filesystem::path path = text;
+
+    std::optional<gid_t> group;
+    if (!shared_group.empty()) {
+        const struct group* gr = ::getgrnam(shared_group.c_str());
+        if (gr == nullptr)
+            fail_dir(strategy, path,
+                     "is to be shared with group '" + shared_group +
+                         "', but there is no such group (option shared_group)");
+        group = gr->gr_gid;
+    }
+    const std::string how_private =
+        " Make it private (chmod 700, owned by you) or, to share locks with other users, set "
+        "the option shared_group to a group they are in.";
+
+    if (path.is_relative()) fail_dir(strategy, path, "must be an absolute path");
+    check_ancestors(path, group, strategy, path);
+
+    int fd = open_dir(path);
+    bool created = false;
+    if (fd < 0 && errno == ENOENT) {
+        if (::mkdir(path.c_str(), group ? 02770 : 0700) == 0)
+            created = true;
+        else if (errno != EEXIST)
+            fail_dir(strategy, path, std::string("cannot be created: ") + std::strerror(errno));
+        fd = open_dir(path);
+    }
+    // Who owns it and who may write to it, from the open directory or, when we cannot open it,
+    // from its name (a directory someone else made for us is best explained, not just denied).
+    auto check_owner_and_mode = [&](const struct stat& st) {
+        if (is_default && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)) {
+            char mode[8];
+            std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+            fail_dir(strategy, path,
+                     "(the default lock directory of " + user_name(::geteuid()) +
+                         ") is owned by " + user_name(st.st_uid) + " with mode " + mode +
+                         "; it must be yours with mode 0700. If you did not make it, someone "
+                         "else did, to see or block your locks: remove it (as root: rm -r " +
+                         path.string() + ") and try again.");
+        }
+        if (auto why = writable_by_others(st, group, false); !why.empty())
+            fail_dir(strategy, path,
+                     why + ", so others could remove or plant lock files and a second holder "
+                           "could get in." + how_private);
+        if (group && st.st_gid != *group)
+            fail_dir(strategy, path,
+                     "is to be shared with group '" + shared_group + "' but belongs to group " +
+                         std::to_string(st.st_gid) + "; chgrp " + shared_group + " " +
+                         path.string() + " && chmod 2770 " + path.string());
+    };
+    struct stat st;
     if (fd < 0) {
         int err = errno;
-        struct stat st;
         if (err == ELOOP || (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)))
             fail_dir(strategy, path, "is a symbolic link; give the real directory");
-        if (err == ENOENT) fail_dir(strategy, path, "does not exist");
         if (err == ENOTDIR) fail_dir(strategy, path, "is not a directory");
+        if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) check_owner_and_mode(st);
         fail_dir(strategy, path, std::string("cannot be opened: ") + std::strerror(err));
     }
-    auto dir = std::make_shared<const lock_directory>(fd, path);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) fail_dir(strategy, path, std::string("cannot be read: ") + std::strerror(errno));
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-        fail_dir(strategy, path, "is writable by everyone without the sticky bit; anyone could replace "
-                       "its lock files");
-    if (is_default && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0))
-        fail_dir(strategy, path, "is not private to this user (it must be owned by uid " +
-                           std::to_string(::geteuid()) + " with mode 0700)");
+    auto dir = std::make_shared<const lock_directory>(fd, path, group);
+    if (::fstat(fd, &st) != 0)
+        fail_dir(strategy, path, std::string("cannot be read: ") + std::strerror(errno));
+    // mkdir's mode passed through the umask, and the group is the creator's: set both.
+    if (created && group && st.st_uid == ::geteuid() &&
+        ((st.st_gid != *group && ::fchown(fd, uid_t(-1), *group) != 0) ||
+         ::fchmod(fd, 02770) != 0 || ::fstat(fd, &st) != 0))
+        fail_dir(strategy, path,
+                 "was created but cannot be given group '" + shared_group +
+                     "' and mode 2770: " + std::strerror(errno));
+    check_owner_and_mode(st);
     if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
         fail_dir(strategy, path, "is not writable by this user");
     return dir;

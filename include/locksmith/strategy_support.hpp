@@ -6,13 +6,18 @@
 //   fork_generation / current_pid per-process facts cached without a system call, and
 //                                 refreshed in a fork()ed child
 //   lock_directory                the checked, open directory of a file-based strategy
+//   default_lock_dir              where lock files go when the config does not say
+//   read_lock_dir_options         the lock_dir and shared_group options
+//   open_lock_directory           opens (creates) and checks a lock directory
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 namespace locksmith {
@@ -42,30 +47,70 @@ std::uint64_t fork_generation() noexcept;
 // getpid(), cached per thread (a lock+unlock fast path should make no extra system call).
 pid_t current_pid() noexcept;
 
+class options_reader;
+
 // The directory of a file-based strategy's lock files, opened once with O_NOFOLLOW so that lock
 // files are created relative to it (openat) and a symlink swapped in later cannot redirect them.
+// Private (only its owner writes to it) or shared with one group (the `shared_group` option).
 class lock_directory {
 public:
-    lock_directory(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+    lock_directory(int fd, std::filesystem::path path, std::optional<gid_t> shared_group)
+        : fd_(fd), path_(std::move(path)), shared_group_(shared_group) {}
     ~lock_directory();
     lock_directory(const lock_directory&) = delete;
     lock_directory& operator=(const lock_directory&) = delete;
     int fd() const noexcept { return fd_; }
     const std::filesystem::path& path() const noexcept { return path_; }
+    // The group the directory is shared with; nullopt for a private directory.
+    std::optional<gid_t> shared_group() const noexcept { return shared_group_; }
+
+    // The mode to create lock files with: 0600, or 0660 in a shared directory.
+    mode_t file_mode() const noexcept { return shared_group_ ? 0660 : 0600; }
+
+    // Effects: in a shared directory, gives a file this process owns (`st` is its fstat) the
+    //   shared group and mode 0660, whatever the umask, so that the group's other users can use
+    //   it; nothing in a private directory.
+    // Throws: backend_error naming the file and `strategy`.
+    void share(int fd, const struct stat& st, const std::string& name,
+               std::string_view strategy) const;
+
+    // Why the file `name` in this directory, `st` being the fstat of the open file, must not be
+    // used as a lock file, or "" when it may: it is not a regular file; it has more than one link
+    // (a hard link to some other file: nothing may be written into it, and its removal would
+    // not be seen); it belongs to neither this user nor (shared directory) the shared group.
+    std::string refusal(const struct stat& st) const;
 
 private:
     int fd_;
     std::filesystem::path path_;
+    std::optional<gid_t> shared_group_;
 };
 
-// $XDG_RUNTIME_DIR/locksmith when XDG_RUNTIME_DIR is set, else /tmp/locksmith-<uid>.
+// The default lock directory, one per user whatever the environment (cron, login shell,
+// service): /run/locksmith for root (per machine, only root can create it); for other users
+// /run/lock/locksmith-<uid> where /run/lock is the sticky, world-writable lock directory of the
+// FHS (Debian, Ubuntu), else /tmp/locksmith-<uid>.
 std::filesystem::path default_lock_dir();
 
-// Opens `configured`, or default_lock_dir() (created 0700) when it is empty, and checks it: a
-// directory, not a symlink, writable, not writable by everyone unless sticky; the default must
-// also be owned by this user and private.
-// Throws invalid_argument_error naming `strategy` and what is wrong.
+// Reads the options every file-based strategy shares: "lock_dir" (an absolute path) and
+// "shared_group" (a group name). Throws config_error pointing at the option.
+void read_lock_dir_options(options_reader& reader, std::filesystem::path& lock_dir,
+                           std::string& shared_group);
+
+// Opens `configured` (or default_lock_dir() when it is empty), creating it when it does not
+// exist (0700, or 2770 with the group when shared), and checks it, so that nobody but the caller
+// (and root) can remove or plant a lock file in it:
+//  - a directory, not a symlink (trailing slashes are ignored, so "dir/" is checked as "dir");
+//  - owned by the caller or root (or, when shared, a member of the group); the default one must
+//    be the caller's own, mode 0700;
+//  - writable by nobody else: not by others at all, and by the group only when `shared_group`
+//    names it (and is the directory's group);
+//  - every directory above it is owned by root or the caller and not writable by others unless
+//    sticky (else they could rename it away and a second lock directory would appear);
+//  - writable by the caller.
+// Throws invalid_argument_error naming `strategy`, the directory, what is wrong and what to do.
 std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem::path& configured,
+                                                          const std::string& shared_group,
                                                           std::string_view strategy);
 
 }  // namespace locksmith

@@ -2,15 +2,20 @@
 // include/locksmith/strategies/file.hpp for the contract.
 //
 // Removal protocol (why lock files do not pile up, and why removing them is safe):
-//  - A file is only ever unlinked by an owner holding LOCK_EX on it, and that owner first sets
-//    the file's first byte (its "retired" mark) to 1.
-//  - After every grant the owner reads the mark: a grant on a retired file is worthless (a
-//    newcomer would create a fresh file at the path), so the owner drops it and opens the path
-//    again. The mark is read through a shared mapping of the file, so the check costs no system
-//    call and lock+unlock costs exactly the two flock(2) calls of a hand-written loop. Where a
-//    file cannot be mapped, fstat()'s link count does the same job with one more call.
-//  - An owner keeps its descriptor between grants and retires the file when the owner goes
-//    away, if nobody holds it then.
+//  - A lock file is only ever unlinked by an owner holding LOCK_EX on it: at release (an
+//    exclusive owner always; a shared owner when LOCK_EX|LOCK_NB shows it was the last one), or
+//    when an owner object that opened it goes away and nobody holds it. It unlinks, then closes.
+//  - After every grant (conversions included) the owner fstat()s its descriptor. A link count
+//    of 0 means the file was unlinked after we opened it ("retired"): the grant guards nothing,
+//    since a newcomer creates a fresh file at the path, so the owner closes it and opens the
+//    path again. The unlinker held LOCK_EX from its own check to the unlink, so a grant never
+//    sees a file that is about to be unlinked.
+//  - The same fstat refuses a file that is not a lock file of ours (lock_directory::refusal:
+//    not a regular file, hard-linked — whose unlink would leave the count above 0 — or owned by
+//    a stranger). Nothing is ever written into a lock file, so what it contains does not matter
+//    and a victim file linked in at the lock path is never changed.
+//  - Each acquisition therefore costs open + flock + fstat, and each release flock (shared
+//    owners only) + unlink + close.
 #include <locksmith/strategies/file.hpp>
 
 #include <cerrno>
@@ -20,7 +25,6 @@
 #include <fstream>
 #include <sstream>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -36,47 +40,39 @@ namespace {
 
 constexpr const char* strategy_name = "file";
 
+// Whether the file behind a granted descriptor was unlinked after we opened it.
+bool retired(const struct stat& st) { return st.st_nlink == 0; }
+
 struct file_owner_state final : key_local_state {
     std::shared_ptr<const lock_directory> dir;
     std::string file_name;
     int fd = -1;
-    unsigned char* retired_mark = nullptr;  // the file's first byte, mapped; null if unmappable
     std::optional<lock_mode> held;
 
     ~file_owner_state() override { close_and_clean(); }
 
-    // Whether the file we hold was retired (unlinked) by its last owner. Requires a grant.
-    bool retired() const {
-        if (retired_mark != nullptr) return __atomic_load_n(retired_mark, __ATOMIC_ACQUIRE) != 0;
-        struct stat st;
-        if (::fstat(fd, &st) != 0) throw_errno("file", "fstat", errno);
-        return st.st_nlink == 0;
-    }
-
     void close_file() noexcept {
-        if (retired_mark != nullptr) ::munmap(retired_mark, 1);
-        retired_mark = nullptr;
         if (fd >= 0) ::close(fd);
         fd = -1;
         held.reset();
     }
 
-    // Removes the file when nobody holds it: we take LOCK_EX without waiting, and retire and
-    // unlink it only while holding that (see the protocol above).
+    // Requires: we hold LOCK_EX on a file that was linked at our grant, so it is the file at
+    // the path. An unlink that fails (the directory forbids it) leaves a valid lock file.
+    void remove_and_close() noexcept {
+        ::unlinkat(dir->fd(), file_name.c_str(), 0);
+        close_file();
+    }
+
+    // Removes the file when nobody holds it: LOCK_EX without waiting, then the protocol above.
     void close_and_clean() noexcept {
         if (fd < 0) return;
-        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            bool already = true;
-            try {
-                already = retired();
-            } catch (const std::exception&) {
-            }
-            if (!already) {
-                if (retired_mark != nullptr) __atomic_store_n(retired_mark, 1, __ATOMIC_RELEASE);
-                ::unlinkat(dir->fd(), file_name.c_str(), 0);
-            }
-        }
-        close_file();
+        struct stat st;
+        if (held == lock_mode::exclusive ||
+            (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &st) == 0 && !retired(st)))
+            remove_and_close();
+        else
+            close_file();
     }
 };
 
@@ -102,11 +98,19 @@ protected:
         return true;
     }
 
+    // Removes the lock file when we are its last owner (the README's promise: a file stays only
+    // while someone holds or waits for it).
     void do_release(key& k) override {
         auto* state = state_of(k);
         if (state == nullptr || !state->held) return;
-        state->held.reset();
-        if (::flock(state->fd, LOCK_UN) != 0) throw_errno(strategy_name, "unlock", errno);
+        if (*state->held == lock_mode::shared) {
+            // Another reader still holds it: leave the file to the last one. (A failed
+            // conversion may already have dropped our read lock; closing drops it anyway.)
+            if (!flock_retrying(state->fd, LOCK_EX | LOCK_NB)) return state->close_file();
+            struct stat st;
+            if (::fstat(state->fd, &st) != 0 || retired(st)) return state->close_file();
+        }
+        state->remove_and_close();
     }
 
     bool do_holds(const key& k) override {
@@ -131,34 +135,51 @@ private:
         return ref;
     }
 
+    std::string path_of(const file_owner_state& state) const {
+        return (dir_->path() / state.file_name).string();
+    }
+
     void open_file(file_owner_state& state) const {
-        const auto path = [&] { return (dir_->path() / state.file_name).string(); };
+        // Read-only is enough for flock, and O_NONBLOCK keeps a FIFO planted at the path from
+        // blocking the open (the check after the grant refuses it).
         int fd = ::openat(dir_->fd(), state.file_name.c_str(),
-                          O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                          O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                          dir_->file_mode());
         if (fd < 0) {
             int err = errno;
             if (err == ELOOP)
                 throw backend_error(strategy_name, "errno " + std::to_string(err),
-                                    "file: lock file " + path() +
-                                        " is a symbolic link; refusing to follow it");
-            throw_errno(strategy_name, "cannot open lock file " + path(), err);
+                                    "file: lock file " + path_of(state) +
+                                        " is a symbolic link; refusing to follow it (remove it)");
+            throw_errno(strategy_name, "cannot open lock file " + path_of(state), err);
         }
         state.fd = fd;
-        // Give the file its one byte (the retired mark, 0 = live) and map it. Extending to the
-        // same size twice is harmless, so racing openers need no coordination.
+    }
+
+    // After a grant on state.fd. Returns true when the grant holds; false when the file was
+    // retired (state closed: open the path again). Throws, with the state closed, when the file
+    // must not be used.
+    bool check_grant(file_owner_state& state) const {
         struct stat st;
-        if (::fstat(fd, &st) != 0) {
+        if (::fstat(state.fd, &st) != 0) {
             int err = errno;
             state.close_file();
-            throw_errno(strategy_name, "fstat " + path(), err);
+            throw_errno(strategy_name, "fstat " + path_of(state), err);
         }
-        if (!S_ISREG(st.st_mode)) {
+        if (retired(st)) {
             state.close_file();
-            throw backend_error(strategy_name, "", "file: " + path() + " is not a regular file");
+            return false;
         }
-        if (st.st_size == 0 && ::ftruncate(fd, 1) != 0) return;  // unmappable: fstat fallback
-        void* mapped = ::mmap(nullptr, 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (mapped != MAP_FAILED) state.retired_mark = static_cast<unsigned char*>(mapped);
+        try {
+            if (auto why = dir_->refusal(st); !why.empty())
+                throw backend_error(strategy_name, "unsafe lock file",
+                                    "file: refusing lock file " + path_of(state) + ": it " + why);
+            dir_->share(state.fd, st, state.file_name, strategy_name);
+        } catch (...) {
+            state.close_file();
+            throw;
+        }
+        return true;
     }
 
     // One grant attempt (or a blocking one). Converts an existing grant in place.
@@ -167,34 +188,40 @@ private:
         if (state.held == mode) return true;
         const int op = (mode == lock_mode::exclusive ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
         if (state.held) return convert(k, state, mode, op);
-        while (true) {
+        return grant_fresh(state, mode, op);
+    }
+
+    bool grant_fresh(file_owner_state& state, lock_mode mode, int op) {
+        // Each retired file we meet was locked and released by someone else since we opened
+        // it, so this loop only turns while others make progress; without waiting, give up
+        // after a few rounds (contention).
+        for (int round = 0; (op & LOCK_NB) == 0 || round < 16; ++round) {
             if (state.fd < 0) open_file(state);
             if (!flock_retrying(state.fd, op)) return false;
-            bool retired;
-            try {
-                retired = state.retired();
-            } catch (const std::exception&) {
-                ::flock(state.fd, LOCK_UN);
-                throw;
+            if (check_grant(state)) {
+                state.held = mode;
+                return true;
             }
-            if (!retired) break;
-            // The file was retired after we opened it: this grant guards nothing. Start over.
-            state.close_file();
         }
-        state.held = mode;
-        return true;
+        return false;
     }
 
     bool convert(key& k, file_owner_state& state, lock_mode mode, int op) {
-        if (flock_retrying(state.fd, op)) {
-            state.held = mode;
-            return true;
-        }
-        // The kernel dropped our old lock before failing; take the read lock back if we can.
         const lock_mode previous = *state.held;
-        if (previous == lock_mode::shared && flock_retrying(state.fd, LOCK_SH | LOCK_NB))
+        if (flock_retrying(state.fd, op)) {
+            if (check_grant(state)) {
+                state.held = mode;
+                return true;
+            }
+            // flock(2) unlocks before it converts: meanwhile a writer took the file and removed
+            // it. Our old grant is gone; a fresh one is all we can offer.
+            if (grant_fresh(state, mode, op)) return true;
+        } else if (previous == lock_mode::shared && flock_retrying(state.fd, LOCK_SH | LOCK_NB) &&
+                   check_grant(state)) {
+            // The kernel dropped our old lock before failing; we took the read lock back.
             return false;
-        state.held.reset();
+        }
+        state.close_file();
         throw acquire_error("file: converting lock '" + k.resource() + "' from " +
                             std::string(to_string(previous)) + " to " + std::string(to_string(mode)) +
                             " failed and the lock was lost (flock(2) does not convert atomically)");
@@ -249,19 +276,14 @@ lock_status file_store::do_status(std::string_view resource) {
 file_options file_options::from_json(const nlohmann::json& json) {
     options_reader reader(json);
     file_options options;
-    if (auto dir = reader.string("lock_dir")) {
-        if (dir->empty() || dir->front() != '/')
-            throw config_error("config.path", "/lock_dir",
-                               "lock_dir '" + *dir + "' must be an absolute path");
-        options.lock_dir = *dir;
-    }
+    read_lock_dir_options(reader, options.lock_dir, options.shared_group);
     reader.finish();
     return options;
 }
 
-
 std::shared_ptr<store> make_file_store(const file_options& options) {
-    return std::make_shared<file_store>(open_lock_directory(options.lock_dir, strategy_name));
+    return std::make_shared<file_store>(
+        open_lock_directory(options.lock_dir, options.shared_group, strategy_name));
 }
 
 strategy_descriptor file_strategy() {

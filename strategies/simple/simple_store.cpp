@@ -28,6 +28,7 @@
 #include <sstream>
 #include <string_view>
 
+#include <locksmith/backoff.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
@@ -206,13 +207,19 @@ class simple_store final : public store {
 
     void do_release(key& k) override {
         const std::string name = lock_file_name(k.resource(), ".slock");
-        guard g(*this, k.resource());
-        auto file = read(name);
-        if (!file) return;
-        record r;
-        if (parse_record(file->text, r) != parse_result::ok || r.token != k.token()) return;
-        if (::unlinkat(dir_->fd(), name.c_str(), 0) != 0 && errno != ENOENT)
-            throw_errno(strategy_name, "removing lock file " + path_of(name), errno);
+        try {
+            guard g(*this, k.resource());
+            auto file = read(name);
+            if (!file) return;
+            record r;
+            if (parse_record(file->text, r) != parse_result::ok || r.token != k.token()) return;
+            if (::unlinkat(dir_->fd(), name.c_str(), 0) != 0 && errno != ENOENT)
+                throw_errno(strategy_name, "removing lock file " + path_of(name), errno);
+        } catch (const error& e) {
+            throw release_error(std::string(e.what()) + "; lock '" + k.resource() +
+                                "' stays held: its lock file " + path_of(name) +
+                                " is left until it is released or its owner process is gone");
+        }
     }
 
     bool do_holds(const key& k) override {
@@ -248,24 +255,37 @@ class simple_store final : public store {
 
   private:
     // The OFD lock on this name's byte of the guard file; released by closing the descriptor.
+    // Its holders only read and remove a file, so waiting longer than write_grace for it means
+    // a holder is stopped or foreign: an error, never an endless wait.
     class guard {
       public:
         guard(const simple_store& s, std::string_view resource) {
-            fd_ =
-                ::openat(s.dir_->fd(), guard_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-            if (fd_ < 0)
-                throw_errno(strategy_name, "opening guard file " + s.path_of(guard_name), errno);
-            const std::uint64_t low = stable_name_hash(resource).low;
-            struct flock fl {};
-            fl.l_type = F_WRLCK;
-            fl.l_whence = SEEK_SET;
-            fl.l_start = static_cast<off_t>(low % 65536);
-            fl.l_len = 1;
-            while (::fcntl(fd_, F_OFD_SETLKW, &fl) != 0) {
-                if (errno == EINTR) continue;
-                int err = errno;
+            const auto& dir = *s.dir_;
+            fd_ = ::openat(dir.fd(), guard_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                           dir.file_mode());
+            if (fd_ < 0) {
+                const int err = errno;
+                struct stat st;
+                std::string whose;
+                if (::fstatat(dir.fd(), guard_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                    char mode[8];
+                    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+                    whose = " (owned by uid " + std::to_string(st.st_uid) + ", mode " + mode +
+                            "; every user of " + dir.path().string() +
+                            " must be able to write to it: chmod 660 it and use shared_group, or "
+                            "remove it while no lock is held)";
+                }
+                throw_errno(strategy_name, "opening guard file " + s.path_of(guard_name) + whose,
+                            err);
+            }
+            try {
+                struct stat st;
+                if (dir.shared_group() && ::fstat(fd_, &st) == 0)
+                    dir.share(fd_, st, guard_name, strategy_name);
+                lock(s, resource);
+            } catch (...) {
                 ::close(fd_);
-                throw_errno(strategy_name, "locking guard file " + s.path_of(guard_name), err);
+                throw;
             }
         }
         ~guard() { ::close(fd_); }
@@ -273,6 +293,30 @@ class simple_store final : public store {
         guard& operator=(const guard&) = delete;
 
       private:
+        void lock(const simple_store& s, std::string_view resource) {
+            const std::uint64_t low = stable_name_hash(resource).low;
+            struct flock fl {};
+            fl.l_type = F_WRLCK;
+            fl.l_whence = SEEK_SET;
+            fl.l_start = static_cast<off_t>(low % 65536);
+            fl.l_len = 1;
+            const deadline until = deadline::clock::now() + s.options_.write_grace;
+            backoff delays;
+            while (::fcntl(fd_, F_OFD_SETLK, &fl) != 0) {
+                if (errno == EINTR) continue;
+                if (errno != EAGAIN && errno != EACCES)
+                    throw_errno(strategy_name, "locking guard file " + s.path_of(guard_name),
+                                errno);
+                if (!delays.sleep(until))
+                    throw backend_error(
+                        strategy_name, "guard busy",
+                        "simple: the guard file " + s.path_of(guard_name) + " stayed locked for " +
+                            std::to_string(s.options_.write_grace.count()) +
+                            " ms (write_grace_s) by another process; it may be stopped "
+                            "(SIGSTOP) or not a locksmith process");
+            }
+        }
+
         int fd_ = -1;
     };
 
@@ -285,14 +329,31 @@ class simple_store final : public store {
                                 "(remove it by hand if nothing else uses it)");
     }
 
+    // In a shared directory, lets the group's users read (judge) and remove the file we just
+    // created. On failure the file is removed and backend_error thrown.
+    void share_new(int fd, const std::string& name) const {
+        if (!dir_->shared_group()) return;
+        struct stat st;
+        try {
+            if (::fstat(fd, &st) != 0) throw_errno(strategy_name, "fstat " + path_of(name), errno);
+            dir_->share(fd, st, name, strategy_name);
+        } catch (...) {
+            ::close(fd);
+            ::unlinkat(dir_->fd(), name.c_str(), 0);
+            throw;
+        }
+    }
+
     // The O_EXCL create. Returns false when the file exists.
     bool create(const std::string& name, const std::string& token) {
         const int fd = ::openat(dir_->fd(), name.c_str(),
-                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                dir_->file_mode());
         if (fd < 0) {
             if (errno == EEXIST) return false;
             throw_errno(strategy_name, "creating lock file " + path_of(name), errno);
         }
+        share_new(fd, name);
         const std::string text = format_record(token, me(), now_unix_ms());
         const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
         const int err = written ? 0 : (errno != 0 ? errno : ENOSPC);
@@ -396,8 +457,10 @@ class simple_store final : public store {
         // Written beside it and renamed over it, so readers see the old or the new record.
         const std::string temp = "." + stable_name_hash(k.resource()).hex() + "." + k.token() + ".tmp";
         const int fd = ::openat(dir_->fd(), temp.c_str(),
-                                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+                                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                                dir_->file_mode());
         if (fd < 0) throw_errno(strategy_name, "creating " + path_of(temp), errno);
+        share_new(fd, temp);
         const std::string text = format_record(k.token(), me(), r.created_ms);
         const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
         const int err = errno;
@@ -418,12 +481,7 @@ class simple_store final : public store {
 simple_options simple_options::from_json(const nlohmann::json& options) {
     options_reader reader(options);
     simple_options result;
-    if (auto v = reader.string("lock_dir")) {
-        if (v->empty())
-            throw config_error("config.value", "/lock_dir",
-                               "simple: \"lock_dir\" must not be empty");
-        result.lock_dir = *v;
-    }
+    read_lock_dir_options(reader, result.lock_dir, result.shared_group);
     if (auto v = reader.seconds("max_age_s", 0, 10.0 * 365 * 24 * 3600)) result.max_age = *v;
     if (auto v = reader.seconds("write_grace_s", 0.001, 3600)) result.write_grace = *v;
     reader.finish();
@@ -435,7 +493,7 @@ std::shared_ptr<store> make_simple_store(const simple_options& options) {
         throw invalid_argument_error("simple: max_age must not be negative");
     if (options.write_grace.count() <= 0)
         throw invalid_argument_error("simple: write_grace must be positive");
-    return std::make_shared<simple_store>(open_lock_directory(options.lock_dir, strategy_name), options);
+    return std::make_shared<simple_store>(open_lock_directory(options.lock_dir, options.shared_group, strategy_name), options);
 }
 
 std::filesystem::path simple_lock_path(const std::filesystem::path& lock_dir,

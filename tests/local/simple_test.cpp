@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE simple strategy
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -18,7 +20,9 @@
 #include <locksmith/registry.hpp>
 #include <locksmith/strategies/simple.hpp>
 
+#include "local/fresh_objects.hpp"
 #include "local/local_helpers.hpp"
+#include "support/test_environment.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
@@ -96,10 +100,12 @@ void age_file(const std::filesystem::path& path, std::chrono::seconds by) {
 
 struct dir_fixture {
     temp_dir dir{"simple"};
-    std::shared_ptr<store> make(std::chrono::milliseconds max_age = 0ms) const {
+    std::shared_ptr<store> make(std::chrono::milliseconds max_age = 0ms,
+                                std::chrono::milliseconds write_grace = 2000ms) const {
         simple_options o;
         o.lock_dir = dir.path();
         o.max_age = max_age;
+        o.write_grace = write_grace;
         return make_simple_store(o);
     }
     std::function<std::shared_ptr<store>()> maker() const {
@@ -365,4 +371,100 @@ BOOST_AUTO_TEST_CASE(options_are_validated_strictly) {
     auto d = default_registry().find("simple");
     BOOST_REQUIRE(d.has_value());
     BOOST_TEST(d->default_priority == 50);
+}
+
+BOOST_AUTO_TEST_CASE(a_relative_lock_dir_is_refused) {
+    // Two working directories would be two lock directories: two holders.
+    for (const char* dir : {"locks", "./locks", "../locks"}) {
+        try {
+            (void)simple_options::from_json({{"lock_dir", dir}});
+            BOOST_FAIL("relative lock_dir " << dir << " accepted");
+        } catch (const config_error& e) {
+            BOOST_TEST(e.pointer() == "/lock_dir");
+            BOOST_TEST(std::string(e.what()).find("absolute") != std::string::npos, e.what());
+        }
+    }
+}
+
+BOOST_FIXTURE_TEST_CASE(fresh_lock_objects_in_four_processes_lose_no_update, dir_fixture) {
+    counter_file counter(dir.path() / "counter");
+    BOOST_TEST(increment_with_fresh_objects(config_json(), "simple", "fresh", counter, 4, 300) == 0);
+    BOOST_TEST(counter.value() == 1200);
+}
+
+// The guard is held by another process (stopped, or not locksmith): release gives up after
+// write_grace with release_error instead of waiting for ever, and the lock stays held.
+BOOST_FIXTURE_TEST_CASE(release_waits_for_the_guard_only_so_long, dir_fixture) {
+    const auto guard_path = dir.path() / ".locksmith-simple.guard";
+    byte_pipe locked, done;
+    pid_t blocker = fork_child([&] {
+        int fd = ::open(guard_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        struct flock fl {};
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;  // l_len 0: the whole file, every name's byte
+        if (fd < 0 || ::fcntl(fd, F_OFD_SETLK, &fl) != 0) return 2;
+        locked.put('l');
+        return done.get(60s) ? 0 : 3;
+    });
+    locked.close_write();
+    done.close_read();
+    BOOST_REQUIRE(locked.get(10s));
+    pid_t releaser = fork_child(
+        [&] {
+            auto lock = make_lock(make(0ms, 200ms), "guarded");
+            if (!lock.try_lock()) return 2;
+            try {
+                lock.release();
+                return 3;
+            } catch (const release_error& e) {
+                const std::string what = e.what();
+                if (what.find(".locksmith-simple.guard") == std::string::npos) return 4;
+            }
+            return lock.is_acquired() ? 0 : 5;
+        },
+        20s);
+    BOOST_TEST(wait_child(releaser, 30s) == 0);
+    done.put('d');
+    BOOST_TEST(wait_child(blocker) == 0);
+}
+
+// Another user shares the directory (shared_group): our guard file must not lock them out of
+// releasing, and a guard they cannot open makes their release fail loudly.
+BOOST_AUTO_TEST_CASE(another_user_of_a_shared_directory_can_release) {
+    std::string why;
+    auto user = another_local_user(&why);
+    if (!user) {
+        BOOST_TEST_MESSAGE("skipped: " << why);
+        BOOST_TEST(!running_in_ci(), "CI must run this case: " << why);
+        return;
+    }
+    const std::string group = ::getgrgid(user->gid)->gr_name;
+    const auto base = std::filesystem::temp_directory_path() / run_unique("locksmith-simple-shared");
+    std::filesystem::create_directory(base);
+    ::chmod(base.c_str(), 0755);
+    const auto shared = base / "locks";
+    simple_options o;
+    o.lock_dir = shared;
+    o.shared_group = group;
+    o.write_grace = 200ms;
+    auto ours = make_lock(make_simple_store(o), "ours");  // creates the guard, 0660
+    BOOST_REQUIRE(ours.try_lock());
+    ours.release();
+    auto release_as_other = [&](const std::string& name) {
+        return wait_child(fork_child_as(*user, [&] {
+            auto theirs = make_lock(make_simple_store(o), name);
+            if (!theirs.try_lock()) return 2;
+            try {
+                theirs.release();
+            } catch (const release_error&) {
+                return 10;
+            }
+            return std::filesystem::exists(simple_lock_path(shared, name)) ? 3 : 0;
+        }));
+    };
+    BOOST_TEST(release_as_other("theirs") == 0);
+    // A guard left 0600 by one user (an older version, a hand-made file).
+    ::chmod((shared / ".locksmith-simple.guard").c_str(), 0600);
+    BOOST_TEST(release_as_other("blocked") == 10);
+    std::filesystem::remove_all(base);
 }

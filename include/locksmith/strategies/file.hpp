@@ -11,17 +11,27 @@
 //  - Promotion and demotion convert the flock in place. The kernel does not convert atomically:
 //    a failed non-blocking promotion re-takes the read lock, and if a writer slipped in between,
 //    the read lock is lost and acquire_error says so.
-//  - Files: `<lock_dir>/<readable prefix>.<sha1 of the name>.lock`, mode 0600, opened with
-//    O_NOFOLLOW. A file is removed by the last owner that frees it; holders check after every
-//    grant that their file is still linked, so removal never breaks mutual exclusion. A holder
-//    killed while holding leaves its file until the next use of that name frees it.
-//  - lock_dir: must be a directory (not a symlink), writable, and not writable by others unless
-//    sticky. The default, $XDG_RUNTIME_DIR/locksmith or else /tmp/locksmith-<uid>, is created
-//    0700 and must be owned by the user.
+//  - Files: `<lock_dir>/<readable prefix>.<hash of the name>.lock`, mode 0600 (0660 in a shared
+//    directory), opened with O_NOFOLLOW, never written to. release() removes the file when this
+//    owner was its last (an exclusive owner always, the last reader too), as Symfony's
+//    FlockStore does, so a file exists only while someone holds or waits for it; holders check
+//    after every grant that their file is still linked, so removal never breaks mutual
+//    exclusion. A holder killed while holding leaves its file until the next use of that name.
+//    A file at the lock path that is not a regular file, has more than one hard link, or
+//    belongs to another user (and, in a shared directory, not to the shared group) is refused
+//    with backend_error naming it.
+//  - lock_dir: see open_lock_directory() in strategy_support.hpp for the checks (a directory
+//    that only the caller and root can write to, or a deliberately shared one). The default is
+//    default_lock_dir(): /run/locksmith for root, /run/lock/locksmith-<uid> (or
+//    /tmp/locksmith-<uid> where there is no /run/lock) for other users, created 0700.
+//    A configured lock_dir that does not exist is created (0700, or 2770 when shared).
+//  - shared_group: share lock_dir with that group's users: the directory must belong to the
+//    group (mode 2770 is what locksmith creates) and lock files are made 0660.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -32,8 +42,10 @@ namespace locksmith::strategies {
 struct file_options {
     // Directory of the lock files; empty = locksmith::default_lock_dir() (strategy_support.hpp).
     std::filesystem::path lock_dir;
+    // A group to share lock_dir with (locks between users); empty = private to the user.
+    std::string shared_group;
 
-    // Reads {"lock_dir": "/path"}; throws config_error.
+    // Reads {"lock_dir": "/path", "shared_group": "name"}; throws config_error.
     static file_options from_json(const nlohmann::json& options);
 };
 

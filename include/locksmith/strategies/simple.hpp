@@ -34,14 +34,18 @@
 //    names, the directory holds (locks currently held) + 1 entries, plus a temporary
 //    `.<hash>.<token>.tmp` per process that died during a takeover (rare).
 //  - Works on NFS (O_EXCL and rename are atomic on NFSv3+); the guard needs working fcntl locks.
-//  - lock_dir: must be a directory (not a symlink), writable, and not writable by others unless
-//    sticky. The default, $XDG_RUNTIME_DIR/locksmith or else /tmp/locksmith-<uid>, is created
-//    0700 and must be owned by the user.
+//  - lock_dir: must be absolute; checked as for `file` (open_lock_directory() in
+//    strategy_support.hpp), default default_lock_dir(), shared with `file` (`.slock` files do
+//    not clash with its `.lock` files). With shared_group, lock and guard files are made 0660 so
+//    that the group's users can judge and remove each other's locks.
+//  - Release waits at most write_grace for the guard, then throws release_error, as it does when
+//    the lock file cannot be removed (the lock then stays held).
 #pragma once
 
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -56,9 +60,13 @@ struct simple_options {
     // Locks older than this are stale on any host; 0 = never break a lock by age.
     std::chrono::milliseconds max_age{0};
     // How long an empty or truncated lock file counts as a create in progress. > 0.
+    // Also bounds the wait for the guard file (release throws release_error after it).
     std::chrono::milliseconds write_grace{2000};
+    // A group to share lock_dir with (locks between users); empty = private to the user.
+    std::string shared_group;
 
-    // Reads {"lock_dir": "/path", "max_age_s": 3600, "write_grace_s": 2}; throws config_error.
+    // Reads {"lock_dir": "/path", "shared_group": "name", "max_age_s": 3600,
+    // "write_grace_s": 2}; throws config_error.
     static simple_options from_json(const nlohmann::json& options);
 };
 

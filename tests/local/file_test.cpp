@@ -1,0 +1,184 @@
+// The `file` strategy beyond the conformance suite: lock files removed on release, fresh lock
+// objects in several processes, and lock files that are not ours (planted content, hard links).
+#define BOOST_TEST_MODULE file strategy
+#include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/strategies/file.hpp>
+#include <locksmith/strategy_support.hpp>
+
+#include "local/fresh_objects.hpp"
+#include "local/local_helpers.hpp"
+#include "support/test_environment.hpp"
+
+using namespace locksmith;
+using namespace locksmith::strategies;
+using namespace locksmith::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+struct dir_fixture {
+    temp_dir dir{"file"};
+    std::shared_ptr<store> make() const {
+        file_options o;
+        o.lock_dir = dir.path();
+        return make_file_store(o);
+    }
+    std::filesystem::path path(const std::string& name) const {
+        return dir.path() / lock_file_name(name, ".lock");
+    }
+    std::string config_json() const {
+        return nlohmann::json{
+            {"strategies", {{"file", {{"options", {{"lock_dir", dir.path().string()}}}}}}}}
+            .dump();
+    }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(release_removes_the_lock_file_while_the_object_lives, dir_fixture) {
+    auto s = make();
+    auto lock = make_lock(s, "gone");
+    BOOST_REQUIRE(lock.try_lock());
+    BOOST_TEST(std::filesystem::exists(path("gone")));
+    lock.unlock();
+    BOOST_TEST(!std::filesystem::exists(path("gone")));
+    // And again: the object opens a fresh file.
+    BOOST_REQUIRE(lock.try_lock());
+    BOOST_TEST(!make_lock(s, "gone").try_lock());
+    lock.unlock();
+    BOOST_TEST(dir.entries() == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_last_reader_removes_the_file, dir_fixture) {
+    auto s = make();
+    auto first = make_lock(s, "readers");
+    auto second = make_lock(s, "readers");
+    BOOST_REQUIRE(first.try_lock_shared());
+    BOOST_REQUIRE(second.try_lock_shared());
+    first.unlock_shared();
+    BOOST_TEST(std::filesystem::exists(path("readers")));  // second still reads
+    auto writer = make_lock(s, "readers");
+    BOOST_TEST(!writer.try_lock());
+    second.unlock_shared();
+    BOOST_TEST(!std::filesystem::exists(path("readers")));
+    BOOST_TEST(writer.try_lock());
+}
+
+BOOST_FIXTURE_TEST_CASE(fresh_lock_objects_in_four_processes_lose_no_update, dir_fixture) {
+    counter_file counter(dir.path() / "counter");
+    BOOST_TEST(increment_with_fresh_objects(config_json(), "file", "fresh", counter, 4, 300) == 0);
+    BOOST_TEST(counter.value() == 1200);
+    BOOST_TEST(!std::filesystem::exists(path("fresh")));
+}
+
+BOOST_FIXTURE_TEST_CASE(long_lived_lock_objects_in_four_processes_lose_no_update, dir_fixture) {
+    counter_file counter(dir.path() / "counter");
+    BOOST_TEST(increment_in_processes([this] { return make(); }, "kept", counter, 4, 300) == 0);
+    BOOST_TEST(counter.value() == 1200);
+}
+
+// A child with a safety limit: a lock that spins or hangs fails the test instead of ctest.
+BOOST_FIXTURE_TEST_CASE(planted_content_in_a_lock_file_never_makes_it_spin, dir_fixture) {
+    for (const std::string& content :
+         {std::string("x"), std::string(1, '\1'), std::string("\1garbage", 8)}) {
+        {
+            std::ofstream(path("planted"), std::ios::binary) << content;
+        }
+        ::chmod(path("planted").c_str(), 0600);
+        pid_t child = fork_child(
+            [&] {
+                auto s = make();
+                auto lock = make_lock(s, "planted");
+                if (!lock.try_lock()) return 2;
+                lock.unlock();
+                if (!lock.try_lock_for(100ms)) return 3;
+                lock.unlock();
+                lock.lock();
+                lock.unlock();
+                return 0;
+            },
+            20s);
+        BOOST_TEST(wait_child(child, 30s) == 0, "content of " << content.size() << " bytes");
+        std::filesystem::remove(path("planted"));
+    }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_hard_link_to_a_victim_is_refused_and_left_unchanged, dir_fixture) {
+    const auto victim = dir.path() / "victim";
+    {
+        std::ofstream(victim, std::ios::binary) << "victim";
+    }
+    std::filesystem::create_hard_link(victim, path("linked"));
+    // In a child with a safety limit: a version that took the victim's first byte for a
+    // "retired" mark spun for ever.
+    pid_t child = fork_child(
+        [&] {
+            auto lock = make_lock(make(), "linked");
+            try {
+                (void)lock.try_lock();
+                return 2;  // a hard-linked file was used as a lock file
+            } catch (const backend_error& e) {
+                const std::string what = e.what();
+                if (what.find(path("linked").string()) == std::string::npos) return 3;
+                if (what.find("hard links") == std::string::npos) return 4;
+            }
+            if (lock.is_acquired()) return 5;
+            try {
+                (void)lock.try_lock_for(50ms);
+                return 6;
+            } catch (const backend_error&) {
+            }
+            return 0;
+        },
+        20s);
+    BOOST_TEST(wait_child(child, 30s) == 0);
+    BOOST_TEST(read_file(victim) == "victim");
+    BOOST_TEST(std::filesystem::hard_link_count(victim) == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_fifo_or_directory_at_the_lock_path_is_an_error_not_a_hang,
+                        dir_fixture) {
+    BOOST_REQUIRE(::mkfifo(path("fifo").c_str(), 0600) == 0);
+    std::filesystem::create_directory(path("dir"));
+    pid_t child = fork_child(
+        [&] {
+            auto s = make();
+            for (const char* name : {"fifo", "dir"}) {
+                try {
+                    (void)make_lock(s, name).try_lock();
+                    return 2;
+                } catch (const backend_error&) {
+                }
+            }
+            return 0;
+        },
+        20s);
+    BOOST_TEST(wait_child(child, 30s) == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_file_of_another_user_is_refused, dir_fixture) {
+    if (::geteuid() != 0) {
+        BOOST_TEST_MESSAGE("skipped: needs root to give a file to another user");
+        BOOST_TEST(!running_in_ci());
+        return;
+    }
+    {
+        std::ofstream(path("foreign")) << "";
+    }
+    BOOST_REQUIRE(::chown(path("foreign").c_str(), 65534, 65534) == 0);
+    BOOST_CHECK_THROW((void)make_lock(make(), "foreign").try_lock(), backend_error);
+}
