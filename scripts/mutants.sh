@@ -117,10 +117,12 @@ if [ -z "${LOCKSMITH_TEST_MEMCACHED:-}" ] && command -v memcached >/dev/null; th
 fi
 
 # --- build and baseline ----------------------------------------------------------------------
-# The targets are the test executables the entries name (their file names), plus the CLI for
-# its tests.
+# The targets are the test executables the entries name (their file names), the strategy
+# modules the library loads at run time (redis, memcached), and the CLI for its tests.
 targets() {
   cat "$work"/entries/*/tests | awk '{print $1}' | xargs -n1 basename | sort -u
+  ninja -C "$build" -t targets all | grep -o 'locksmith-modules/liblocksmith_[a-z_0-9]*\.so' |
+    sed 's|.*/lib||; s|\.so$||' | sort -u
   grep -qh '^tests/cli/' "$work"/entries/*/tests && echo locksmith_cli
   return 0
 }

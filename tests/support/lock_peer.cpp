@@ -140,7 +140,8 @@ lock_peer::lock_peer(const strategy_under_test& entry, const std::string& resour
 lock_peer::~lock_peer() {
     to_peer_.put('q');
     to_peer_.close_write();
-    int status = wait_child(pid_, answer_limit);
+    // A peer still blocked in lock() (a failed case) cannot read 'q': it is killed after 10 s.
+    int status = wait_child(pid_, std::chrono::seconds(10));
     if (status != 0) std::fprintf(stderr, "lock_peer %d ended with status %d\n", int(pid_), status);
 }
 
