@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,6 +30,7 @@
 
 #include "support/child_process.hpp"
 #include "support/forwarding_store.hpp"
+#include "support/lock_peer.hpp"
 #include "support/printers.hpp"
 #include "support/strategies_under_test.hpp"
 #include "support/suite_helpers.hpp"
@@ -409,18 +411,28 @@ void test_expired_lock_cleaned(context& c) {
     c.s->release(k2);
 }
 
-// A waiter must get a lock whose holder let it expire, without a release to wake it.
+// A waiter must get a lock whose holder let it expire, without a release to wake it: in the
+// store's own wait where it has one, else in named_lock's polling wait (memcached).
 void test_waiter_gets_an_expired_lock(context& c) {
     auto resource = unique_resource("expired_wait");
     auto d = c.delay();
     key holder(resource);
     BOOST_REQUIRE(c.s->try_acquire(holder, ex, 2 * d));
-    key waiter(resource);
     // The deadline is only a safety net: how soon the waiter notices is the benchmark's.
-    BOOST_TEST(c.s->wait_acquire(waiter, ex, long_ttl, steady::now() + 20 * d + 10s));
-    BOOST_TEST(c.s->holds(waiter));
+    const auto until = steady::now() + 20 * d + 10s;
+    if (has(c.caps, capability::native_wait)) {
+        key waiter(resource);
+        BOOST_TEST(c.s->wait_acquire(waiter, ex, long_ttl, until));
+        BOOST_TEST(c.s->holds(waiter));
+        c.s->release(waiter);
+    } else {
+        lock_options o;
+        o.ttl = long_ttl;
+        auto waiter = c.make_lock(resource, o);
+        BOOST_TEST(waiter.try_lock_until(until));
+        BOOST_TEST(c.s->holds(*waiter.owner()));
+    }
     BOOST_TEST(!c.s->holds(holder));
-    c.s->release(waiter);
 }
 
 void test_auto_refresh_keeps_the_lock(context& c) {
@@ -762,6 +774,123 @@ void test_readers_and_writers_across_threads(context& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The same across processes: every holder and waiter is a lock_peer (a forked process driven
+// through pipes), in both patterns: one long-lived lock object per process, and a fresh factory
+// and lock object for every acquisition (what `locksmith run` does). Steps are ordered by the
+// peers' answers; a peer that must still be waiting is checked by the absence of an answer
+// (a wrong early grant shows up as an answer; a right wait never gives one).
+
+// How long a waiting peer is watched for a wrong early answer. Not a time the lock must meet.
+constexpr std::chrono::milliseconds still_waiting = 200ms;
+// Safety net for an answer that must come.
+constexpr std::chrono::milliseconds must_answer = 60s;
+
+void xp_exclusion(context& c, lock_pattern p) {
+    auto resource = unique_resource("xp_exclusion");
+    lock_peer a(c.entry, resource, p), b(c.entry, resource, p);
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(!b.try_lock());
+    BOOST_TEST(!b.try_lock_for(100ms));
+    BOOST_TEST(a.try_lock());  // re-entry of the same owner
+    BOOST_TEST(!b.unlock());   // b holds nothing; a keeps it
+    BOOST_TEST(!b.try_lock());
+    BOOST_TEST(a.unlock());
+    BOOST_TEST(b.try_lock());
+    BOOST_TEST(!a.try_lock());
+    BOOST_TEST(a.is_acquired() == false);
+    BOOST_TEST(b.is_acquired());
+    BOOST_TEST(b.unlock());
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(a.unlock());
+}
+
+void xp_waiting(context& c, lock_pattern p) {
+    auto resource = unique_resource("xp_waiting");
+    lock_peer a(c.entry, resource, p), b(c.entry, resource, p);
+    BOOST_REQUIRE(a.try_lock());
+    b.start_lock();
+    BOOST_TEST(!b.answer(still_waiting).has_value(), "lock() returned while another process held");
+    BOOST_TEST(a.unlock());
+    BOOST_TEST((b.answer(must_answer) == std::optional<bool>(true)));
+    BOOST_TEST(!a.try_lock());
+    // And back: a waits for b.
+    a.start_lock();
+    BOOST_TEST(!a.answer(still_waiting).has_value(), "lock() returned while another process held");
+    BOOST_TEST(b.unlock());
+    BOOST_TEST((a.answer(must_answer) == std::optional<bool>(true)));
+    BOOST_TEST(a.unlock());
+}
+
+// A holder whose TTL ran out gives way to a waiter in another process, without a release; its
+// late refresh fails and its late release leaves the new holder alone.
+void xp_expiry(context& c, lock_pattern p) {
+    auto resource = unique_resource("xp_expiry");
+    lock_peer a(c.entry, resource, p, 2 * c.delay());
+    lock_peer b(c.entry, resource, p, long_ttl);
+    lock_peer probe(c.entry, resource, p, long_ttl);
+    BOOST_REQUIRE(a.try_lock());
+    b.start_lock();
+    BOOST_TEST((b.answer(20 * c.delay() + must_answer) == std::optional<bool>(true)));
+    BOOST_TEST(!a.refresh(long_ttl), "a refresh took the lock back from the new holder");
+    a.unlock();  // a believes it may still hold it: its release must not free b's lock
+    BOOST_TEST(!probe.try_lock(), "the expired holder's release freed the new holder's lock");
+    BOOST_TEST(b.is_acquired());
+    BOOST_TEST(b.unlock());
+    BOOST_TEST(probe.try_lock());
+    BOOST_TEST(probe.unlock());
+}
+
+// A refresh extends the grant: another process stays out after the first TTL has passed.
+void xp_refresh(context& c, lock_pattern p) {
+    auto resource = unique_resource("xp_refresh");
+    // A first TTL long enough that the refresh right after the grant arrives before it ends,
+    // even on a busy machine.
+    auto first_ttl = std::max<std::chrono::milliseconds>(2 * c.delay(), 2s);
+    lock_peer a(c.entry, resource, p, first_ttl);
+    lock_peer b(c.entry, resource, p, long_ttl);
+    BOOST_REQUIRE(a.try_lock());
+    BOOST_REQUIRE(a.refresh(long_ttl));
+    std::this_thread::sleep_for(first_ttl + 2 * c.delay());  // past the first TTL
+    BOOST_TEST(!b.try_lock(), "the lock expired at its first TTL despite the refresh");
+    BOOST_TEST(a.is_acquired());
+    BOOST_TEST(a.unlock());
+    BOOST_TEST(b.try_lock());
+    BOOST_TEST(b.unlock());
+}
+
+void xp_shared(context& c, lock_pattern p) {
+    auto resource = unique_resource("xp_shared");
+    lock_peer r1(c.entry, resource, p), r2(c.entry, resource, p), w(c.entry, resource, p);
+    BOOST_TEST(r1.try_lock_shared());
+    BOOST_TEST(r2.try_lock_shared());
+    BOOST_TEST(!w.try_lock());
+    BOOST_TEST(!w.try_lock_for(100ms));
+    w.start_lock();
+    BOOST_TEST(!w.answer(still_waiting).has_value(), "a writer got in beside two readers");
+    BOOST_TEST(r1.unlock());
+    BOOST_TEST(!w.answer(still_waiting).has_value(), "a writer got in beside a reader");
+    BOOST_TEST(r2.unlock());
+    BOOST_TEST((w.answer(must_answer) == std::optional<bool>(true)));
+    BOOST_TEST(!r1.try_lock_shared(), "a reader got in beside a writer");
+    r1.start_lock(true);
+    BOOST_TEST(!r1.answer(still_waiting).has_value(), "a reader got in beside a writer");
+    BOOST_TEST(w.unlock());
+    BOOST_TEST((r1.answer(must_answer) == std::optional<bool>(true)));
+    BOOST_TEST(r2.try_lock_shared());
+    BOOST_TEST(r1.unlock());
+    BOOST_TEST(r2.unlock());
+}
+
+template <void (*run)(context&, lock_pattern)>
+void long_lived(context& c) {
+    run(c, lock_pattern::long_lived);
+}
+template <void (*run)(context&, lock_pattern)>
+void fresh_objects(context& c) {
+    run(c, lock_pattern::fresh_objects);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Registration
 
 struct case_spec {
@@ -806,8 +935,8 @@ const case_spec cases[] = {
     {"set_expiration", capability::expiring, capability::none, false, test_set_expiration},
     {"expired_lock_cleaned", capability::expiring, capability::none, false,
      test_expired_lock_cleaned},
-    {"waiter_gets_an_expired_lock", capability::expiring | capability::native_wait,
-     capability::none, false, test_waiter_gets_an_expired_lock},
+    {"waiter_gets_an_expired_lock", capability::expiring, capability::none, false,
+     test_waiter_gets_an_expired_lock},
     {"auto_refresh_keeps_the_lock", capability::expiring, capability::none, false,
      test_auto_refresh_keeps_the_lock},
     {"lock_remaining_lifetime", capability::expiring, capability::none, false,
@@ -844,6 +973,17 @@ const case_spec cases[] = {
      test_lock_waits_for_another_process},
     {"mutual_exclusion_across_threads", exclusive, capability::none, false,
      test_mutual_exclusion_across_threads},
+    // Across processes, in both patterns (in_process_only strategies excluded)
+    {"processes_exclude_each_other__long_lived", exclusive, capability::none, true, long_lived<xp_exclusion>},
+    {"processes_exclude_each_other__fresh_objects", exclusive, capability::none, true, fresh_objects<xp_exclusion>},
+    {"waiter_in_another_process_gets_it_at_release__long_lived", exclusive, capability::none, true, long_lived<xp_waiting>},
+    {"waiter_in_another_process_gets_it_at_release__fresh_objects", exclusive, capability::none, true, fresh_objects<xp_waiting>},
+    {"expired_holder_in_another_process_gives_way__long_lived", capability::expiring, capability::none, true, long_lived<xp_expiry>},
+    {"expired_holder_in_another_process_gives_way__fresh_objects", capability::expiring, capability::none, true, fresh_objects<xp_expiry>},
+    {"refresh_keeps_out_another_process__long_lived", capability::expiring, capability::none, true, long_lived<xp_refresh>},
+    {"refresh_keeps_out_another_process__fresh_objects", capability::expiring, capability::none, true, fresh_objects<xp_refresh>},
+    {"readers_and_writer_in_processes__long_lived", capability::shared, capability::none, true, long_lived<xp_shared>},
+    {"readers_and_writer_in_processes__fresh_objects", capability::shared, capability::none, true, fresh_objects<xp_shared>},
 };
 
 // Runs one case, or explains why it cannot.

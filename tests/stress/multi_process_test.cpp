@@ -2,6 +2,7 @@
 // processes (in_process_only entries such as `memory` are skipped):
 //  - counter: several processes increment a counter file under the lock, with a delay between
 //    read and write to provoke lost updates; the final value must be exact;
+//  - the same with a fresh factory and lock object for every increment (as `locksmith run`);
 //  - crash: a holder killed with SIGKILL releases at once (strategies with crash_release);
 //  - shared: readers in several processes coexist and exclude a writer (strategies with shared).
 // Processes are forked; they synchronise through pipes, never through sleeps.
@@ -24,6 +25,7 @@
 #include <locksmith/registry.hpp>
 
 #include "support/child_process.hpp"
+#include "support/lock_peer.hpp"
 #include "support/strategies_under_test.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
@@ -111,6 +113,46 @@ void test_counter(const strategy_under_test& entry) {
     go.close_write();
     for (auto pid : children) BOOST_TEST(wait_child(pid, 60s) == 0, "child " << pid);
     BOOST_TEST(counter.read() == long(process_count) * increments);
+}
+
+// The same with a fresh factory and lock object for every increment, as short-lived processes
+// (`locksmith run`) take the lock: each acquisition opens what the strategy needs (a lock file,
+// a connection) anew, and a strategy that removes or recreates its state on release must still
+// never let two processes in at once.
+void test_counter_with_fresh_lock_objects(const strategy_under_test& entry) {
+    auto resource = unique_resource("fresh_counter");
+    counter_file counter(scratch_dir() / (entry.name + ".fresh_counter"));
+    BOOST_REQUIRE(counter.write(0));
+    constexpr int fresh_increments = 150;
+
+    byte_pipe go;
+    byte_pipe ready;
+    std::vector<pid_t> children;
+    for (int p = 0; p < process_count; ++p) {
+        children.push_back(fork_child([&]() -> int {
+            go.close_write();
+            ready.close_read();
+            ready.put('R');
+            (void)go.get(20s);
+            for (int i = 0; i < fresh_increments; ++i) {
+                fresh_lock fresh(entry, resource);
+                fresh.lock->lock();
+                long value = counter.read();
+                if (value < 0) return 3;
+                std::this_thread::sleep_for(50us);  // widen the race window
+                if (!counter.write(value + 1)) return 4;
+                fresh.lock->unlock();
+            }
+            return 0;
+        }, 120s));
+    }
+    ready.close_write();
+    for (int p = 0; p < process_count; ++p)
+        BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
+    go.close_write();
+    for (auto pid : children) BOOST_TEST(wait_child(pid, 120s) == 0, "child " << pid);
+    BOOST_TEST(counter.read() == long(process_count) * fresh_increments,
+               "lost updates: " << long(process_count) * fresh_increments - counter.read());
 }
 
 void test_sigkill_releases(const strategy_under_test& entry) {
@@ -202,6 +244,8 @@ struct case_spec {
 
 const case_spec cases[] = {
     {"counter_under_lock", capability::exclusive, test_counter},
+    {"counter_with_fresh_lock_objects", capability::exclusive,
+     test_counter_with_fresh_lock_objects},
     {"sigkill_releases_at_once", capability::exclusive | capability::crash_release,
      test_sigkill_releases},
     {"shared_holders_coexist_and_exclude_a_writer", capability::shared, test_shared_holders},
