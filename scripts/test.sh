@@ -25,4 +25,8 @@ if [ -x "$root/scripts/services.sh" ]; then
   eval "$("$root/scripts/services.sh" env)"
 fi
 
-ctest --test-dir "$build" --output-on-failure --timeout 600 "$@"
+rc=0
+ctest --test-dir "$build" --output-on-failure --timeout 600 "$@" || rc=$?
+# CTest's summary says "Skipped" but not why: the reasons, one line each.
+grep -h '^SKIPPED ' "$build/Testing/Temporary/LastTest.log" || true
+exit "$rc"
