@@ -15,6 +15,7 @@
 #include "support/skip_report.hpp"
 
 using locksmith::test::cli_result;
+using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
 using locksmith::test::run_unprivileged;
 using locksmith::test::skip_case;
@@ -22,11 +23,6 @@ using locksmith::test::wait_for_file;
 using nlohmann::json;
 
 namespace {
-
-std::string describe(const cli_result& r) {
-    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
-           "]";
-}
 
 // One clear line to stderr, prefixed, and nothing that looks like a crash.
 void expect_clean_error(const cli_result& r, int code, const std::string& fragment) {

@@ -25,16 +25,12 @@
 
 namespace fs = std::filesystem;
 using locksmith::test::cli_result;
+using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
 using locksmith::test::local_user;
 using nlohmann::json;
 
 namespace {
-
-std::string describe(const cli_result& r) {
-    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
-           "]";
-}
 
 bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;

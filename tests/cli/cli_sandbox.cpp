@@ -26,6 +26,11 @@ std::string cli_binary() {
     return LOCKSMITH_CLI_PATH;
 }
 
+std::string describe(const cli_result& r) {
+    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
+           "]";
+}
+
 bool wait_for_file(const fs::path& path, std::chrono::milliseconds timeout) {
     auto until = clock::now() + timeout;
     while (clock::now() < until) {

@@ -75,6 +75,9 @@ class cli_sandbox {
     int spawn_count_ = 0;
 };
 
+// "exit N, stdout [...], stderr [...]": a result, for the message of a failed check.
+std::string describe(const cli_result& r);
+
 // The locksmith binary under test.
 std::string cli_binary();
 

@@ -14,6 +14,7 @@
 
 using namespace std::chrono_literals;
 using locksmith::test::cli_result;
+using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
 using locksmith::test::wait_for_file;
 
@@ -22,11 +23,6 @@ namespace {
 // "locksmith run --config C ARGS..."
 std::vector<std::string> run_args(const cli_sandbox& box, std::vector<std::string> args) {
     return box.with_config("run", args);
-}
-
-std::string describe(const cli_result& r) {
-    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
-           "]";
 }
 
 std::size_t count(const std::string& text, const std::string& part) {
