@@ -113,6 +113,15 @@ lock_request make_request(const lock_factory& factory, const selection_flags& fl
     return request;
 }
 
+bool warn_if_locking_off(const lock_factory& factory, const std::string& strategy,
+                         const std::string& what) {
+    const auto descriptor = factory.registry().find(strategy);
+    if (!descriptor || !descriptor->excludes_nothing) return false;
+    print_note("warning: strategy '" + strategy + "' excludes nothing: locking is off for " + what +
+               " (enabled by " + factory.settings().origin + ")");
+    return true;
+}
+
 capability effective_requirement(const lock_factory& factory, std::string_view name,
                                  const lock_request& request) {
     if (request.require != capability::none) return request.require;

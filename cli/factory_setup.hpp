@@ -55,6 +55,11 @@ lock_request make_request(const lock_factory& factory, const selection_flags& fl
 capability effective_requirement(const lock_factory& factory, std::string_view name,
                                  const lock_request& request);
 
+// When `strategy` excludes nothing (`null`), says so on stderr: "warning: ... locking is off for
+// <what> ...", naming the config that enabled it. Returns whether it warned.
+bool warn_if_locking_off(const lock_factory& factory, const std::string& strategy,
+                         const std::string& what);
+
 // Parses --require text. Throws cli_error(EX_USAGE) naming the unknown word and listing the known
 // capability names.
 capability parse_require(const std::string& text);

@@ -120,6 +120,8 @@ int run_command(const run_options& options) {
     named_lock lock =
         starting_strategy([&] { return factory->create_lock(options.name, request); });
     refuse_process_local(*factory, request, lock.strategy());
+    // Said even without -v, once: see warn_if_locking_off.
+    warn_if_locking_off(*factory, lock.strategy(), "'" + options.name + "'");
     // The mode actually requested: a strategy without a shared mode takes the lock exclusively.
     const bool shared = options.shared && has(lock.capabilities(), capability::shared);
     if (options.verbose) {
