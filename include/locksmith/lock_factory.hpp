@@ -17,6 +17,7 @@
 
 #include <locksmith/capability.hpp>
 #include <locksmith/config.hpp>
+#include <locksmith/logger.hpp>
 #include <locksmith/named_lock.hpp>
 #include <locksmith/registry.hpp>
 
@@ -65,8 +66,12 @@ public:
     // The store of one strategy, created on first use and shared afterwards.
     std::shared_ptr<store> store_for(const std::string& strategy);
 
-    // Called with a sentence when a candidate failed to start and the next one was used.
-    void on_fallback(std::function<void(const std::string&)> handler);
+    // Where the factory and the locks it creates from now on log (logger.hpp): fallbacks, a
+    // lock on a strategy that excludes nothing, acquire/release/refresh failures, renewals and
+    // lost locks, and waits that last longer than `slow_wait` (0 = never). Default: nowhere.
+    // Null `sink` stops logging.
+    void set_logger(std::shared_ptr<log_sink> sink,
+                    std::chrono::milliseconds slow_wait = std::chrono::seconds(1));
 
     const config& settings() const noexcept { return config_; }
     strategy_registry& registry() const noexcept { return *registry_; }
@@ -81,12 +86,17 @@ private:
     };
     resolved resolve(std::string_view name, const lock_request& request) const;
     std::shared_ptr<store> select_store(capability required, bool fallback);
+    lock_options options_for(const resolved& r, const lock_request& request, bool auto_release);
+    void log(log_level level, const char* event, std::string message, const std::string& name,
+             const std::string& strategy, std::string error = {});
 
     config config_;
     strategy_registry* registry_;
     std::mutex mutex_;
     std::map<std::string, std::shared_ptr<store>, std::less<>> stores_;
-    std::function<void(const std::string&)> fallback_handler_;
+    // Passed on to every new lock (set_logger); guarded by mutex_.
+    std::shared_ptr<log_sink> logger_;
+    std::chrono::milliseconds slow_wait_{std::chrono::seconds(1)};
 };
 
 }  // namespace locksmith
