@@ -6,16 +6,7 @@
 
 namespace locksmith {
 
-namespace {
-
-config config_from_environment_or_defaults() {
-    if (auto c = config::from_environment()) return std::move(*c);
-    return config{};
-}
-
-}  // namespace
-
-lock_factory::lock_factory() : lock_factory(config_from_environment_or_defaults()) {}
+lock_factory::lock_factory() : lock_factory(config::discover()) {}
 
 lock_factory::lock_factory(config cfg, strategy_registry& registry)
     : config_(std::move(cfg)), registry_(&registry) {
