@@ -91,4 +91,18 @@ void print_note(std::string_view message) {
     print_prefixed(message);
 }
 
+void stderr_sink::log(const log_record& record) {
+    switch (record.level) {
+        case log_level::debug:
+        case log_level::info:
+            if (verbose_) print_note(record.message);
+            break;
+        case log_level::warning:
+            print_note("warning: " + record.message);
+            break;
+        case log_level::error:
+            break;
+    }
+}
+
 }  // namespace locksmith::cli

@@ -6,6 +6,7 @@
 //                the one mapping from any error to an exit code and a message
 //   starting_strategy
 //                runs the step that starts a strategy, so that its failure is "unavailable"
+//   stderr_sink  where the library's log records go: stderr, as notes
 //   parse_seconds / format_seconds
 //                "0.3" on the command line to a duration, and back for messages
 #pragma once
@@ -20,6 +21,7 @@
 #include <utility>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/logger.hpp>
 
 namespace locksmith::cli {
 
@@ -55,6 +57,19 @@ class cli_error : public std::runtime_error {
 int exit_code_for(const std::exception& e);
 // Its one-line message (a config error's JSON pointer added when the text lacks it).
 std::string message_for(const std::exception& e);
+
+// The command's log sink (lock_factory::set_logger): warnings always ("locksmith: warning: ..."),
+// since a fallback or a strategy that excludes nothing is worth a line even without -v; debug and
+// info records only with -v. Never errors: the command reports each error itself, once (its exit
+// message, the error handler of unlock, the lost-lock message).
+class stderr_sink : public log_sink {
+  public:
+    explicit stderr_sink(bool verbose) : verbose_(verbose) {}
+    void log(const log_record& record) override;
+
+  private:
+    bool verbose_;
+};
 
 // Runs `start`, the step that creates a strategy's store or lock, and returns its result.
 // A strategy that cannot start (an unusable lock_dir, a server that is down) is unavailable,

@@ -4,14 +4,9 @@
 //   make_factory     a lock_factory on the default registry with that configuration
 //   selection_flags  --strategy / --require as typed; make_request checks and converts them
 //
-// Configuration order (the first that applies wins):
-//   1. --config FILE
-//   2. LOCKSMITH_CONFIG (a file path, or a JSON document starting with '{')
-//   3. $XDG_CONFIG_HOME/locksmith/config.json (XDG_CONFIG_HOME defaults to ~/.config)
-//   4. /etc/locksmith/config.json
-//   5. the built-in defaults
-// A file named by 1 or 2 must exist; 3 and 4 are used only when present, and a location that
-// cannot be checked (a directory on the way not searchable) is an error, not "absent".
+// Configuration: --config FILE, else what the library finds (config::discover: LOCKSMITH_CONFIG,
+// $XDG_CONFIG_HOME/locksmith/config.json or ~/.config/..., /etc/locksmith/config.json, the
+// built-in defaults), so that a program and the command lock alike.
 #pragma once
 
 #include <filesystem>
@@ -25,15 +20,12 @@
 
 namespace locksmith::cli {
 
-// The default locations (3 and 4 above), in the order they are tried.
-std::vector<std::filesystem::path> default_config_locations();
-
 // Reads the whole file with config::read_file's bounds (a regular file, at most 1 MiB).
 // Throws config_error: "config.io" (exit EX_NOINPUT) when it is missing, unreadable or not a
 // regular file, "config.too_large" (EX_CONFIG) beyond the limit.
 std::string read_input_file(const std::filesystem::path& path, std::string_view role);
 
-// Loads the configuration following the order above.
+// Loads the configuration: --config FILE, else config::discover().
 // Throws cli_error(EX_NOINPUT) for a named file that cannot be read, config_error otherwise.
 config resolve_config(const std::optional<std::string>& config_flag);
 
@@ -54,6 +46,11 @@ lock_request make_request(const lock_factory& factory, const selection_flags& fl
 // else exclusive (the factory's own order).
 capability effective_requirement(const lock_factory& factory, std::string_view name,
                                  const lock_request& request);
+
+// When `strategy` excludes nothing (`null`), says so on stderr: "warning: ... locking is off for
+// <what> ...", naming the config that enabled it. Returns whether it warned.
+bool warn_if_locking_off(const lock_factory& factory, const std::string& strategy,
+                         const std::string& what);
 
 // Parses --require text. Throws cli_error(EX_USAGE) naming the unknown word and listing the known
 // capability names.

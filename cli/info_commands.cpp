@@ -211,6 +211,9 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
     auto factory = make_factory(config_flag);
     selection_report report = start ? factory->explain_and_start(wanted) : factory->explain(wanted);
     const auto* chosen = report.chosen();
+    const bool locking_off =
+        chosen &&
+        warn_if_locking_off(*factory, chosen->strategy, "locks that require " + to_string(wanted));
     if (json_output) {
         json entries = json::array();
         for (const auto& e : report.entries) {
@@ -219,12 +222,13 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
                                {"candidate", e.candidate},
                                {"passed_over", e.passed_over}});
         }
-        json out{{"requested", capability_list(report.requested)},
-                 {"chosen", chosen ? json(chosen->strategy) : json(nullptr)},
-                 {"starts", start && chosen ? json(report.start_error.empty()) : json(nullptr)},
-                 {"start_error", report.start_error.empty() ? json(nullptr)
-                                                            : json(report.start_error)},
-                 {"entries", entries}};
+        json out{
+            {"requested", capability_list(report.requested)},
+            {"chosen", chosen ? json(chosen->strategy) : json(nullptr)},
+            {"starts", start && chosen ? json(report.start_error.empty()) : json(nullptr)},
+            {"start_error", report.start_error.empty() ? json(nullptr) : json(report.start_error)},
+            {"excludes_nothing", locking_off},
+            {"entries", entries}};
         put_bytes(out, "config", factory->settings().origin);
         std::cout << dump_line(out) << '\n';
     } else {
@@ -276,6 +280,7 @@ int status_command(const std::optional<std::string>& config_flag, const std::str
     std::string strategy = factory->strategy_for(name, request);
     auto store = starting_strategy([&] { return factory->store_for(strategy); });
     lock_status status = store->status(name);
+    warn_if_locking_off(*factory, strategy, "'" + name + "'");
 
     int code = 0;
     switch (status.held) {

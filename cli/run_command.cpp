@@ -114,11 +114,14 @@ int run_command(const run_options& options) {
                                std::chrono::milliseconds(1));
     }
     request.on_error = [](const error& e) { print_error(e.what()); };
-    // A fallback means a backend is down: worth a line even without -v.
-    factory->on_fallback([](const std::string& sentence) { print_note(sentence); });
+    // No slow-wait records: -v says before a wait that it waits (and for whom), and after it
+    // how long it took.
+    factory->set_logger(std::make_shared<stderr_sink>(options.verbose),
+                        std::chrono::milliseconds(0));
 
     named_lock lock =
         starting_strategy([&] { return factory->create_lock(options.name, request); });
+    // A strategy that excludes nothing (null) was said by the factory's locking_off warning.
     refuse_process_local(*factory, request, lock.strategy());
     // The mode actually requested: a strategy without a shared mode takes the lock exclusively.
     const bool shared = options.shared && has(lock.capabilities(), capability::shared);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <system_error>
 
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
@@ -417,11 +418,37 @@ config config::load_file(const std::filesystem::path& path) {
 std::optional<config> config::from_environment() {
     const char* value = std::getenv("LOCKSMITH_CONFIG");
     if (value == nullptr || *value == '\0') return std::nullopt;
-    std::string_view text(value);
-    if (text.find_first_not_of(" \t\n") != std::string_view::npos &&
-        text[text.find_first_not_of(" \t\n")] == '{')
+    const std::string_view text(value);
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && text[first] == '{')
         return parse(text, "LOCKSMITH_CONFIG");
-    return load_file(std::string(text));
+    return parse(read_file(std::string(text)), "file " + std::string(text) + " (LOCKSMITH_CONFIG)");
+}
+
+std::vector<std::filesystem::path> config::default_locations() {
+    std::vector<std::filesystem::path> out;
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    const char* home = std::getenv("HOME");
+    // The XDG base-directory spec says a relative XDG_CONFIG_HOME is invalid and is ignored.
+    if (xdg != nullptr && xdg[0] == '/')
+        out.push_back(std::filesystem::path(xdg) / "locksmith" / "config.json");
+    else if (home != nullptr && home[0] == '/')
+        out.push_back(std::filesystem::path(home) / ".config" / "locksmith" / "config.json");
+    out.emplace_back("/etc/locksmith/config.json");
+    return out;
+}
+
+config config::discover(const std::vector<std::filesystem::path>& locations) {
+    if (auto from_env = from_environment()) return std::move(*from_env);
+    for (const auto& path : locations) {
+        std::error_code ec;
+        const bool absent =
+            !std::filesystem::exists(path, ec) &&
+            (!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory);
+        // read_file says why a location that is not certainly absent cannot be used.
+        if (!absent) return parse(read_file(path), "file " + path.string());
+    }
+    return config{};
 }
 
 std::vector<config_error> config::check(std::string_view json_text,

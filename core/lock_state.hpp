@@ -32,6 +32,10 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
     std::optional<clock::time_point> renew();
 
     void report(const error& e) const noexcept;
+
+    // Sends a record about this lock to options.logger; nothing without one.
+    void log(log_level level, const char* event, std::string message, std::string error = {},
+             std::optional<std::chrono::nanoseconds> duration = {}) const noexcept;
 };
 
 // Queues a renewal of `lock` at `when` on the process's renewal thread (started on first use).

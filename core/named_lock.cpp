@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/lock_state.hpp"
+#include "core/logging.hpp"
 
 namespace locksmith {
 
@@ -29,7 +30,82 @@ void named_lock::state::report(const error& e) const noexcept {
     std::fprintf(stderr, "locksmith: %s\n", e.what());
 }
 
+void named_lock::state::log(log_level level, const char* event, std::string message,
+                            std::string error,
+                            std::optional<std::chrono::nanoseconds> duration) const noexcept {
+    if (!options.logger) return;
+    try {
+        log_record record;
+        record.level = level;
+        record.event = event;
+        record.message = std::move(message);
+        record.name = owner->resource();
+        record.strategy = store->strategy();
+        record.duration = duration;
+        record.error = std::move(error);
+        emit(options.logger, record);
+    } catch (...) {
+        // Out of memory while building the record: the operation goes on unlogged.
+    }
+}
+
 namespace {
+
+// "lock 'x' (file)": how records name their lock.
+std::string lock_text(const named_lock::state& s) {
+    return "lock '" + s.owner->resource() + "' (" + s.store->strategy() + ")";
+}
+
+// Waits for the grant until `until`; the caller holds the state's mutex. `started` is when the
+// current attempt began (for the lifetime of expiring grants). With a logger, a wait that lasts
+// options.slow_wait is logged while it goes on, and then its end.
+bool wait_for_grant(named_lock::state& s, lock_mode mode, std::chrono::milliseconds ttl,
+                    deadline until, clock::time_point& started) {
+    std::optional<clock::time_point> slow_at;
+    clock::time_point wait_started;
+    if (s.options.logger && s.options.slow_wait > std::chrono::milliseconds(0)) {
+        wait_started = clock::now();
+        // Compared as durations: until may be deadline::max().
+        if (until - wait_started > s.options.slow_wait)
+            slow_at = wait_started + s.options.slow_wait;
+    }
+    bool logged_slow = false;
+    auto log_slow = [&] {
+        logged_slow = true;
+        const auto waited = clock::now() - wait_started;
+        s.log(log_level::info, "slow_wait",
+              "still waiting for " + lock_text(s) + " after " + seconds_text(waited), {}, waited);
+    };
+
+    bool granted;
+    if (has(s.store->capabilities(), capability::native_wait)) {
+        if (slow_at) {
+            granted = s.store->wait_acquire(*s.owner, mode, ttl, *slow_at);
+            if (!granted) {
+                log_slow();
+                granted = s.store->wait_acquire(*s.owner, mode, ttl, until);
+            }
+        } else {
+            granted = s.store->wait_acquire(*s.owner, mode, ttl, until);
+        }
+    } else {
+        backoff delays(s.options.retry);
+        while (!(granted = s.store->try_acquire(*s.owner, mode, ttl))) {
+            if (slow_at && !logged_slow && clock::now() >= *slow_at) log_slow();
+            if (!delays.sleep(until)) break;
+            started = clock::now();
+        }
+    }
+    if (logged_slow) {
+        const auto waited = clock::now() - wait_started;
+        s.log(log_level::info, "waited",
+              (granted ? "acquired " + lock_text(s) + " after waiting "
+                       : "gave up waiting for " + lock_text(s) + " after ") +
+                  seconds_text(waited),
+              {}, waited);
+    }
+    return granted;
+}
 
 // Releases the grant; the caller holds the state's mutex. When the store refuses (a robust
 // mutex released from the wrong thread, a server that is down), the lock still counts as held,
@@ -66,6 +142,37 @@ void after_grant(named_lock::state& s, lock_mode mode, clock::time_point started
     }
 }
 
+bool acquire_locked(named_lock::state& s, lock_mode wanted, deadline until) {
+    // Symfony's rule: a read lock on a store without read locks is a write lock.
+    const lock_mode mode =
+        wanted == lock_mode::shared && !has(s.store->capabilities(), capability::shared)
+            ? lock_mode::exclusive
+            : wanted;
+    const std::chrono::milliseconds ttl =
+        s.expiring() ? s.options.ttl : std::chrono::milliseconds(0);
+    const auto previous_expiry = s.owner->expires_at();
+
+    s.owner->clear_attempt_started();
+    // The clock is read only where it matters (a lifetime, or a finite deadline): the fastest
+    // stores grant in tens of nanoseconds, and a clock read would be a third of that.
+    const bool single_try = until == deadline::min();
+    const bool timed = s.expiring() || (!single_try && until != deadline::max());
+    auto started = timed ? clock::now() : clock::time_point{};
+    bool granted;
+    if (single_try || (timed && until <= started)) {
+        granted = s.store->try_acquire(*s.owner, mode, ttl);
+    } else {
+        granted = wait_for_grant(s, mode, ttl, until, started);
+    }
+    if (!granted) {
+        // A failed promotion keeps the read lock, and with it the lifetime it had.
+        if (previous_expiry) s.owner->reduce_lifetime(*previous_expiry);
+        return false;
+    }
+    after_grant(s, mode, s.owner->attempt_started().value_or(started));
+    return true;
+}
+
 }  // namespace
 
 named_lock::named_lock(std::shared_ptr<store> store, std::shared_ptr<key> owner,
@@ -92,38 +199,13 @@ named_lock& named_lock::operator=(named_lock&& other) noexcept {
 bool named_lock::acquire_until(lock_mode wanted, deadline until) {
     auto& s = *state_;
     std::lock_guard guard(s.mutex);
-    // Symfony's rule: a read lock on a store without read locks is a write lock.
-    const lock_mode mode = wanted == lock_mode::shared && !has(s.store->capabilities(), capability::shared)
-                               ? lock_mode::exclusive
-                               : wanted;
-    const std::chrono::milliseconds ttl = s.expiring() ? s.options.ttl : std::chrono::milliseconds(0);
-    const auto previous_expiry = s.owner->expires_at();
-
-    s.owner->clear_attempt_started();
-    // The clock is read only where it matters (a lifetime, or a finite deadline): the fastest
-    // stores grant in tens of nanoseconds, and a clock read would be a third of that.
-    const bool single_try = until == deadline::min();
-    const bool timed = s.expiring() || (!single_try && until != deadline::max());
-    auto started = timed ? clock::now() : clock::time_point{};
-    bool granted;
-    if (single_try || (timed && until <= started)) {
-        granted = s.store->try_acquire(*s.owner, mode, ttl);
-    } else if (has(s.store->capabilities(), capability::native_wait)) {
-        granted = s.store->wait_acquire(*s.owner, mode, ttl, until);
-    } else {
-        backoff delays(s.options.retry);
-        while (!(granted = s.store->try_acquire(*s.owner, mode, ttl))) {
-            if (!delays.sleep(until)) break;
-            started = clock::now();
-        }
+    try {
+        return acquire_locked(s, wanted, until);
+    } catch (const std::exception& e) {
+        s.log(log_level::error, "acquire_failed",
+              "acquiring " + lock_text(s) + " failed: " + e.what(), e.what());
+        throw;
     }
-    if (!granted) {
-        // A failed promotion keeps the read lock, and with it the lifetime it had.
-        if (previous_expiry) s.owner->reduce_lifetime(*previous_expiry);
-        return false;
-    }
-    after_grant(s, mode, s.owner->attempt_started().value_or(started));
-    return true;
 }
 
 void named_lock::lock() {
@@ -165,8 +247,12 @@ void named_lock::unlock() noexcept {
     try {
         release_locked(s);
     } catch (const error& e) {
+        s.log(log_level::error, "release_failed",
+              "releasing " + lock_text(s) + " failed: " + e.what(), e.what());
         s.report(e);
     } catch (const std::exception& e) {
+        s.log(log_level::error, "release_failed",
+              "releasing " + lock_text(s) + " failed: " + e.what(), e.what());
         s.report(release_error("releasing lock '" + name() + "' failed: " + e.what()));
     }
 }
@@ -175,28 +261,34 @@ void named_lock::release() {
     auto& s = *state_;
     std::lock_guard guard(s.mutex);
     try {
-        release_locked(s);
-    } catch (const error&) {
-        throw;
+        try {
+            release_locked(s);
+        } catch (const error&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw release_error("releasing lock '" + name() + "' failed: " + e.what());
+        }
+        if (s.store->holds(*s.owner))
+            throw release_error("lock '" + name() + "' is still held after release");
     } catch (const std::exception& e) {
-        throw release_error("releasing lock '" + name() + "' failed: " + e.what());
+        s.log(log_level::error, "release_failed",
+              "releasing " + lock_text(s) + " failed: " + e.what(), e.what());
+        throw;
     }
-    if (s.store->holds(*s.owner))
-        throw release_error("lock '" + name() + "' is still held after release");
 }
 
 void named_lock::refresh() { refresh(state_->options.ttl); }
 
-void named_lock::refresh(std::chrono::milliseconds ttl) {
-    validate_ttl(ttl);
-    auto& s = *state_;
-    std::lock_guard guard(s.mutex);
-    if (!s.expiring()) return;
+namespace {
+
+// refresh() after its checks; the caller holds the state's mutex.
+void refresh_locked(named_lock::state& s, std::chrono::milliseconds ttl) {
+    const std::string& name = s.owner->resource();
     const auto started = clock::now();
     if (!s.store->refresh(*s.owner, ttl)) {
         s.held.reset();
         s.owner->reset_lifetime();
-        throw acquire_error("lock '" + name() +
+        throw acquire_error("lock '" + name +
                             "' is no longer held by this owner: it expired or was taken over");
     }
     if (!s.held) s.held = lock_mode::exclusive;  // continued from a serialized key
@@ -207,8 +299,24 @@ void named_lock::refresh(std::chrono::milliseconds ttl) {
             release_locked(s);
         } catch (const std::exception&) {
         }
-        throw expired_error("lock '" + name() + "' expired before its refresh returned (ttl " +
+        throw expired_error("lock '" + name + "' expired before its refresh returned (ttl " +
                             std::to_string(ttl.count()) + " ms)");
+    }
+}
+
+}  // namespace
+
+void named_lock::refresh(std::chrono::milliseconds ttl) {
+    validate_ttl(ttl);
+    auto& s = *state_;
+    std::lock_guard guard(s.mutex);
+    if (!s.expiring()) return;
+    try {
+        refresh_locked(s, ttl);
+    } catch (const std::exception& e) {
+        s.log(log_level::error, "refresh_failed",
+              "refreshing " + lock_text(s) + " failed: " + e.what(), e.what());
+        throw;
     }
 }
 

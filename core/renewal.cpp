@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/lock_state.hpp"
+#include "core/logging.hpp"
 
 namespace locksmith {
 namespace {
@@ -103,13 +104,26 @@ std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
         if (store->refresh(*owner, ttl)) {
             owner->reset_lifetime();
             owner->reduce_lifetime(started + ttl);
+            if (options.logger) {
+                const auto took = clock::now() - started;
+                log(log_level::debug, "renewed",
+                    "renewed lock '" + owner->resource() + "' (" + store->strategy() + ") for " +
+                        seconds_text(ttl),
+                    {}, took);
+            }
             return started + ttl / 3;
         }
         lost.emplace(acquire_error("lock '" + owner->resource() +
                                    "' was lost: it expired or was taken over before its renewal"));
     } catch (const std::exception& e) {
         // A backend hiccup: retry while the grant still has time left.
-        if (!owner->is_expired()) return clock::now() + ttl / 10;
+        if (!owner->is_expired()) {
+            log(log_level::warning, "renewal_failed",
+                "renewing lock '" + owner->resource() + "' (" + store->strategy() +
+                    ") failed; retrying while it has time left: " + e.what(),
+                e.what());
+            return clock::now() + ttl / 10;
+        }
         lost.emplace(backend_error(store->strategy(), "",
                                    "lock '" + owner->resource() +
                                        "' was lost: renewals failed until its TTL ran out (last "
@@ -117,6 +131,7 @@ std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
     }
     held.reset();
     renewal_queued = false;
+    log(log_level::error, "lock_lost", lost->what(), lost->what());
     auto on_lost = options.on_lost;
     guard.unlock();
     if (on_lost) {

@@ -1,34 +1,54 @@
 #include <locksmith/lock_factory.hpp>
 
-#include <cstdio>
-
 #include <locksmith/errors.hpp>
+
+#include "core/logging.hpp"
 
 namespace locksmith {
 
-namespace {
-
-config config_from_environment_or_defaults() {
-    if (auto c = config::from_environment()) return std::move(*c);
-    return config{};
-}
-
-}  // namespace
-
-lock_factory::lock_factory() : lock_factory(config_from_environment_or_defaults()) {}
+lock_factory::lock_factory() : lock_factory(config::discover()) {}
 
 lock_factory::lock_factory(config cfg, strategy_registry& registry)
     : config_(std::move(cfg)), registry_(&registry) {
     config_.apply_to(*registry_);
     config_.validate_against(*registry_);
-    fallback_handler_ = [](const std::string& message) {
-        std::fprintf(stderr, "locksmith: %s\n", message.c_str());
-    };
 }
 
-void lock_factory::on_fallback(std::function<void(const std::string&)> handler) {
+void lock_factory::set_logger(std::shared_ptr<log_sink> sink, std::chrono::milliseconds slow_wait) {
     std::lock_guard guard(mutex_);
-    fallback_handler_ = std::move(handler);
+    logger_ = std::move(sink);
+    slow_wait_ = slow_wait;
+}
+
+void lock_factory::log(log_level level, const char* event, std::string message,
+                       const std::string& name, const std::string& strategy, std::string error) {
+    std::shared_ptr<log_sink> sink;
+    {
+        std::lock_guard guard(mutex_);
+        sink = logger_;
+    }
+    if (!sink) return;
+    log_record record;
+    record.level = level;
+    record.event = event;
+    record.message = std::move(message);
+    record.name = name;
+    record.strategy = strategy;
+    record.error = std::move(error);
+    emit(sink, record);
+}
+
+lock_options lock_factory::options_for(const resolved& r, const lock_request& request,
+                                       bool auto_release) {
+    lock_options options;
+    options.ttl = r.ttl;
+    options.auto_release = auto_release;
+    options.retry = config_.retry;
+    options.on_error = request.on_error;
+    std::lock_guard guard(mutex_);
+    options.logger = logger_;
+    options.slow_wait = slow_wait_;
+    return options;
 }
 
 lock_factory::resolved lock_factory::resolve(std::string_view name,
@@ -93,7 +113,8 @@ std::shared_ptr<store> lock_factory::select_store(capability required, bool fall
         }
     }
     const bool distributed = has(candidates.front().descriptor.capabilities, capability::distributed);
-    std::string failures;
+    std::string failures;  // for the sentence
+    std::string errors;    // the errors alone, for the log record's `error`
     for (const auto& candidate : candidates) {
         // Never fall back across scopes: a local lock cannot stand in for a distributed one,
         // and the admin who ranked a local strategy first did not ask for a remote one.
@@ -101,20 +122,18 @@ std::shared_ptr<store> lock_factory::select_store(capability required, bool fall
         try {
             auto s = store_for(candidate.descriptor.name);
             if (!failures.empty()) {
-                std::function<void(const std::string&)> handler;
-                {
-                    std::lock_guard guard(mutex_);
-                    handler = fallback_handler_;
-                }
-                if (handler)
-                    handler("falling back to strategy '" + candidate.descriptor.name +
-                            "' for '" + to_string(required) + "':" + failures);
+                failures.pop_back();  // the last ';'
+                log(log_level::warning, "fallback",
+                    "falling back to strategy '" + candidate.descriptor.name + "' for '" +
+                        to_string(required) + "':" + failures,
+                    "", candidate.descriptor.name, errors);
             }
             return s;
         } catch (const config_error&) {
             throw;  // a broken config is the admin's to fix, not a reason to fall back
         } catch (const std::exception& e) {
             failures += " '" + candidate.descriptor.name + "' failed to start (" + e.what() + ");";
+            errors += (errors.empty() ? "" : "; ") + std::string(e.what());
         }
     }
     if (!failures.empty() && failures.back() == ';') failures.pop_back();
@@ -140,11 +159,15 @@ named_lock lock_factory::create_lock(std::string name, const lock_request& reque
     } else {
         s = select_store(r.require, r.fallback);
     }
-    lock_options options;
-    options.ttl = r.ttl;
-    options.auto_release = r.auto_release;
-    options.retry = config_.retry;
-    options.on_error = request.on_error;
+    auto options = options_for(r, request, r.auto_release);
+    // Only with a logger: finding the descriptor copies it, on every create_lock.
+    if (options.logger)
+        if (const auto d = registry_->find(s->strategy()); d && d->excludes_nothing)
+            log(log_level::warning, "locking_off",
+                "lock '" + name + "' uses strategy '" + s->strategy() +
+                    "', which excludes nothing: locking is off for it (enabled by " +
+                    config_.origin + ")",
+                name, s->strategy());
     return named_lock(std::move(s), std::make_shared<key>(std::move(name)), std::move(options));
 }
 
@@ -166,11 +189,7 @@ named_lock lock_factory::create_lock_from_key(const nlohmann::json& serialized_k
         throw not_serializable_error("strategy '" + strategy +
                                      "' binds its locks to one process; its keys cannot be continued");
     auto r = resolve(owner->resource(), request);
-    lock_options options;
-    options.ttl = r.ttl;
-    options.auto_release = request.auto_release.value_or(false);
-    options.retry = config_.retry;
-    options.on_error = request.on_error;
+    auto options = options_for(r, request, request.auto_release.value_or(false));
     return named_lock(std::move(s), std::move(owner), std::move(options));
 }
 

@@ -81,9 +81,24 @@ struct config {
     static std::string read_file(const std::filesystem::path& path);
     // read_file, then parse() with the file as origin.
     static config load_file(const std::filesystem::path& path);
-    // LOCKSMITH_CONFIG: a file path, or a JSON document when it starts with '{'. nullopt when
-    // the variable is unset or empty.
+    // LOCKSMITH_CONFIG: a file path, or a JSON document when its first character other than a
+    // blank (space, tab, CR, LF) is '{'. nullopt when the variable is unset or empty. Throws
+    // config_error ("config.io" when the file it names is missing or unreadable).
     static std::optional<config> from_environment();
+    // Where discover() looks after LOCKSMITH_CONFIG, in order:
+    // $XDG_CONFIG_HOME/locksmith/config.json (when XDG_CONFIG_HOME is absolute; else
+    // $HOME/.config/locksmith/config.json when HOME is absolute), then /etc/locksmith/config.json.
+    static std::vector<std::filesystem::path> default_locations();
+    // The configuration of a program that names none (lock_factory(), and the locksmith command
+    // without --config): the first that applies of from_environment(), the first of `locations`
+    // that is present, and the built-in defaults. A location is skipped only when it certainly
+    // does not exist: one this user cannot check (a directory on its path it may not search)
+    // may hold the config everyone else uses, and the built-in defaults would then choose
+    // another strategy for the same names. Throws config_error: "config.io" for a file that
+    // LOCKSMITH_CONFIG names and that is missing, and for a location that cannot be checked or
+    // read or is not a regular file; the document's own errors otherwise.
+    static config discover(
+        const std::vector<std::filesystem::path>& locations = default_locations());
     // Every problem of a document (empty when it is valid), for `locksmith config check`:
     // each error's what() is the problem alone; its pointer (or line and column) are fields,
     // and the caller names the document, so that each is said once. Strategy names and every

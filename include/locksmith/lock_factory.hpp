@@ -17,6 +17,7 @@
 
 #include <locksmith/capability.hpp>
 #include <locksmith/config.hpp>
+#include <locksmith/logger.hpp>
 #include <locksmith/named_lock.hpp>
 #include <locksmith/registry.hpp>
 
@@ -38,38 +39,43 @@ struct lock_request {
 
 class lock_factory {
 public:
-    // Config from LOCKSMITH_CONFIG when set, else built-in defaults; the default registry.
-    lock_factory();
-    // Applies `cfg` to `registry` (overrides by name) and validates its strategy names.
-    // Throws config_error. `registry` must outlive the factory.
-    explicit lock_factory(config cfg, strategy_registry& registry = default_registry());
+  // The config config::discover() finds (LOCKSMITH_CONFIG, ~/.config/locksmith/config.json,
+  // /etc/locksmith/config.json, else built-in defaults); the default registry.
+  lock_factory();
+  // Applies `cfg` to `registry` (overrides by name) and validates its strategy names.
+  // Throws config_error. `registry` must outlive the factory.
+  explicit lock_factory(config cfg, strategy_registry& registry = default_registry());
 
-    // A new owner of `name`. Throws invalid_argument_error (bad name or TTL), no_strategy_error
-    // (nothing matches, or every candidate failed to start), config_error.
-    named_lock create_lock(std::string name, const lock_request& request = {});
-    // TYPO3's createLocker($id, $capabilities).
-    named_lock create_lock(std::string name, capability required);
-    // Continues an owner serialized by named_lock::serialize_key() (possibly in another
-    // process). The strategy comes from the key. Auto-release defaults to off here.
-    named_lock create_lock_from_key(const nlohmann::json& serialized_key,
-                                    const lock_request& request = {});
+  // A new owner of `name`. Throws invalid_argument_error (bad name or TTL), no_strategy_error
+  // (nothing matches, or every candidate failed to start), config_error.
+  named_lock create_lock(std::string name, const lock_request& request = {});
+  // TYPO3's createLocker($id, $capabilities).
+  named_lock create_lock(std::string name, capability required);
+  // Continues an owner serialized by named_lock::serialize_key() (possibly in another
+  // process). The strategy comes from the key. Auto-release defaults to off here.
+  named_lock create_lock_from_key(const nlohmann::json& serialized_key,
+                                  const lock_request& request = {});
 
-    // Which strategy create_lock would choose for `required`, and why (no store is created).
-    selection_report explain(capability required) const;
-    // The same, and then starts the winner's store (connects to its server), so that the
-    // report says whether create_lock would succeed: `start_error` is set when it cannot.
-    selection_report explain_and_start(capability required);
-    // The strategy create_lock(name, request) would use, following rules and pins.
-    std::string strategy_for(std::string_view name, const lock_request& request = {}) const;
+  // Which strategy create_lock would choose for `required`, and why (no store is created).
+  selection_report explain(capability required) const;
+  // The same, and then starts the winner's store (connects to its server), so that the
+  // report says whether create_lock would succeed: `start_error` is set when it cannot.
+  selection_report explain_and_start(capability required);
+  // The strategy create_lock(name, request) would use, following rules and pins.
+  std::string strategy_for(std::string_view name, const lock_request& request = {}) const;
 
-    // The store of one strategy, created on first use and shared afterwards.
-    std::shared_ptr<store> store_for(const std::string& strategy);
+  // The store of one strategy, created on first use and shared afterwards.
+  std::shared_ptr<store> store_for(const std::string& strategy);
 
-    // Called with a sentence when a candidate failed to start and the next one was used.
-    void on_fallback(std::function<void(const std::string&)> handler);
+  // Where the factory and the locks it creates from now on log (logger.hpp): fallbacks, a
+  // lock on a strategy that excludes nothing, acquire/release/refresh failures, renewals and
+  // lost locks, and waits that last longer than `slow_wait` (0 = never). Default: nowhere.
+  // Null `sink` stops logging.
+  void set_logger(std::shared_ptr<log_sink> sink,
+                  std::chrono::milliseconds slow_wait = std::chrono::seconds(1));
 
-    const config& settings() const noexcept { return config_; }
-    strategy_registry& registry() const noexcept { return *registry_; }
+  const config& settings() const noexcept { return config_; }
+  strategy_registry& registry() const noexcept { return *registry_; }
 
 private:
     struct resolved {
@@ -81,12 +87,17 @@ private:
     };
     resolved resolve(std::string_view name, const lock_request& request) const;
     std::shared_ptr<store> select_store(capability required, bool fallback);
+    lock_options options_for(const resolved& r, const lock_request& request, bool auto_release);
+    void log(log_level level, const char* event, std::string message, const std::string& name,
+             const std::string& strategy, std::string error = {});
 
     config config_;
     strategy_registry* registry_;
     std::mutex mutex_;
     std::map<std::string, std::shared_ptr<store>, std::less<>> stores_;
-    std::function<void(const std::string&)> fallback_handler_;
+    // Passed on to every new lock (set_logger); guarded by mutex_.
+    std::shared_ptr<log_sink> logger_;
+    std::chrono::milliseconds slow_wait_{std::chrono::seconds(1)};
 };
 
 }  // namespace locksmith

@@ -19,6 +19,8 @@
 //    auto_refresh, one thread per process renews every such lock at a third of its TTL; a lock
 //    whose renewal fails counts as lost (is_acquired() is false, on_lost is called).
 //  - Crash: what survives the holder's death is the strategy's contract (crash_release).
+//  - Logging: with lock_options::logger, failures (also those thrown to the caller), renewals,
+//    lost locks and slow waits are logged; see logger.hpp.
 //  - Destruction releases the lock unless auto-release is off (needed after fork(), and to hand
 //    a serialized key to another process).
 //
@@ -39,6 +41,7 @@
 #include <locksmith/capability.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
+#include <locksmith/logger.hpp>
 #include <locksmith/store.hpp>
 
 namespace locksmith {
@@ -63,6 +66,12 @@ struct lock_options {
     // Called from the renewal thread when a renewal finds the lock gone or keeps failing until
     // the TTL runs out. Must not call back into the lock object.
     error_handler on_lost{};
+    // Where this lock logs failures, renewals and slow waits (logger.hpp); null = nowhere.
+    // lock_factory::set_logger sets it for the locks a factory creates.
+    std::shared_ptr<log_sink> logger{};
+    // With a logger: a wait that has lasted this long is logged (slow_wait) while it goes on,
+    // and its end too (waited). 0 = waits are never logged.
+    std::chrono::milliseconds slow_wait{std::chrono::seconds(1)};
 };
 
 inline constexpr std::chrono::milliseconds max_ttl = std::chrono::hours(24 * 365);

@@ -51,6 +51,9 @@ struct strategy_descriptor {
     // False for a strategy whose locks exclude each other only inside one process (`memory`):
     // it cannot serve a caller that spans processes, such as the locksmith command.
     bool spans_processes = true;
+    // True only for a strategy that grants every request and excludes nothing (`null`): tools
+    // warn that locking is off wherever it is chosen.
+    bool excludes_nothing = false;
     // Whether the strategy works on this system. Empty = always. Called at most once per
     // registry (the answer is cached), so it should be cheap and leave nothing behind.
     std::function<support_status()> supported;

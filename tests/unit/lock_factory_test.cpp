@@ -44,6 +44,14 @@ struct fixture {
     }
 };
 
+// The sentences of the fallback records a factory logs.
+struct fallback_sink : log_sink {
+    std::vector<std::string> sentences;
+    void log(const log_record& record) override {
+        if (record.event == "fallback") sentences.push_back(record.message);
+    }
+};
+
 bool contains(const std::string& haystack, const std::string& needle) {
     return haystack.find(needle) != std::string::npos;
 }
@@ -189,8 +197,8 @@ BOOST_AUTO_TEST_CASE(a_winner_that_cannot_start_is_an_error_not_a_fallback) {
     down.fail_construction("connection refused");
     f.registry.add(down.descriptor());
     auto factory = f.factory();
-    int fallbacks = 0;
-    factory.on_fallback([&](const std::string&) { ++fallbacks; });
+    auto fallbacks = std::make_shared<fallback_sink>();
+    factory.set_logger(fallbacks);
     try {
         auto lock = factory.create_lock("x");
         BOOST_ERROR("fell back to " << lock.strategy() << " without the config allowing it");
@@ -202,7 +210,7 @@ BOOST_AUTO_TEST_CASE(a_winner_that_cannot_start_is_an_error_not_a_fallback) {
         BOOST_TEST(contains(e.what(), "\"fallback\": true"), e.what());
     }
     BOOST_TEST(f.alpha.constructions() == 0);
-    BOOST_TEST(fallbacks == 0);
+    BOOST_TEST(fallbacks->sentences.empty());
 }
 
 BOOST_AUTO_TEST_CASE(fallback_is_allowed_per_lock_rule) {
@@ -211,13 +219,11 @@ BOOST_AUTO_TEST_CASE(fallback_is_allowed_per_lock_rule) {
     down.fail_construction("connection refused");
     f.registry.add(down.descriptor());
     auto factory = f.factory(R"({"locks": {"cache.*": {"fallback": true}}})");
-    factory.on_fallback([](const std::string&) {});
     BOOST_TEST(factory.create_lock("cache.1").strategy() == "alpha");
     BOOST_CHECK_THROW((void)factory.create_lock("invoice.1"), no_strategy_error);
     // A rule can also turn off what the defaults allow.
     auto strict = f.factory(
         R"({"defaults": {"fallback": true}, "locks": {"invoice.*": {"fallback": false}}})");
-    strict.on_fallback([](const std::string&) {});
     BOOST_TEST(strict.create_lock("cache.1").strategy() == "alpha");
     BOOST_CHECK_THROW((void)strict.create_lock("invoice.1"), no_strategy_error);
     // And a program can decide for its own request.
@@ -265,8 +271,9 @@ BOOST_AUTO_TEST_CASE(fallback_to_the_next_candidate_is_reported) {
     down.fail_construction("connection refused");
     f.registry.add(down.descriptor());
     auto factory = f.factory(R"({"defaults": {"fallback": true}})");
-    std::vector<std::string> reports;
-    factory.on_fallback([&](const std::string& m) { reports.push_back(m); });
+    auto sink = std::make_shared<fallback_sink>();
+    factory.set_logger(sink);
+    const auto& reports = sink->sentences;
     auto lock = factory.create_lock("x");
     BOOST_TEST(lock.strategy() == "alpha");
     BOOST_TEST(down.failed_constructions() >= 1);
@@ -286,8 +293,8 @@ BOOST_AUTO_TEST_CASE(distributed_never_falls_back_to_local) {
     remote.fail_construction("connection refused");
     f.registry.add(remote.descriptor());
     auto factory = f.factory(R"({"defaults": {"fallback": true}})");
-    int fallbacks = 0;
-    factory.on_fallback([&](const std::string&) { ++fallbacks; });
+    auto fallbacks = std::make_shared<fallback_sink>();
+    factory.set_logger(fallbacks);
     // Even a request that does not name `distributed`: the winner's scope is distributed.
     try {
         auto lock = factory.create_lock("x");
@@ -297,7 +304,7 @@ BOOST_AUTO_TEST_CASE(distributed_never_falls_back_to_local) {
         BOOST_TEST(contains(e.what(), "connection refused"), e.what());
     }
     BOOST_TEST(f.alpha.constructions() == 0);
-    BOOST_TEST(fallbacks == 0);
+    BOOST_TEST(fallbacks->sentences.empty());
 }
 
 BOOST_AUTO_TEST_CASE(distributed_falls_back_to_distributed) {
@@ -308,8 +315,9 @@ BOOST_AUTO_TEST_CASE(distributed_falls_back_to_distributed) {
     f.registry.add(remote.descriptor());
     f.registry.add(backup.descriptor());
     auto factory = f.factory(R"({"defaults": {"fallback": true}})");
-    std::vector<std::string> reports;
-    factory.on_fallback([&](const std::string& m) { reports.push_back(m); });
+    auto sink = std::make_shared<fallback_sink>();
+    factory.set_logger(sink);
+    const auto& reports = sink->sentences;
     auto lock = factory.create_lock("x", ex | capability::distributed);
     BOOST_TEST(lock.strategy() == "backup");
     BOOST_TEST(reports.size() == 1u);

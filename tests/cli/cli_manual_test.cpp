@@ -1,0 +1,155 @@
+// The manual page and the bash completion (issue 12 item 9) against --help: each command's
+// options in doc/locksmith.1 and in doc/locksmith.bash are exactly those its --help lists, so
+// that an option added, renamed or removed in cli/main.cpp fails here until both follow.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli_sandbox.hpp"
+
+using locksmith::test::cli_sandbox;
+using options = std::set<std::string>;
+
+namespace {
+
+const std::string doc_dir = LOCKSMITH_DOC_DIR;
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+}
+
+std::string join(const options& set) {
+    std::string out;
+    for (const auto& o : set) out += (out.empty() ? "" : " ") + o;
+    return out;
+}
+
+// The options CLI11's help lists: the first word of each "  -..." line under "Options:",
+// split at commas ("-x,-e,--exclusive").
+options from_help(const std::vector<std::string>& command) {
+    cli_sandbox box;
+    auto args = command;
+    args.push_back("--help");
+    auto r = box.run(args);
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    options out;
+    bool in_options = false;
+    for (const auto& line : lines_of(r.out)) {
+        if (line == "Options:") {
+            in_options = true;
+            continue;
+        }
+        if (in_options && line.empty()) break;
+        if (!in_options || line.rfind("  -", 0) != 0) continue;
+        std::string first = line.substr(2, line.find(' ', 2) - 2);
+        std::istringstream parts(first);
+        for (std::string part; std::getline(parts, part, ',');) out.insert(part);
+    }
+    BOOST_REQUIRE(!out.empty());
+    return out;
+}
+
+// The options of one part of the man page: the tag line after each .TP in the section that
+// `heading` (".SH OPTIONS", ".SS run") opens, up to the next heading.
+options from_manual(const std::string& heading) {
+    const auto lines = lines_of(read_text(doc_dir + "/locksmith.1"));
+    options out;
+    bool inside = false, tag = false;
+    const std::regex option(R"((^|[\s"])(--?[A-Za-z][A-Za-z0-9-]*))");
+    for (const auto& raw : lines) {
+        if (raw == heading) {
+            inside = true;
+            continue;
+        }
+        if (inside && (raw.rfind(".SH", 0) == 0 || raw.rfind(".SS", 0) == 0)) break;
+        if (!inside) continue;
+        if (raw == ".TP") {
+            tag = true;
+            continue;
+        }
+        if (!tag) continue;
+        tag = false;
+        // Unescape roff: \- is a hyphen, \fB \fI \fR switch fonts.
+        std::string line = std::regex_replace(raw, std::regex(R"(\\-)"), "-");
+        line = std::regex_replace(line, std::regex(R"(\\f[BIRP])"), " ");
+        for (std::sregex_iterator it(line.begin(), line.end(), option), end; it != end; ++it)
+            out.insert((*it)[2]);
+    }
+    BOOST_REQUIRE_MESSAGE(inside, heading << " is missing from the manual");
+    return out;
+}
+
+// What the completion offers for "-" after `words`.
+options from_completion(const std::vector<std::string>& words) {
+    std::string script = "source '" + doc_dir + "/locksmith.bash'; COMP_WORDS=(locksmith";
+    for (const auto& w : words) script += " '" + w + "'";
+    script += " -); COMP_CWORD=" + std::to_string(words.size() + 1) +
+              "; _locksmith; printf '%s\\n' \"${COMPREPLY[@]}\"";
+    FILE* pipe = ::popen(
+        ("bash -c '" + std::regex_replace(script, std::regex("'"), "'\\''") + "'").c_str(), "r");
+    BOOST_REQUIRE(pipe != nullptr);
+    std::string output;
+    char buffer[4096];
+    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+    BOOST_REQUIRE(::pclose(pipe) == 0);
+    options out;
+    for (const auto& line : lines_of(output))
+        if (!line.empty()) out.insert(line);
+    return out;
+}
+
+struct command_case {
+    std::vector<std::string> words;  // after "locksmith"
+    std::string heading;             // its part of the man page
+};
+
+const std::vector<command_case> commands = {
+    {{}, ".SH OPTIONS"},
+    {{"run"}, ".SS run"},
+    {{"strategies"}, ".SS strategies"},
+    {{"explain"}, ".SS explain"},
+    {{"status"}, ".SS status"},
+    {{"config", "check"}, ".SS config check"},
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(manual)
+
+BOOST_AUTO_TEST_CASE(man_page_options_are_the_help_options) {
+    for (const auto& c : commands) {
+        BOOST_TEST_CONTEXT(c.heading) {
+            options help = from_help(c.words);
+            // -h/--help is described once, under OPTIONS.
+            if (!c.words.empty()) help.erase("-h"), help.erase("--help");
+            options manual = from_manual(c.heading);
+            BOOST_TEST(join(manual) == join(help));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(completion_offers_the_help_options) {
+    for (const auto& c : commands) {
+        BOOST_TEST_CONTEXT(c.heading) {
+            BOOST_TEST(join(from_completion(c.words)) == join(from_help(c.words)));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
