@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/module.hpp>
 
 namespace locksmith {
 
@@ -19,6 +20,8 @@ lock_factory::lock_factory() : lock_factory(config_from_environment_or_defaults(
 
 lock_factory::lock_factory(config cfg, strategy_registry& registry)
     : config_(std::move(cfg)), registry_(&registry) {
+    // Plugins first: their strategies are selected, configured and checked like built-in ones.
+    load_plugins_or_throw(config_, *registry_);
     config_.apply_to(*registry_);
     config_.validate_against(*registry_);
     fallback_handler_ = [](const std::string& message) {

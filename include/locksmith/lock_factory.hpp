@@ -40,7 +40,8 @@ class lock_factory {
 public:
     // Config from LOCKSMITH_CONFIG when set, else built-in defaults; the default registry.
     lock_factory();
-    // Applies `cfg` to `registry` (overrides by name) and validates its strategy names.
+    // Loads `cfg`'s plugins into `registry` (load_plugins, <locksmith/module.hpp>), applies
+    // `cfg` to it (overrides by name) and validates its strategy names.
     // Throws config_error. `registry` must outlive the factory.
     explicit lock_factory(config cfg, strategy_registry& registry = default_registry());
 
