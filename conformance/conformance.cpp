@@ -212,13 +212,17 @@ private:
             held.release();
             return 0;
         });
+        // Only the child writes to the parent: a child that dies early then reads as end of file.
+        ::close(to_parent[1]);
+        ::close(to_child[0]);
         char byte = 0;
         (void)!::read(to_parent[0], &byte, 1);
         auto mine = make(name);
         const bool got_while_held = byte == 'y' && mine.try_lock();
         (void)!::write(to_child[1], "x", 1);
         const int code = wait_for(pid);
-        for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) ::close(fd);
+        ::close(to_parent[0]);
+        ::close(to_child[1]);
         expect(byte == 'y', "the child process could not lock");
         expect(!got_while_held, "this process got a lock another process held");
         expect(code == 0, "the child failed");
