@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/module.hpp>
 #include <locksmith/registry.hpp>
 
 #include "cli_common.hpp"
@@ -134,6 +135,11 @@ std::string state_id(lock_status::state s) {
     return "unknown";
 }
 
+// Where a strategy comes from: built in, a module, a plugin's file (set by the registry's loaders).
+std::string origin_of(const strategy_descriptor& d) {
+    return d.origin.empty() ? "the program" : d.origin;
+}
+
 std::string yes_no(bool b) {
     return b ? "yes" : "no";
 }
@@ -174,6 +180,7 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
                 {"configured", info.configured},
                 {"supported", info.support.supported},
                 {"reason", info.support.reason},
+                {"origin", origin_of(info.descriptor)},
             });
         }
         json out{{"strategies", list}};
@@ -183,7 +190,8 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
     }
     std::cout << "config: " << factory->settings().origin << "\n\n";
     text_table table(
-        {"NAME", "PRIORITY", "DEFAULT", "PRIORITY FROM", "ENABLED", "SUPPORTED", "CAPABILITIES"});
+        {"NAME", "PRIORITY", "DEFAULT", "PRIORITY FROM", "ENABLED", "SUPPORTED", "CAPABILITIES",
+         "FROM"});
     std::vector<std::string> notes;
     for (const auto& info : infos) {
         const auto& d = info.descriptor;
@@ -191,7 +199,7 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
         if (d.needs_configuration && !info.configured) enabled += " (needs options)";
         table.add({d.name, std::to_string(info.effective_priority),
                    std::to_string(d.default_priority), info.priority_source, enabled,
-                   yes_no(info.support.supported), to_string(d.capabilities)});
+                   yes_no(info.support.supported), to_string(d.capabilities), origin_of(d)});
         if (!info.support.reason.empty()) {
             notes.push_back(d.name + (info.support.supported ? ": " : ": not supported: ") +
                             info.support.reason);
@@ -243,7 +251,15 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
 
 int config_check_command(const std::string& file, bool json_output) {
     std::string text = read_input_file(file, "config file");
+    // Plugins load first, so that the checks know their strategies and options; a document
+    // that does not parse loads none (check lists why).
+    std::vector<config_error> plugin_problems;
+    try {
+        plugin_problems = load_plugins(config::parse(text, file), default_registry());
+    } catch (const config_error&) {
+    }
     std::vector<config_error> problems = config::check(text, &default_registry());
+    problems.insert(problems.end(), plugin_problems.begin(), plugin_problems.end());
     if (json_output) {
         json list = json::array();
         for (const auto& p : problems) {

@@ -233,8 +233,14 @@ private:
             const std::string p = at + "/" + std::to_string(i);
             if (!expect(v[i], ordered::value_t::string, "a path", p)) continue;
             auto path = v[i].get<std::string>();
-            if (path.empty() || path.front() != '/')
-                fail("config.plugin", p, "plugin path '" + path + "' must be absolute");
+            // A bare file name is looked for in the module folder (registry/module_loader.cpp);
+            // a relative path would depend on the caller's working directory.
+            const bool bare = !path.empty() && path.find('/') == std::string::npos &&
+                              path != "." && path != "..";
+            if (path.empty() || (path.front() != '/' && !bare))
+                fail("config.plugin", p,
+                     "plugin '" + path +
+                         "' must be an absolute path or a file name in the module folder");
             else
                 out_.plugins.push_back(path);
         }

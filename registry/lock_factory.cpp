@@ -1,6 +1,7 @@
 #include <locksmith/lock_factory.hpp>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/module.hpp>
 
 #include "core/logging.hpp"
 
@@ -10,6 +11,8 @@ lock_factory::lock_factory() : lock_factory(config::discover()) {}
 
 lock_factory::lock_factory(config cfg, strategy_registry& registry)
     : config_(std::move(cfg)), registry_(&registry) {
+    // Plugins first: their strategies are selected, configured and checked like built-in ones.
+    load_plugins_or_throw(config_, *registry_);
     config_.apply_to(*registry_);
     config_.validate_against(*registry_);
 }

@@ -1,22 +1,157 @@
 #include <locksmith/module.hpp>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/version.hpp>
 
 namespace locksmith {
 namespace {
 
+namespace fs = std::filesystem;
+
+constexpr const char* entry_symbol = "locksmith_plugin_info";
+
+// What a plugin registered, or why it was refused.
+struct entered {
+    std::string name;
+    std::string version;
+    std::vector<strategy_descriptor> strategies;
+    std::string failure;  // empty when accepted
+};
+
+// The host handle given to a plugin: it collects the descriptors, so that a plugin is checked
+// as a whole before any of its strategies reaches a registry.
+struct collecting_host {
+    locksmith_host host{};
+    std::vector<strategy_descriptor> strategies;
+    std::string failure;
+};
+
+int collect_strategy(locksmith_host* host, const void* descriptor) noexcept {
+    auto* self = static_cast<collecting_host*>(host->context);
+    try {
+        self->strategies.push_back(*static_cast<const strategy_descriptor*>(descriptor));
+        return 0;
+    } catch (const std::exception& e) {
+        self->failure = std::string("a strategy could not be taken over: ") + e.what();
+        return 1;
+    }
+}
+
+void collect_failure(locksmith_host* host, const char* message) noexcept {
+    auto* self = static_cast<collecting_host*>(host->context);
+    try {
+        self->failure = message != nullptr && *message != '\0' ? message : "no reason given";
+    } catch (...) {
+    }
+}
+
+std::string describe(const locksmith_cxx_abi& a) {
+    static constexpr const char* libraries[] = {"an unknown standard library",
+                                                "libstdc++ with the old std::string ABI",
+                                                "libstdc++ with the C++11 ABI", "libc++"};
+    auto n = [](std::uint32_t v) { return std::to_string(v); };
+    return "C++ ABI " + n(a.gxx_abi_version) + ", " +
+           (a.standard_library < 4 ? libraries[a.standard_library] : libraries[0]) +
+           ", nlohmann_json " + n(a.json_major) + ".x, sizes of string/function/shared_ptr/json/" +
+           "strategy_descriptor/store " + n(a.sizeof_string) + "/" + n(a.sizeof_function) + "/" +
+           n(a.sizeof_shared_ptr) + "/" + n(a.sizeof_json) + "/" + n(a.sizeof_descriptor) + "/" +
+           n(a.sizeof_store);
+}
+
+bool same_abi(const locksmith_cxx_abi& a, const locksmith_cxx_abi& b) {
+    return a.gxx_abi_version == b.gxx_abi_version && a.standard_library == b.standard_library &&
+           a.json_major == b.json_major && a.sizeof_string == b.sizeof_string &&
+           a.sizeof_function == b.sizeof_function && a.sizeof_shared_ptr == b.sizeof_shared_ptr &&
+           a.sizeof_json == b.sizeof_json && a.sizeof_descriptor == b.sizeof_descriptor &&
+           a.sizeof_store == b.sizeof_store;
+}
+
+// Checks the plugin behind `entry` (`where` names it: its file, or the module linked into this
+// program) and runs its registration. Nothing but the API version is read before the version
+// matches; nothing of the plugin's C++ runs before its ABI matches.
+entered enter(const std::string& where, locksmith_plugin_entry entry) {
+    entered out;
+    const locksmith_plugin* info = entry();
+    if (info == nullptr) {
+        out.failure = where + ": its " + entry_symbol + "() returned no plugin";
+        return out;
+    }
+    if (info->api_version != LOCKSMITH_PLUGIN_API_VERSION) {
+        out.failure = where + " was built for locksmith plugin API " +
+                      std::to_string(info->api_version) + ", but this program (locksmith " +
+                      version + ") loads plugin API " +
+                      std::to_string(LOCKSMITH_PLUGIN_API_VERSION) +
+                      ": rebuild the plugin against this locksmith";
+        return out;
+    }
+    constexpr locksmith_cxx_abi mine = this_cxx_abi();
+    if (info->abi == nullptr || !same_abi(*info->abi, mine)) {
+        out.failure = where + " was built with another C++ ABI (plugin: " +
+                      (info->abi ? describe(*info->abi) : std::string("none given")) +
+                      "; this program: " + describe(mine) +
+                      "): build it with the compiler, standard library and nlohmann_json "
+                      "locksmith was built with";
+        return out;
+    }
+    out.name = info->name ? info->name : "";
+    out.version = info->version ? info->version : "";
+    if (info->register_strategies == nullptr) {
+        out.failure = where + " has no registration function";
+        return out;
+    }
+    collecting_host h;
+    h.host = {LOCKSMITH_PLUGIN_API_VERSION, &h, &collect_strategy, &collect_failure};
+    if (info->register_strategies(&h.host) != 0 || !h.failure.empty()) {
+        out.failure = where + " failed to register its strategies: " +
+                      (h.failure.empty() ? std::string("no reason given") : h.failure);
+        out.strategies.clear();
+        return out;
+    }
+    out.strategies = std::move(h.strategies);
+    return out;
+}
+
+// dlopen + dlsym + enter. Loaded libraries are never unloaded, refused ones included: stores,
+// and the code behind their vtables, may live until exit, and a refused library's destructors
+// are code of its that would run.
+entered open_and_enter(const fs::path& file, const std::string& where) {
+    void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        const char* why = ::dlerror();
+        entered out;
+        out.failure = where + " cannot be loaded: " + std::string(why ? why : "dlopen failed");
+        return out;
+    }
+    auto entry = reinterpret_cast<locksmith_plugin_entry>(::dlsym(handle, entry_symbol));
+    if (entry == nullptr) {
+        entered out;
+        out.failure = where + " is not a locksmith plugin: it defines no " + entry_symbol +
+                      " (see LOCKSMITH_PLUGIN in <locksmith/plugin.hpp>)";
+        return out;
+    }
+    return enter(where, entry);
+}
+
+// ---- built-in modules ----
+
 struct loaded_module {
-    strategy_implementation implementation;
+    strategy_descriptor descriptor;
     std::string failure;  // why it could not be loaded; empty when loaded
 };
 
 struct module_table {
     std::mutex mutex;
-    std::map<std::string, module_entry> linked;
+    std::map<std::string, locksmith_plugin_entry> linked;
     std::map<std::string, loaded_module> loaded;
 };
 
@@ -25,45 +160,137 @@ module_table& modules() {
     return *table;
 }
 
-// Fills `m` from a module's entry point, or sets m.failure when its API version differs.
-void enter(const std::string& where, module_entry entry, loaded_module& m) {
-    if (std::uint32_t version = entry(m.implementation); version != module_api_version) {
-        m.failure = where + " speaks module API " + std::to_string(version) + ", this library " +
-                    std::to_string(module_api_version);
-        m.implementation = {};
-    }
+fs::path module_file(const std::string& name) {
+    return module_directory() / ("liblocksmith_" + name + ".so");
 }
 
 // Resolves a module once per process: linked into the program, else liblocksmith_<name>.so.
-// Loaded modules are never unloaded: stores, and the code behind their vtables, may live until
-// exit.
 const loaded_module& module_for(const std::string& name) {
     auto& table = modules();
     std::lock_guard guard(table.mutex);
     if (auto it = table.loaded.find(name); it != table.loaded.end()) return it->second;
-    loaded_module m;
+    entered e;
     if (auto linked = table.linked.find(name); linked != table.linked.end()) {
-        enter("the module " + name + " linked into this program", linked->second, m);
-        return table.loaded.emplace(name, std::move(m)).first->second;
-    }
-    const auto path = module_directory() / ("liblocksmith_" + name + ".so");
-    if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-        const std::string symbol = "locksmith_module_" + name;
-        auto entry = reinterpret_cast<module_entry>(::dlsym(handle, symbol.c_str()));
-        if (entry == nullptr)
-            m.failure = path.string() + " has no entry point " + symbol;
-        else
-            enter(path.string(), entry, m);
+        e = enter("the module " + name + " linked into this program", linked->second);
     } else {
-        const char* why = ::dlerror();
-        m.failure = "its module cannot be loaded: " + std::string(why ? why : path.string());
+        const auto file = module_file(name);
+        e = open_and_enter(file, "its module " + file.string());
+    }
+    loaded_module m;
+    m.failure = e.failure;
+    if (m.failure.empty()) {
+        for (auto& d : e.strategies)
+            if (d.name == name) m.descriptor = std::move(d);
+        if (!m.descriptor.create)
+            m.failure = "its module registers no strategy '" + name + "' with a factory";
     }
     return table.loaded.emplace(name, std::move(m)).first->second;
 }
 
+bool is_linked(const std::string& name) {
+    auto& table = modules();
+    std::lock_guard guard(table.mutex);
+    return table.linked.count(name) != 0;
+}
+
+// ---- plugins ----
+
+// Why `file` (canonical: no symlink, no . or ..) may not be loaded, or "". A plugin runs with
+// the caller's rights, so nobody else may be able to write it or swap it: the file and its
+// folder must be owned by the caller or root and writable by no one else; so must the folders
+// above, except that a sticky folder owned by root (/tmp) is allowed there, since others cannot
+// rename what is not theirs in it.
+std::string unsafe_reason(const fs::path& file) {
+    const uid_t me = ::geteuid();
+    auto check = [&](const fs::path& p, bool sticky_allowed) -> std::string {
+        struct stat st {};
+        if (::lstat(p.c_str(), &st) != 0) return p.string() + ": " + std::strerror(errno);
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+        if (st.st_uid != 0 && st.st_uid != me)
+            return p.string() + " is owned by uid " + std::to_string(st.st_uid) +
+                   ", neither you (uid " + std::to_string(me) + ") nor root";
+        const bool sticky_root = sticky_allowed && (st.st_mode & S_ISVTX) && st.st_uid == 0;
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_root)
+            return p.string() + " is writable by group or others (mode " + mode + ")";
+        return "";
+    };
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) != 0) return file.string() + ": " + std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return file.string() + " is not a regular file";
+    if (auto why = check(file, false); !why.empty()) return why;
+    bool own_folder = true;
+    for (fs::path dir = file.parent_path();; dir = dir.parent_path()) {
+        if (auto why = check(dir, !own_folder); !why.empty()) return why;
+        own_folder = false;
+        if (dir == dir.root_path() || dir.empty()) break;
+    }
+    return "";
+}
+
+std::mutex& plugin_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+// Loads one plugin entry into `registry`; returns the problem, or "".
+std::string load_plugin(const std::string& entry, strategy_registry& registry) {
+    const bool bare = entry.find('/') == std::string::npos;
+    const fs::path given = bare ? module_directory() / entry : fs::path(entry);
+    const std::string named =
+        "plugin " + (bare ? "'" + entry + "' (" + given.string() + ")" : given.string());
+    char* resolved = ::realpath(given.c_str(), nullptr);
+    if (resolved == nullptr) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return named + " does not exist" +
+                   (bare ? "; a plugin named without a path is looked for in the module folder "
+                           "($LOCKSMITH_MODULE_DIR, else locksmith-modules beside the library)"
+                         : "");
+        return named + " cannot be resolved: " + std::strerror(errno);
+    }
+    const fs::path file(resolved);
+    std::free(resolved);
+    if (auto why = unsafe_reason(file); !why.empty())
+        return named + " is not safe to load: " + why +
+               ". A plugin, its folder and the folders above it must be owned by you or root "
+               "and writable by no one else";
+
+    const std::string origin_prefix = "plugin " + file.string();
+    for (const auto& name : registry.names())
+        if (auto d = registry.find(name); d && d->origin.rfind(origin_prefix, 0) == 0)
+            return "";  // loaded into this registry already (another factory on it)
+
+    auto e = open_and_enter(file, "plugin " + file.string());
+    if (!e.failure.empty()) return e.failure;
+    const std::string origin = origin_prefix + " (" + e.name + " " + e.version + ")";
+
+    // Checked as a whole first, so that a refused plugin adds nothing.
+    strategy_registry scratch;
+    for (auto& d : e.strategies) {
+        d.origin = origin;
+        try {
+            scratch.add(d);
+        } catch (const std::exception& ex) {
+            return origin + " registers a bad strategy: " + ex.what();
+        }
+        if (auto existing = registry.find(d.name))
+            return origin + " registers strategy '" + d.name + "', which is already registered (" +
+                   (existing->origin.empty() ? std::string("by the program") : existing->origin) +
+                   ")";
+    }
+    for (auto& d : e.strategies) {
+        try {
+            registry.add(std::move(d));
+        } catch (const std::exception& ex) {
+            return origin + ": " + ex.what();
+        }
+    }
+    return "";
+}
+
 }  // namespace
 
-void link_module(const std::string& name, module_entry entry) {
+void link_module(const std::string& name, locksmith_plugin_entry entry) {
     auto& table = modules();
     std::lock_guard guard(table.mutex);
     table.linked[name] = entry;
@@ -72,30 +299,57 @@ void link_module(const std::string& name, module_entry entry) {
 std::filesystem::path module_directory() {
     if (const char* dir = std::getenv("LOCKSMITH_MODULE_DIR"); dir && *dir) return dir;
     Dl_info info{};
-    if (::dladdr(reinterpret_cast<void*>(&module_directory), &info) != 0 && info.dli_fname)
-        return std::filesystem::path(info.dli_fname).parent_path() / "locksmith-modules";
-    return "locksmith-modules";
+    if (::dladdr(reinterpret_cast<void*>(&module_directory), &info) == 0 || !info.dli_fname)
+        return "locksmith-modules";
+    std::error_code ec;
+    const fs::path here = fs::canonical(info.dli_fname, ec);
+    // Linked statically into a program (the locksmith command, in bin/): the modules are in the
+    // library folder beside it, as in the build tree (cli/ beside lib/).
+    if (!ec && here == fs::canonical("/proc/self/exe", ec))
+        return here.parent_path().parent_path() / LOCKSMITH_LIBDIR / "locksmith-modules";
+    return fs::path(info.dli_fname).parent_path() / "locksmith-modules";
 }
 
 strategy_descriptor load_on_first_use(strategy_descriptor d) {
     const std::string name = d.name;
+    if (d.origin.empty())
+        d.origin = is_linked(name) ? "built in"
+                                   : "module " + module_file(name).string() + " (loaded on use)";
     d.supported = [name] {
         const auto& m = module_for(name);
         if (!m.failure.empty()) return support_status::no(m.failure);
-        return m.implementation.supported ? m.implementation.supported() : support_status::yes();
+        return m.descriptor.supported ? m.descriptor.supported() : support_status::yes();
     };
     d.validate_options = [name](const nlohmann::json& options) {
         const auto& m = module_for(name);
-        if (m.failure.empty() && m.implementation.validate_options)
-            m.implementation.validate_options(options);
+        if (m.failure.empty() && m.descriptor.validate_options) m.descriptor.validate_options(options);
     };
     d.create = [name](const nlohmann::json& options) -> std::shared_ptr<store> {
         const auto& m = module_for(name);
-        if (!m.failure.empty() || !m.implementation.create)
+        if (!m.failure.empty())
             throw backend_error(name, "module", "strategy '" + name + "': " + m.failure);
-        return m.implementation.create(options);
+        return m.descriptor.create(options);
     };
     return d;
+}
+
+std::vector<config_error> load_plugins(const config& cfg, strategy_registry& registry) {
+    std::vector<config_error> problems;
+    std::lock_guard guard(plugin_mutex());
+    for (std::size_t i = 0; i < cfg.plugins.size(); ++i) {
+        if (auto why = load_plugin(cfg.plugins[i], registry); !why.empty())
+            problems.emplace_back("config.plugin", "/plugins/" + std::to_string(i), why);
+    }
+    return problems;
+}
+
+void load_plugins_or_throw(const config& cfg, strategy_registry& registry) {
+    auto problems = load_plugins(cfg, registry);
+    if (problems.empty()) return;
+    std::string message;
+    for (const auto& p : problems)
+        message += (message.empty() ? "" : "\n") + cfg.origin + ": " + p.pointer() + ": " + p.what();
+    throw config_error(problems.front().id(), problems.front().pointer(), message);
 }
 
 }  // namespace locksmith

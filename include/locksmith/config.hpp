@@ -10,7 +10,9 @@
 //     "strategies": { "<name>": { "enabled": true, "priority": 0..100, "options": {…} } },
 //     "locks":      { "<glob>": { "require": "exclusive|distributed", "strategy": "<name>",
 //                                 "ttl_s": 30, "fallback": false } },
-//     "plugins":    [ "/absolute/path/libplugin.so" ] }
+//     "plugins":    [ "/absolute/path/libplugin.so", "libname.so" ] }
+// (a plugin named without a path is in the module folder; lock_factory loads them, see
+// <locksmith/module.hpp>)
 // Unknown keys, wrong types and out-of-range values are config_errors with a JSON pointer;
 // syntax errors carry line and column.
 #pragma once

@@ -38,46 +38,47 @@ struct lock_request {
 };
 
 class lock_factory {
-public:
-  // The config config::discover() finds (LOCKSMITH_CONFIG, ~/.config/locksmith/config.json,
-  // /etc/locksmith/config.json, else built-in defaults); the default registry.
-  lock_factory();
-  // Applies `cfg` to `registry` (overrides by name) and validates its strategy names.
-  // Throws config_error. `registry` must outlive the factory.
-  explicit lock_factory(config cfg, strategy_registry& registry = default_registry());
+  public:
+    // The config config::discover() finds (LOCKSMITH_CONFIG, ~/.config/locksmith/config.json,
+    // /etc/locksmith/config.json, else built-in defaults); the default registry.
+    lock_factory();
+    // Loads `cfg`'s plugins into `registry` (load_plugins, <locksmith/module.hpp>), applies
+    // `cfg` to it (overrides by name) and validates its strategy names.
+    // Throws config_error. `registry` must outlive the factory.
+    explicit lock_factory(config cfg, strategy_registry& registry = default_registry());
 
-  // A new owner of `name`. Throws invalid_argument_error (bad name or TTL), no_strategy_error
-  // (nothing matches, or every candidate failed to start), config_error.
-  named_lock create_lock(std::string name, const lock_request& request = {});
-  // TYPO3's createLocker($id, $capabilities).
-  named_lock create_lock(std::string name, capability required);
-  // Continues an owner serialized by named_lock::serialize_key() (possibly in another
-  // process). The strategy comes from the key. Auto-release defaults to off here.
-  named_lock create_lock_from_key(const nlohmann::json& serialized_key,
-                                  const lock_request& request = {});
+    // A new owner of `name`. Throws invalid_argument_error (bad name or TTL), no_strategy_error
+    // (nothing matches, or the chosen strategy cannot start and fallback is off), config_error.
+    named_lock create_lock(std::string name, const lock_request& request = {});
+    // TYPO3's createLocker($id, $capabilities).
+    named_lock create_lock(std::string name, capability required);
+    // Continues an owner serialized by named_lock::serialize_key() (possibly in another
+    // process). The strategy comes from the key. Auto-release defaults to off here.
+    named_lock create_lock_from_key(const nlohmann::json& serialized_key,
+                                    const lock_request& request = {});
 
-  // Which strategy create_lock would choose for `required`, and why (no store is created).
-  selection_report explain(capability required) const;
-  // The same, and then starts the winner's store (connects to its server), so that the
-  // report says whether create_lock would succeed: `start_error` is set when it cannot.
-  selection_report explain_and_start(capability required);
-  // The strategy create_lock(name, request) would use, following rules and pins.
-  std::string strategy_for(std::string_view name, const lock_request& request = {}) const;
+    // Which strategy create_lock would choose for `required`, and why (no store is created).
+    selection_report explain(capability required) const;
+    // The same, and then starts the winner's store (connects to its server), so that the
+    // report says whether create_lock would succeed: `start_error` is set when it cannot.
+    selection_report explain_and_start(capability required);
+    // The strategy create_lock(name, request) would use, following rules and pins.
+    std::string strategy_for(std::string_view name, const lock_request& request = {}) const;
 
-  // The store of one strategy, created on first use and shared afterwards.
-  std::shared_ptr<store> store_for(const std::string& strategy);
+    // The store of one strategy, created on first use and shared afterwards.
+    std::shared_ptr<store> store_for(const std::string& strategy);
 
-  // Where the factory and the locks it creates from now on log (logger.hpp): fallbacks, a
-  // lock on a strategy that excludes nothing, acquire/release/refresh failures, renewals and
-  // lost locks, and waits that last longer than `slow_wait` (0 = never). Default: nowhere.
-  // Null `sink` stops logging.
-  void set_logger(std::shared_ptr<log_sink> sink,
-                  std::chrono::milliseconds slow_wait = std::chrono::seconds(1));
+    // Where the factory and the locks it creates from now on log (logger.hpp): fallbacks, a
+    // lock on a strategy that excludes nothing, acquire/release/refresh failures, renewals and
+    // lost locks, and waits that last longer than `slow_wait` (0 = never). Default: nowhere.
+    // Null `sink` stops logging.
+    void set_logger(std::shared_ptr<log_sink> sink,
+                    std::chrono::milliseconds slow_wait = std::chrono::seconds(1));
 
-  const config& settings() const noexcept { return config_; }
-  strategy_registry& registry() const noexcept { return *registry_; }
+    const config& settings() const noexcept { return config_; }
+    strategy_registry& registry() const noexcept { return *registry_; }
 
-private:
+  private:
     struct resolved {
         capability require;
         std::string strategy;  // pinned, or empty

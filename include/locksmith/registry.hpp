@@ -62,6 +62,10 @@ struct strategy_descriptor {
     std::function<void(const nlohmann::json& options)> validate_options;
     // Builds a store. May throw (server down); selection then falls back.
     std::function<std::shared_ptr<store>(const nlohmann::json& options)> create;
+    // Where the strategy comes from, for `locksmith strategies`: "built in", "module <file>",
+    // "plugin <file>". Set by whoever registers it (a plugin's own value is replaced); empty
+    // for a strategy a program adds itself.
+    std::string origin;
 };
 
 // "not configured: give it its endpoint under strategies.redis.options (e.g. ...)": why a remote

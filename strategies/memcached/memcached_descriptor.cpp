@@ -1,11 +1,13 @@
 // The memcached strategy's registry entry. It is compiled into liblocksmith; the store itself is
 // in the module liblocksmith_memcached.so, loaded on first use (include/locksmith/module.hpp).
+#include "memcached_descriptor.hpp"
+
 #include <locksmith/module.hpp>
 #include <locksmith/strategies/memcached.hpp>
 
 namespace locksmith::strategies {
 
-strategy_descriptor memcached_strategy() {
+strategy_descriptor memcached_metadata() {
     strategy_descriptor d;
     d.name = "memcached";
     d.description =
@@ -15,7 +17,11 @@ strategy_descriptor memcached_strategy() {
     d.capabilities = memcached_capabilities;
     d.needs_configuration = true;
     d.example_options = {{"servers", "127.0.0.1:11211"}};
-    return load_on_first_use(std::move(d));
+    return d;
+}
+
+strategy_descriptor memcached_strategy() {
+    return load_on_first_use(memcached_metadata());
 }
 
 }  // namespace locksmith::strategies

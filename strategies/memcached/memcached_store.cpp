@@ -9,11 +9,13 @@
 
 #include <locksmith/connection_pool.hpp>
 #include <locksmith/errors.hpp>
-#include <locksmith/module.hpp>
 #include <locksmith/options.hpp>
+#include <locksmith/plugin.hpp>
 #include <locksmith/strategies/memcached.hpp>
 #include <locksmith/strategy_support.hpp>
+#include <locksmith/version.hpp>
 
+#include "memcached_descriptor.hpp"
 #include "meta_connection.hpp"
 #include "sha256.hpp"
 
@@ -385,15 +387,22 @@ std::shared_ptr<store> make_memcached_store(const memcached_options& options) {
 
 }  // namespace locksmith::strategies
 
-// The module's entry point (include/locksmith/module.hpp); the metadata is in
-// memcached_descriptor.cpp.
-extern "C" std::uint32_t locksmith_module_memcached(locksmith::strategy_implementation& out) {
+// The module's registration (include/locksmith/plugin.hpp): the metadata from
+// memcached_descriptor.cpp with the validator and the factory. liblocksmith_memcached.so gets
+// the entry point locksmith_plugin_info from CMake (cmake/LocksmithStrategy.cmake); the
+// locksmith command links locksmith_plugin_info_memcached directly.
+namespace {
+void add_memcached(locksmith::plugin_registrar& registrar) {
     using namespace locksmith::strategies;
-    out.validate_options = [](const nlohmann::json& options) {
+    auto d = memcached_metadata();
+    d.validate_options = [](const nlohmann::json& options) {
         memcached_options::from_json(options);
     };
-    out.create = [](const nlohmann::json& options) {
+    d.create = [](const nlohmann::json& options) {
         return make_memcached_store(memcached_options::from_json(options));
     };
-    return locksmith::module_api_version;
+    registrar.add(d);
 }
+}  // namespace
+
+LOCKSMITH_DEFINE_PLUGIN(memcached, "memcached", locksmith::version, add_memcached)

@@ -1,11 +1,13 @@
 // The redis strategy's registry entry. It is compiled into liblocksmith; the store itself is in
 // the module liblocksmith_redis.so, loaded on first use (include/locksmith/module.hpp).
+#include "redis_descriptor.hpp"
+
 #include <locksmith/module.hpp>
 #include <locksmith/strategies/redis.hpp>
 
 namespace locksmith::strategies {
 
-strategy_descriptor redis_strategy() {
+strategy_descriptor redis_metadata() {
     strategy_descriptor d;
     d.name = "redis";
     d.description = "Redis server (hiredis): SET NX PX with scripts, pub/sub waiting, fencing";
@@ -13,7 +15,11 @@ strategy_descriptor redis_strategy() {
     d.capabilities = redis_capabilities;
     d.needs_configuration = true;
     d.example_options = {{"url", "redis://127.0.0.1:6379/0"}};
-    return load_on_first_use(std::move(d));
+    return d;
+}
+
+strategy_descriptor redis_strategy() {
+    return load_on_first_use(redis_metadata());
 }
 
 }  // namespace locksmith::strategies

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include <locksmith/errors.hpp>
-#include <locksmith/module.hpp>
+#include <locksmith/plugin.hpp>
+#include <locksmith/version.hpp>
 #include <locksmith/strategies/redis.hpp>
 
 #include "redis_connection.hpp"
+#include "redis_descriptor.hpp"
 #include "redis_scripts.hpp"
 
 namespace locksmith::strategies {
@@ -333,12 +335,20 @@ std::shared_ptr<store> make_redis_store(const redis_options& options) {
 
 }  // namespace locksmith::strategies
 
-// The module's entry point (include/locksmith/module.hpp); the metadata is in redis_descriptor.cpp.
-extern "C" std::uint32_t locksmith_module_redis(locksmith::strategy_implementation& out) {
+// The module's registration (include/locksmith/plugin.hpp): the metadata from
+// redis_descriptor.cpp with the validator and the factory. liblocksmith_redis.so gets the entry
+// point locksmith_plugin_info from CMake (cmake/LocksmithStrategy.cmake); the locksmith command
+// links locksmith_plugin_info_redis directly.
+namespace {
+void add_redis(locksmith::plugin_registrar& registrar) {
     using namespace locksmith::strategies;
-    out.validate_options = [](const nlohmann::json& options) { redis_options::from_json(options); };
-    out.create = [](const nlohmann::json& options) {
+    auto d = redis_metadata();
+    d.validate_options = [](const nlohmann::json& options) { redis_options::from_json(options); };
+    d.create = [](const nlohmann::json& options) {
         return make_redis_store(redis_options::from_json(options));
     };
-    return locksmith::module_api_version;
+    registrar.add(d);
 }
+}  // namespace
+
+LOCKSMITH_DEFINE_PLUGIN(redis, "redis", locksmith::version, add_redis)

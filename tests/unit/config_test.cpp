@@ -299,10 +299,16 @@ BOOST_AUTO_TEST_CASE(bad_capability_in_a_lock_rule_names_the_pointer) {
 
 BOOST_AUTO_TEST_CASE(bad_plugins_name_the_pointer) {
     expect_error_at(R"({"plugins": "/usr/lib/x.so"})", "/plugins");
-    expect_error_at(R"({"plugins": ["libx.so"]})", "/plugins/0");
+    expect_error_at(R"({"plugins": ["./libx.so"]})", "/plugins/0");
+    expect_error_at(R"({"plugins": [".."]})", "/plugins/0");
     expect_error_at(R"({"plugins": ["/ok.so", "relative/x.so"]})", "/plugins/1");
     expect_error_at(R"({"plugins": [5]})", "/plugins/0");
     expect_error_at(R"({"plugins": [""]})", "/plugins/0");
+}
+
+BOOST_AUTO_TEST_CASE(a_plugin_named_without_a_path_is_a_file_in_the_module_folder) {
+    auto c = config::parse(R"({"plugins": ["libx.so", "/opt/y.so"]})");
+    BOOST_TEST(c.plugins == (std::vector<std::string>{"libx.so", "/opt/y.so"}));
 }
 
 BOOST_AUTO_TEST_CASE(check_lists_every_problem) {

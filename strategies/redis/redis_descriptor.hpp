@@ -1,0 +1,12 @@
+// The redis strategy's metadata (name, capabilities, priority, example options), shared by
+// the registry entry in liblocksmith (redis_strategy, loaded on first use) and the module's
+// registration, which adds the validator and the factory.
+#pragma once
+
+#include <locksmith/registry.hpp>
+
+namespace locksmith::strategies {
+
+strategy_descriptor redis_metadata();
+
+}  // namespace locksmith::strategies
