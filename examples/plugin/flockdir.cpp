@@ -130,7 +130,7 @@ void add_flockdir(plugin_registrar& registrar) {
     d.validate_options = [](const nlohmann::json& options) { flockdir_options::from_json(options); };
     d.create = [](const nlohmann::json& options) -> std::shared_ptr<store> {
         auto o = flockdir_options::from_json(options);
-        return std::make_shared<flockdir_store>(open_lock_directory(o.directory, "flockdir"));
+        return std::make_shared<flockdir_store>(open_lock_directory(o.directory, /*shared_group=*/"", "flockdir"));
     };
     registrar.add(d);
 }

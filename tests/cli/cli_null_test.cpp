@@ -7,16 +7,12 @@
 #include "cli/cli_sandbox.hpp"
 
 using locksmith::test::cli_result;
+using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
 using locksmith::test::wait_for_file;
 using nlohmann::json;
 
 namespace {
-
-std::string describe(const cli_result& r) {
-    return "exit " + std::to_string(r.exit_code) + ", stdout [" + r.out + "], stderr [" + r.err +
-           "]";
-}
 
 bool has(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
