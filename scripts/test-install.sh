@@ -7,10 +7,10 @@
 #   3. the installed locksmith command (linked statically) loads the plugin from its config,
 #      runs a command under a plugin lock, reports contention, and reports options the plugin
 #      rejects as a config error.
-# Usage: scripts/test-install.sh [BUILD_DIR]   (default build-test; it must be built)
+# Usage: scripts/test-install.sh [BUILD_DIR]   (default build, where scripts/test.sh builds; it must be built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-test}
+build=${1:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 chmod 700 "$tmp"  # plugins are refused in folders others may write to
