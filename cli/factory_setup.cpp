@@ -70,13 +70,4 @@ bool warn_if_locking_off(const lock_factory& factory, const std::string& strateg
     return true;
 }
 
-capability effective_requirement(const lock_factory& factory, std::string_view name,
-                                 const lock_request& request) {
-    if (request.require != capability::none) return request.require;
-    if (const lock_rule* rule = factory.settings().rule_for(name); rule && rule->require) {
-        return *rule->require;
-    }
-    return capability::exclusive;
-}
-
 }  // namespace locksmith::cli

@@ -42,11 +42,6 @@ struct selection_flags {
 // message lists the known ones) and for capability text that does not parse.
 lock_request make_request(const lock_factory& factory, const selection_flags& flags);
 
-// The capabilities a request resolves to for `name`: --require, else the config's lock rule,
-// else exclusive (the factory's own order).
-capability effective_requirement(const lock_factory& factory, std::string_view name,
-                                 const lock_request& request);
-
 // When `strategy` excludes nothing (`null`), says so on stderr: "warning: ... locking is off for
 // <what> ...", naming the config that enabled it. Returns whether it warned.
 bool warn_if_locking_off(const lock_factory& factory, const std::string& strategy,

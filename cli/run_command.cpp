@@ -15,26 +15,23 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// Why this strategy: the pin, the lock rule, or the selection report.
+// Why this strategy: the pin, the lock rule, or the selection report, as the factory decided.
 void explain_choice(const lock_factory& factory, const std::string& name,
                     const lock_request& request, const std::string& chosen) {
-    if (!request.strategy.empty()) {
-        print_note("strategy " + chosen + " (pinned by --strategy)");
+    const lock_resolution r = factory.resolve(name, request);
+    if (!r.strategy.empty()) {
+        print_note("strategy " + chosen +
+                   (r.strategy_from_request ? std::string(" (pinned by --strategy)")
+                                            : " (pinned by the lock rule \"" + r.rule->pattern +
+                                                  "\" in " + factory.settings().origin + ")"));
         return;
     }
-    const lock_rule* rule = factory.settings().rule_for(name);
-    if (rule && rule->strategy) {
-        print_note("strategy " + chosen + " (pinned by the lock rule \"" + rule->pattern +
-                   "\" in " + factory.settings().origin + ")");
-        return;
-    }
-    capability wanted = effective_requirement(factory, name, request);
-    std::string source = request.require != capability::none ? "--require"
-                         : (rule && rule->require) ? "the lock rule \"" + rule->pattern + "\""
-                                                   : "the default";
-    print_note("strategy " + chosen + " for " + to_string(wanted) + " (from " + source +
+    std::string source = r.require_from_request         ? "--require"
+                         : (r.rule && r.rule->require) ? "the lock rule \"" + r.rule->pattern + "\""
+                                                       : "the default";
+    print_note("strategy " + chosen + " for " + to_string(r.require) + " (from " + source +
                "; config: " + factory.settings().origin + ")");
-    print_note(factory.explain(wanted).to_string());
+    print_note(factory.explain(r.require).to_string());
 }
 
 // A strategy whose locks exclude each other only inside one process (`memory`) would let two

@@ -9,17 +9,10 @@ namespace locksmith {
 std::string_view capability_name(capability bit) noexcept {
     switch (bit) {
         case capability::none: return "none";
-        case capability::exclusive: return "exclusive";
-        case capability::shared: return "shared";
-        case capability::noblock: return "noblock";
-        case capability::native_wait: return "native_wait";
-        case capability::expiring: return "expiring";
-        case capability::distributed: return "distributed";
-        case capability::serializable: return "serializable";
-        case capability::crash_release: return "crash_release";
-        case capability::fencing: return "fencing";
-        case capability::fair: return "fair";
-        case capability::consensus: return "consensus";
+#define LOCKSMITH_CAPABILITY_CASE(name, value) \
+    case capability::name: return #name;
+        LOCKSMITH_CAPABILITIES(LOCKSMITH_CAPABILITY_CASE)
+#undef LOCKSMITH_CAPABILITY_CASE
     }
     return "unknown";
 }

@@ -41,7 +41,7 @@ void lock_factory::log(log_level level, const char* event, std::string message,
     emit(sink, record);
 }
 
-lock_options lock_factory::options_for(const resolved& r, const lock_request& request,
+lock_options lock_factory::options_for(const lock_resolution& r, const lock_request& request,
                                        bool auto_release) {
     lock_options options;
     options.ttl = r.ttl;
@@ -54,15 +54,18 @@ lock_options lock_factory::options_for(const resolved& r, const lock_request& re
     return options;
 }
 
-lock_factory::resolved lock_factory::resolve(std::string_view name,
-                                             const lock_request& request) const {
+lock_resolution lock_factory::resolve(std::string_view name, const lock_request& request) const {
     validate_lock_name(name);
     const lock_rule* rule = config_.rule_for(name);
-    resolved r;
-    r.require = request.require != capability::none ? request.require
-                : rule && rule->require            ? *rule->require
-                                                   : capability::exclusive;
-    r.strategy = !request.strategy.empty() ? request.strategy
+    lock_resolution r;
+    r.rule = rule;
+    r.require_from_request = request.require != capability::none;
+    r.require = r.require_from_request ? request.require
+                : rule && rule->require ? *rule->require
+                                        : capability::exclusive;
+    r.strategy_from_request = !request.strategy.empty();
+    // A rule's pin yields to a request that names its own capabilities.
+    r.strategy = r.strategy_from_request ? request.strategy
                  : rule && rule->strategy && request.require == capability::none ? *rule->strategy
                                                                                  : std::string();
     r.ttl = request.ttl ? *request.ttl : rule && rule->ttl ? *rule->ttl : config_.default_ttl;

@@ -13,20 +13,52 @@
 
 namespace locksmith {
 
+// The one list of capability bits, in bit order: X(name, value). The enum, the list of named
+// bits, the mask and the names are all made from it.
+#define LOCKSMITH_CAPABILITIES(X)                                                               \
+    X(exclusive, 1)       /* one holder at a time */                                             \
+    X(shared, 2)          /* many readers, excluded by a writer */                               \
+    X(noblock, 4)         /* can try to acquire without waiting */                               \
+    X(native_wait, 8)     /* waits without polling (kernel, server-side wait, pub/sub, watch) */ \
+    X(expiring, 16)       /* locks carry a TTL and can be refreshed */                           \
+    X(distributed, 32)    /* works across hosts */                                               \
+    X(serializable, 64)   /* a key can be handed to another process, which continues to hold */ \
+    X(crash_release, 128) /* released by the kernel or server when the holder dies */            \
+    X(fencing, 256)       /* each grant carries a token larger than every earlier grant's */     \
+    X(fair, 512)          /* waiters are served first come, first served */                      \
+    X(consensus, 1024)    /* granted by a replicated consensus service */
+
 enum class capability : std::uint32_t {
     none = 0,
-    exclusive = 1,        // one holder at a time
-    shared = 2,           // many readers, excluded by a writer
-    noblock = 4,          // can try to acquire without waiting
-    native_wait = 8,      // waits without polling (kernel, server-side wait, pub/sub, watch)
-    expiring = 16,        // locks carry a TTL and can be refreshed
-    distributed = 32,     // works across hosts
-    serializable = 64,    // a key can be handed to another process, which continues to hold it
-    crash_release = 128,  // released by the kernel or server when the holder dies
-    fencing = 256,        // each grant carries a token larger than every earlier grant's
-    fair = 512,           // waiters are served first come, first served
-    consensus = 1024,     // granted by a replicated consensus service
+#define LOCKSMITH_CAPABILITY_ENUM(name, value) name = value,
+    LOCKSMITH_CAPABILITIES(LOCKSMITH_CAPABILITY_ENUM)
+#undef LOCKSMITH_CAPABILITY_ENUM
 };
+
+// Every named bit, in bit order.
+inline constexpr capability all_capabilities[] = {
+#define LOCKSMITH_CAPABILITY_ITEM(name, value) capability::name,
+    LOCKSMITH_CAPABILITIES(LOCKSMITH_CAPABILITY_ITEM)
+#undef LOCKSMITH_CAPABILITY_ITEM
+};
+
+// The union of every named bit.
+inline constexpr std::uint32_t all_capability_bits = 0
+#define LOCKSMITH_CAPABILITY_BIT(name, value) | std::uint32_t(value)
+    LOCKSMITH_CAPABILITIES(LOCKSMITH_CAPABILITY_BIT)
+#undef LOCKSMITH_CAPABILITY_BIT
+    ;
+
+// Each bit is a single, new bit, in ascending order: the list cannot drift from the mask.
+static_assert([] {
+    std::uint32_t seen = 0;
+    for (capability c : all_capabilities) {
+        const auto bit = std::uint32_t(c);
+        if (bit == 0 || (bit & (bit - 1)) != 0 || bit <= seen) return false;
+        seen |= bit;
+    }
+    return seen == all_capability_bits;
+}());
 
 constexpr capability operator|(capability a, capability b) noexcept {
     return capability(std::uint32_t(a) | std::uint32_t(b));
@@ -35,21 +67,13 @@ constexpr capability operator&(capability a, capability b) noexcept {
     return capability(std::uint32_t(a) & std::uint32_t(b));
 }
 constexpr capability operator~(capability a) noexcept {
-    return capability(~std::uint32_t(a) & 2047u);
+    return capability(~std::uint32_t(a) & all_capability_bits);
 }
 constexpr capability& operator|=(capability& a, capability b) noexcept { return a = a | b; }
 constexpr capability& operator&=(capability& a, capability b) noexcept { return a = a & b; }
 
 // True when every bit of `wanted` is in `set` (the superset rule of strategy selection).
 constexpr bool has(capability set, capability wanted) noexcept { return (set & wanted) == wanted; }
-
-// Every named bit, in bit order.
-inline constexpr capability all_capabilities[] = {
-    capability::exclusive,   capability::shared,       capability::noblock,
-    capability::native_wait, capability::expiring,     capability::distributed,
-    capability::serializable, capability::crash_release, capability::fencing,
-    capability::fair,        capability::consensus,
-};
 
 // The name of one bit ("exclusive"); "none" for 0. Requires: `bit` is 0 or a single named bit.
 std::string_view capability_name(capability bit) noexcept;

@@ -37,6 +37,18 @@ struct lock_request {
     error_handler on_error{};
 };
 
+// How create_lock(name, request) decides, and from where (lock_factory::resolve).
+struct lock_resolution {
+    capability require = capability::exclusive;
+    std::string strategy;  // pinned, or empty: selection among the candidates decides
+    std::chrono::milliseconds ttl{};
+    bool auto_release = true;
+    bool fallback = false;
+    const lock_rule* rule = nullptr;     // the config's lock rule for the name, if one matches
+    bool require_from_request = false;   // else from `rule` when it has `require`, else default
+    bool strategy_from_request = false;  // else, when `strategy` is set, from `rule`
+};
+
 class lock_factory {
   public:
     // The config config::discover() finds (LOCKSMITH_CONFIG, ~/.config/locksmith/config.json,
@@ -64,6 +76,10 @@ class lock_factory {
     selection_report explain_and_start(capability required);
     // The strategy create_lock(name, request) would use, following rules and pins.
     std::string strategy_for(std::string_view name, const lock_request& request = {}) const;
+    // What create_lock(name, request) resolves the request to, and where each part came from
+    // (the request, the matching lock rule, the defaults). Throws invalid_argument_error for a
+    // bad name or TTL. The rule pointer lives as long as the factory.
+    lock_resolution resolve(std::string_view name, const lock_request& request = {}) const;
 
     // The store of one strategy, created on first use and shared afterwards.
     std::shared_ptr<store> store_for(const std::string& strategy);
@@ -79,16 +95,9 @@ class lock_factory {
     strategy_registry& registry() const noexcept { return *registry_; }
 
   private:
-    struct resolved {
-        capability require;
-        std::string strategy;  // pinned, or empty
-        std::chrono::milliseconds ttl;
-        bool auto_release;
-        bool fallback;
-    };
-    resolved resolve(std::string_view name, const lock_request& request) const;
     std::shared_ptr<store> select_store(capability required, bool fallback);
-    lock_options options_for(const resolved& r, const lock_request& request, bool auto_release);
+    lock_options options_for(const lock_resolution& r, const lock_request& request,
+                             bool auto_release);
     void log(log_level level, const char* event, std::string message, const std::string& name,
              const std::string& strategy, std::string error = {});
 

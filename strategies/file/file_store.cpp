@@ -42,6 +42,10 @@ namespace locksmith::strategies {
 namespace {
 
 constexpr const char* strategy_name = "file";
+// What the store offers and the registry entry says (one statement of both).
+constexpr capability file_capabilities = capability::exclusive | capability::shared |
+                                         capability::noblock | capability::native_wait |
+                                         capability::crash_release;
 
 // Whether the file behind a granted descriptor was unlinked after we opened it.
 bool retired(const struct stat& st) { return st.st_nlink == 0; }
@@ -82,8 +86,7 @@ struct file_owner_state final : key_local_state {
 class file_store final : public store {
 public:
     explicit file_store(std::shared_ptr<const lock_directory> dir)
-        : store(strategy_name, capability::exclusive | capability::shared | capability::noblock |
-                                   capability::native_wait | capability::crash_release),
+        : store(strategy_name, file_capabilities),
           dir_(std::move(dir)) {}
 
 protected:
@@ -287,8 +290,7 @@ strategy_descriptor file_strategy() {
     d.name = strategy_name;
     d.description = "flock(2) on one file per lock name (TYPO3 FileLockStrategy, Symfony FlockStore)";
     d.default_priority = 75;
-    d.capabilities = capability::exclusive | capability::shared | capability::noblock |
-                     capability::native_wait | capability::crash_release;
+    d.capabilities = file_capabilities;
     d.validate_options = [](const nlohmann::json& o) { (void)file_options::from_json(o); };
     d.create = [](const nlohmann::json& o) { return make_file_store(file_options::from_json(o)); };
     return d;

@@ -14,11 +14,15 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// What the store offers and the registry entry says (one statement of both).
+constexpr capability memory_capabilities = capability::exclusive | capability::shared |
+                                           capability::noblock | capability::native_wait |
+                                           capability::expiring;
+
 class memory_store final : public store {
 public:
     memory_store()
-        : store("memory", capability::exclusive | capability::shared | capability::noblock |
-                              capability::native_wait | capability::expiring) {}
+        : store("memory", memory_capabilities) {}
 
 protected:
     bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) override {
@@ -156,8 +160,7 @@ strategy_descriptor memory_strategy() {
     d.name = "memory";
     d.description = "in-process locks for tests and single-process programs (Symfony InMemoryStore)";
     d.default_priority = 10;
-    d.capabilities = capability::exclusive | capability::shared | capability::noblock |
-                     capability::native_wait | capability::expiring;
+    d.capabilities = memory_capabilities;
     d.enabled_by_default = false;
     d.spans_processes = false;
     d.create = [](const nlohmann::json& o) {

@@ -1,4 +1,5 @@
-// The redis strategy: store, scripts transport, pub/sub waiting, and its registry entry.
+// The redis strategy: store, scripts transport and pub/sub waiting (its registry entry is in
+// redis_descriptor.cpp).
 #include <algorithm>
 #include <array>
 #include <mutex>

@@ -38,6 +38,9 @@ namespace locksmith::strategies {
 namespace {
 
 constexpr const char* strategy_name = "semaphore";
+// What the store offers and the registry entry says (one statement of both).
+constexpr capability semaphore_capabilities =
+    capability::exclusive | capability::noblock | capability::native_wait | capability::crash_release;
 constexpr std::uint32_t max_semaphores = 32000;  // SEMMSL's usual ceiling
 
 // glibc leaves this union to the caller (semctl(2)).
@@ -410,8 +413,7 @@ std::shared_ptr<semaphore_set> set_for(key_t key, std::uint32_t wanted, std::uin
 class semaphore_store final : public store {
   public:
     semaphore_store(key_t key, std::uint32_t wanted, std::uint32_t mode)
-        : store(strategy_name, capability::exclusive | capability::noblock |
-                                   capability::native_wait | capability::crash_release),
+        : store(strategy_name, semaphore_capabilities),
           key_(key),
           wanted_(wanted),
           mode_(mode),
@@ -499,8 +501,7 @@ strategy_descriptor semaphore_strategy() {
         "System V semaphores with SEM_UNDO, one bounded set (TYPO3 SemaphoreLockStrategy, Symfony "
         "SemaphoreStore)";
     d.default_priority = 25;
-    d.capabilities = capability::exclusive | capability::noblock | capability::native_wait |
-                     capability::crash_release;
+    d.capabilities = semaphore_capabilities;
     d.supported = [] {
         // Kernels built without CONFIG_SYSVIPC, or containers that hide IPC, fail here.
         const int id = ::semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);

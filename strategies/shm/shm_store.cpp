@@ -43,6 +43,9 @@ namespace locksmith::strategies {
 namespace {
 
 constexpr const char* strategy_name = "shm";
+// What the store offers and the registry entry says (one statement of both).
+constexpr capability shm_capabilities =
+    capability::exclusive | capability::noblock | capability::native_wait | capability::crash_release;
 constexpr std::uint64_t table_magic = 0x6c6f636b736d7368ull;  // "locksmsh"
 constexpr std::uint32_t table_version = 2;  // 1: inside a Boost.Interprocess segment
 constexpr std::uint32_t max_slots = 1u << 20;
@@ -533,8 +536,7 @@ struct shm_key_state : key_local_state {
 class shm_store final : public store {
   public:
     explicit shm_store(std::shared_ptr<segment> seg)
-        : store(strategy_name, capability::exclusive | capability::noblock |
-                                   capability::native_wait | capability::crash_release),
+        : store(strategy_name, shm_capabilities),
           segment_(std::move(seg)) {}
 
   protected:
@@ -708,8 +710,7 @@ strategy_descriptor shm_strategy() {
     d.description =
         "robust process-shared mutexes in a POSIX shared-memory segment (fastest local strategy)";
     d.default_priority = 60;
-    d.capabilities = capability::exclusive | capability::noblock | capability::native_wait |
-                     capability::crash_release;
+    d.capabilities = shm_capabilities;
     d.supported = [] {
         // POSIX shared memory needs a writable tmpfs /dev/shm (often missing in minimal
         // containers); an unnamed file there leaves nothing behind.

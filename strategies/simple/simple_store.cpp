@@ -38,6 +38,9 @@ namespace locksmith::strategies {
 namespace {
 
 constexpr const char* strategy_name = "simple";
+// What the store offers and the registry entry says (one statement of both).
+constexpr capability simple_capabilities =
+    capability::exclusive | capability::noblock | capability::serializable;
 constexpr std::string_view magic_line = "locksmith-simple 1";
 constexpr const char* guard_name = ".locksmith-simple.guard";
 constexpr std::size_t max_record = 4096;
@@ -170,8 +173,7 @@ struct lock_file {
 class simple_store final : public store {
   public:
     simple_store(std::shared_ptr<const lock_directory> dir, simple_options options)
-        : store(strategy_name,
-                capability::exclusive | capability::noblock | capability::serializable),
+        : store(strategy_name, simple_capabilities),
           dir_(std::move(dir)),
           options_(std::move(options)) {}
 
@@ -508,7 +510,7 @@ strategy_descriptor simple_strategy() {
         "lock file created with O_EXCL holding the owner (TYPO3 SimpleLockStrategy); stale "
         "owners broken safely; works on NFS";
     d.default_priority = 50;
-    d.capabilities = capability::exclusive | capability::noblock | capability::serializable;
+    d.capabilities = simple_capabilities;
     d.validate_options = [](const nlohmann::json& o) { (void)simple_options::from_json(o); };
     d.create = [](const nlohmann::json& o) {
         return make_simple_store(simple_options::from_json(o));

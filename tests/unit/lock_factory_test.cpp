@@ -556,3 +556,28 @@ BOOST_AUTO_TEST_CASE(bad_lock_dirs_give_clear_errors) {
     BOOST_TEST(*refused == 0, "1: accepted, 2: error without the path, 3: without the cause");
     fs::permissions(ro, fs::perms::owner_all, fs::perm_options::replace);
 }
+
+// The factory's resolution is public, so that the command explains what the factory decided
+// instead of deciding again (a rule's pin yields to a request that names its own capabilities).
+BOOST_AUTO_TEST_CASE(resolve_says_what_decided_and_from_where) {
+    fixture f;
+    auto factory = f.factory(R"({"locks": {"pinned.*": {"strategy": "alpha", "require": "shared"}}})");
+    auto r = factory.resolve("pinned.1");
+    BOOST_TEST(r.strategy == "alpha");
+    BOOST_TEST(!r.strategy_from_request);
+    BOOST_REQUIRE(r.rule != nullptr);
+    BOOST_TEST(r.rule->pattern == "pinned.*");
+    BOOST_TEST(r.require == capability::shared);
+    BOOST_TEST(!r.require_from_request);
+
+    lock_request request;
+    request.require = ex;
+    r = factory.resolve("pinned.1", request);
+    BOOST_TEST(r.strategy.empty());  // the request's capabilities, so selection decides
+    BOOST_TEST(r.require_from_request);
+
+    r = factory.resolve("other");
+    BOOST_TEST(r.rule == nullptr);
+    BOOST_TEST(r.require == ex);
+    BOOST_TEST(r.strategy.empty());
+}
