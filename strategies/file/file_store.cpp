@@ -2,23 +2,27 @@
 // include/locksmith/strategies/file.hpp for the contract.
 //
 // Removal protocol (why lock files do not pile up, and why removing them is safe):
-//  - An owner keeps its descriptor between grants, so that lock+unlock is flock + fstat +
-//    flock, and removes the file when the owner object goes away, if nobody holds it then.
-//    Removing it at every release (Symfony's FlockStore) would cost a create and an unlink per
-//    pair: 0.04x the raw flock loop instead of 0.9x (bench/file/RESULTS.md).
-//  - A lock file is only ever unlinked by an owner holding LOCK_EX on it. It unlinks, then
-//    closes.
-//  - After every grant (conversions included) the owner fstat()s its descriptor. A link count
-//    of 0 means the file was unlinked after we opened it ("retired"): the grant guards nothing,
-//    since a newcomer creates a fresh file at the path, so the owner closes it and opens the
-//    path again. The unlinker held LOCK_EX from its own check to the unlink, so a grant never
-//    sees a file that is about to be unlinked.
-//  - The same fstat refuses a file that is not a lock file of ours (lock_directory::refusal:
-//    not a regular file, hard-linked — whose unlink would leave the count above 0 — or owned by
-//    a stranger). Nothing is ever written into a lock file, so what it contains does not matter
-//    and a victim file linked in at the lock path is never changed.
-//  - A first acquisition therefore costs open + flock + fstat, a later one flock + fstat, and
-//    a release one flock.
+//  - An owner keeps its descriptor between grants, so that lock+unlock is two flock(2) calls,
+//    and removes the file when the owner object goes away, if nobody holds it then. Removing it
+//    at every release (Symfony's FlockStore) would cost a create and an unlink per pair: 0.04x
+//    the raw flock loop instead of 0.9x (bench/file/RESULTS.md).
+//  - A lock file is only ever unlinked by an owner holding LOCK_EX on it, which first sets the
+//    file's first byte, the "retired" mark, to 1. It unlinks, then closes. When it cannot set
+//    the mark it leaves the file.
+//  - After every grant (conversions included) the owner checks whether the file was unlinked
+//    after it opened it ("retired": link count 0): such a grant guards nothing, since a
+//    newcomer creates a fresh file at the path, so the owner closes it and opens the path
+//    again. The unlinker held LOCK_EX from its own check to the unlink, so a grant never sees
+//    a file that is about to be unlinked.
+//  - The first grant on a descriptor fstat()s it and refuses a file that is not a lock file of
+//    ours (lock_directory::refusal: not a regular file, hard-linked — a victim file linked in
+//    at the path, or a second name that would survive the unlink — or owned by a stranger).
+//    Only then is the mark mapped (the file extended to one byte if empty): nothing is written
+//    into a file that failed that check. Later grants read the mapped mark, no system call;
+//    0 means live, since every unlinker sets it first. Any other value is confirmed by fstat's
+//    link count, so content someone else wrote into the file never reads as retired.
+//  - A first acquisition therefore costs open + flock + fstat (+ ftruncate and mmap), a later
+//    one flock, and a release one flock.
 #include <locksmith/strategies/file.hpp>
 
 #include <cerrno>
@@ -28,6 +32,7 @@
 #include <fstream>
 #include <sstream>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -54,29 +59,57 @@ struct file_owner_state final : key_local_state {
     std::shared_ptr<const lock_directory> dir;
     std::string file_name;
     int fd = -1;
+    bool checked = false;                   // the file passed lock_directory::refusal
+    unsigned char* retired_mark = nullptr;  // its first byte, mapped; null when not mapped
     std::optional<lock_mode> held;
 
     ~file_owner_state() override { close_and_clean(); }
 
     void close_file() noexcept {
+        if (retired_mark != nullptr) ::munmap(retired_mark, 1);
+        retired_mark = nullptr;
         if (fd >= 0) ::close(fd);
         fd = -1;
+        checked = false;
         held.reset();
     }
 
-    // Requires: we hold LOCK_EX on a file that was linked at our grant, so it is the file at
-    // the path. An unlink that fails (the directory forbids it) leaves a valid lock file.
+    // After a grant on a checked file: whether it was retired (see the protocol above).
+    bool retired_since_opened() const {
+        if (retired_mark != nullptr && __atomic_load_n(retired_mark, __ATOMIC_ACQUIRE) == 0)
+            return false;
+        struct stat st;
+        if (::fstat(fd, &st) != 0) throw_errno("file", "fstat", errno);
+        return retired(st);
+    }
+
+    // Requires: we hold LOCK_EX on a checked file that was linked at our grant, so it is the
+    // file at the path. Without the mark set, the file stays (a valid lock file).
     void remove_and_close() noexcept {
-        ::unlinkat(dir->fd(), file_name.c_str(), 0);
+        const unsigned char one = 1;
+        bool marked = false;
+        if (retired_mark != nullptr) {
+            __atomic_store_n(retired_mark, 1, __ATOMIC_RELEASE);
+            marked = true;
+        } else {
+            marked = ::pwrite(fd, &one, 1, 0) == 1;
+        }
+        if (marked) ::unlinkat(dir->fd(), file_name.c_str(), 0);
         close_file();
     }
 
     // Removes the file when nobody holds it: LOCK_EX without waiting, then the protocol above.
     void close_and_clean() noexcept {
         if (fd < 0) return;
-        struct stat st;
-        if (held == lock_mode::exclusive ||
-            (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &st) == 0 && !retired(st)))
+        bool remove = checked && held == lock_mode::exclusive;
+        if (!remove && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            struct stat st;
+            try {
+                remove = ::fstat(fd, &st) == 0 && !retired(st) && dir->refusal(st).empty();
+            } catch (const std::exception&) {
+            }
+        }
+        if (remove)
             remove_and_close();
         else
             close_file();
@@ -139,11 +172,13 @@ private:
     }
 
     void open_file(file_owner_state& state) const {
-        // Read-only is enough for flock, and O_NONBLOCK keeps a FIFO planted at the path from
-        // blocking the open (the check after the grant refuses it).
-        int fd = ::openat(dir_->fd(), state.file_name.c_str(),
-                          O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-                          dir_->file_mode());
+        // O_NONBLOCK keeps a FIFO planted at the path from blocking the open (the check after
+        // the grant refuses it). Writable, for the retired mark; a file we may only read (not
+        // ours: the check refuses it) is opened read-only, so the error says why.
+        const int flags = O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+        int fd = ::openat(dir_->fd(), state.file_name.c_str(), O_RDWR | flags, dir_->file_mode());
+        if (fd < 0 && errno == EACCES)
+            fd = ::openat(dir_->fd(), state.file_name.c_str(), O_RDONLY | flags, dir_->file_mode());
         if (fd < 0) {
             int err = errno;
             if (err == ELOOP)
@@ -159,6 +194,17 @@ private:
     // retired (state closed: open the path again). Throws, with the state closed, when the file
     // must not be used.
     bool check_grant(file_owner_state& state) const {
+        if (state.checked) {
+            bool gone;
+            try {
+                gone = state.retired_since_opened();
+            } catch (...) {
+                state.close_file();
+                throw;
+            }
+            if (gone) state.close_file();
+            return !gone;
+        }
         struct stat st;
         if (::fstat(state.fd, &st) != 0) {
             int err = errno;
@@ -178,7 +224,17 @@ private:
             state.close_file();
             throw;
         }
+        state.checked = true;
+        map_retired_mark(state, st);
         return true;
+    }
+
+    // Maps the checked file's first byte (extending an empty file to one byte). Where that
+    // fails (a read-only descriptor, no memory), grants fall back to fstat.
+    static void map_retired_mark(file_owner_state& state, const struct stat& st) {
+        if (st.st_size == 0 && ::ftruncate(state.fd, 1) != 0) return;
+        void* mapped = ::mmap(nullptr, 1, PROT_READ | PROT_WRITE, MAP_SHARED, state.fd, 0);
+        if (mapped != MAP_FAILED) state.retired_mark = static_cast<unsigned char*>(mapped);
     }
 
     // One grant attempt (or a blocking one). Converts an existing grant in place.

@@ -92,6 +92,36 @@ BOOST_FIXTURE_TEST_CASE(fresh_lock_objects_in_four_processes_lose_no_update, dir
     BOOST_TEST(!std::filesystem::exists(path("fresh")));
 }
 
+// The retired mark, step by step: A keeps its file open between grants; B's object goes away
+// and removes the file; C creates a new one at the path and holds it. A's next grant is on the
+// removed file and guards nothing: A must notice and find C's lock.
+BOOST_FIXTURE_TEST_CASE(an_owner_that_kept_its_file_sees_it_retired, dir_fixture) {
+    auto s = make();
+    auto a = make_lock(s, "kept");
+    BOOST_REQUIRE(a.try_lock());
+    a.unlock();
+    {
+        auto b = make_lock(s, "kept");
+        BOOST_REQUIRE(b.try_lock());
+        b.unlock();
+    }
+    BOOST_TEST(!std::filesystem::exists(path("kept")));
+    auto c = make_lock(s, "kept");
+    BOOST_REQUIRE(c.try_lock());
+    BOOST_TEST(!a.try_lock(), "two holders: a grant on a removed lock file");
+    c.unlock();
+    BOOST_TEST(a.try_lock());
+}
+
+// Long-lived objects keep their file open (and read its retired mark without a system call)
+// while fresh objects remove and recreate it: each long-lived grant must see a retirement.
+BOOST_FIXTURE_TEST_CASE(long_lived_and_fresh_lock_objects_together_lose_no_update, dir_fixture) {
+    counter_file counter(dir.path() / "counter");
+    BOOST_TEST(increment_with_fresh_objects(config_json(), "file", "mixed", counter, 4, 300, 2) ==
+               0);
+    BOOST_TEST(counter.value() == 1200);
+}
+
 BOOST_FIXTURE_TEST_CASE(long_lived_lock_objects_in_four_processes_lose_no_update, dir_fixture) {
     counter_file counter(dir.path() / "counter");
     BOOST_TEST(increment_in_processes([this] { return make(); }, "kept", counter, 4, 300) == 0);
