@@ -72,6 +72,17 @@ struct strategy_descriptor {
 // strategy without options is passed over, naming the config key that fixes it.
 std::string not_configured_hint(const strategy_descriptor& d);
 
+// Fills d.validate_options and d.create for a strategy whose options type reads itself
+// (`static Options from_json(const nlohmann::json&)`, throwing config_error) and whose store
+// `make(const Options&)` builds: both read the options by the same code.
+template <class Options, class Make>
+void set_factory(strategy_descriptor& d, Make make) {
+    d.validate_options = [](const nlohmann::json& o) { (void)Options::from_json(o); };
+    d.create = [make](const nlohmann::json& o) -> std::shared_ptr<store> {
+        return make(Options::from_json(o));
+    };
+}
+
 struct strategy_override {
     std::optional<bool> enabled;
     std::optional<int> priority;

@@ -347,8 +347,7 @@ strategy_descriptor file_strategy() {
     d.description = "flock(2) on one file per lock name (TYPO3 FileLockStrategy, Symfony FlockStore)";
     d.default_priority = 75;
     d.capabilities = file_capabilities;
-    d.validate_options = [](const nlohmann::json& o) { (void)file_options::from_json(o); };
-    d.create = [](const nlohmann::json& o) { return make_file_store(file_options::from_json(o)); };
+    set_factory<file_options>(d, make_file_store);
     return d;
 }
 

@@ -511,10 +511,7 @@ strategy_descriptor semaphore_strategy() {
         ::semctl(id, 0, IPC_RMID);
         return support_status::yes();
     };
-    d.validate_options = [](const nlohmann::json& o) { (void)semaphore_options::from_json(o); };
-    d.create = [](const nlohmann::json& o) {
-        return make_semaphore_store(semaphore_options::from_json(o));
-    };
+    set_factory<semaphore_options>(d, make_semaphore_store);
     return d;
 }
 

@@ -721,8 +721,7 @@ strategy_descriptor shm_strategy() {
         ::close(fd);
         return support_status::yes();
     };
-    d.validate_options = [](const nlohmann::json& o) { (void)shm_options::from_json(o); };
-    d.create = [](const nlohmann::json& o) { return make_shm_store(shm_options::from_json(o)); };
+    set_factory<shm_options>(d, make_shm_store);
     return d;
 }
 

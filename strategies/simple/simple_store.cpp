@@ -511,10 +511,7 @@ strategy_descriptor simple_strategy() {
         "owners broken safely; works on NFS";
     d.default_priority = 50;
     d.capabilities = simple_capabilities;
-    d.validate_options = [](const nlohmann::json& o) { (void)simple_options::from_json(o); };
-    d.create = [](const nlohmann::json& o) {
-        return make_simple_store(simple_options::from_json(o));
-    };
+    set_factory<simple_options>(d, make_simple_store);
     return d;
 }
 
