@@ -1,6 +1,7 @@
 // What the tests need from their environment: server endpoints and the CI switch.
 #pragma once
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -12,5 +13,26 @@ bool running_in_ci();
 
 // The value of an environment variable, or nullopt when unset or empty.
 std::optional<std::string> env(const char* name);
+
+// Sets (or, with nullopt, unsets) an environment variable for one scope.
+struct scoped_env {
+    std::string name;
+    std::optional<std::string> old;
+    scoped_env(std::string n, const std::optional<std::string>& value) : name(std::move(n)) {
+        if (const char* v = std::getenv(name.c_str())) old = v;
+        if (value)
+            ::setenv(name.c_str(), value->c_str(), 1);
+        else
+            ::unsetenv(name.c_str());
+    }
+    ~scoped_env() {
+        if (old)
+            ::setenv(name.c_str(), old->c_str(), 1);
+        else
+            ::unsetenv(name.c_str());
+    }
+    scoped_env(const scoped_env&) = delete;
+    scoped_env& operator=(const scoped_env&) = delete;
+};
 
 }  // namespace locksmith::test

@@ -20,31 +20,15 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
 
+#include "support/test_environment.hpp"
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"
 
 using namespace locksmith;
+using locksmith::test::scoped_env;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct scoped_env {
-    std::string name;
-    std::optional<std::string> old;
-    scoped_env(std::string n, const std::optional<std::string>& value) : name(std::move(n)) {
-        if (const char* v = std::getenv(name.c_str())) old = v;
-        if (value)
-            ::setenv(name.c_str(), value->c_str(), 1);
-        else
-            ::unsetenv(name.c_str());
-    }
-    ~scoped_env() {
-        if (old)
-            ::setenv(name.c_str(), old->c_str(), 1);
-        else
-            ::unsetenv(name.c_str());
-    }
-};
 
 // A private directory with two candidate locations, "first" and "second", neither present yet.
 struct places {

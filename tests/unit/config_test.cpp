@@ -19,11 +19,13 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/registry.hpp>
 
+#include "support/test_environment.hpp"
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/test_strategy.hpp"
 
 using namespace locksmith;
+using locksmith::test::scoped_env;
 using namespace std::chrono_literals;
 using locksmith::test::test_strategy;
 
@@ -76,25 +78,6 @@ struct registry_fixture {
         registry.add(test_strategy("beta", 60, capability::exclusive)
                          .reject_option("forbidden")
                          .descriptor());
-    }
-};
-
-// Sets an environment variable for one scope.
-struct scoped_env {
-    std::string name;
-    std::optional<std::string> old;
-    scoped_env(std::string n, const std::optional<std::string>& value) : name(std::move(n)) {
-        if (const char* v = std::getenv(name.c_str())) old = v;
-        if (value)
-            ::setenv(name.c_str(), value->c_str(), 1);
-        else
-            ::unsetenv(name.c_str());
-    }
-    ~scoped_env() {
-        if (old)
-            ::setenv(name.c_str(), old->c_str(), 1);
-        else
-            ::unsetenv(name.c_str());
     }
 };
 
