@@ -21,6 +21,7 @@
 
 #include "cli/cli_sandbox.hpp"
 #include "support/child_process.hpp"
+#include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
 
 namespace fs = std::filesystem;
@@ -28,6 +29,7 @@ using locksmith::test::cli_result;
 using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
 using locksmith::test::local_user;
+using locksmith::test::another_local_user_or_skip;
 using nlohmann::json;
 
 namespace {
@@ -73,17 +75,6 @@ std::string bytes_of(const json& object, const std::string& key) {
     }
     BOOST_TEST(value.is_null(), object.dump());
     return base64_decode(object.at(key + "_base64").get<std::string>());
-}
-
-// Skips the test (fails it under CI) when no other local user is available.
-std::optional<local_user> other_user_or_skip() {
-    std::string why;
-    auto user = locksmith::test::another_local_user(&why);
-    if (!user) {
-        BOOST_TEST_MESSAGE("skipped: " + why);
-        BOOST_TEST(!locksmith::test::running_in_ci(), "CI must run this test: " + why);
-    }
-    return user;
 }
 
 // A directory for runs as `user`: a copy of the locksmith binary any user can execute (the
@@ -250,7 +241,7 @@ BOOST_AUTO_TEST_CASE(an_unusable_lock_dir_exits_unavailable_for_every_strategy) 
 }
 
 BOOST_AUTO_TEST_CASE(an_unwritable_lock_dir_exits_unavailable_for_another_user) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     user_box ubox(*user);
     // Root's directory: the other user may read it, not write it.
@@ -274,7 +265,7 @@ BOOST_AUTO_TEST_CASE(an_unwritable_lock_dir_exits_unavailable_for_another_user) 
 // --- a config the caller may not reach is not "missing" (issue 11, point 19) ---
 
 BOOST_AUTO_TEST_CASE(a_config_in_an_unsearchable_directory_is_reported_as_unreadable) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     user_box ubox(*user);
     // Root's private directory, with a config in it that the other user cannot reach.
@@ -310,7 +301,7 @@ BOOST_AUTO_TEST_CASE(a_config_in_an_unsearchable_directory_is_reported_as_unread
 // (as an admin's chmod or a deploy script might), so the release that follows fails: locksmith
 // must neither exit 0 nor say "released".
 BOOST_AUTO_TEST_CASE(a_failed_release_changes_the_exit_status_and_is_not_reported_as_done) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     user_box ubox(*user);
     const fs::path lock_dir = ubox.home() / "locks";

@@ -22,6 +22,7 @@
 #include <locksmith/store.hpp>
 
 #include "support/child_process.hpp"
+#include "support/skip_report.hpp"
 #include "support/printers.hpp"
 
 namespace locksmith::test {

@@ -54,17 +54,6 @@ bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }
 
-// Another local user, or nullopt after saying why (and failing under CI, which runs as root).
-std::optional<local_user> other_user() {
-    std::string why;
-    auto user = another_local_user(&why);
-    if (!user) {
-        BOOST_TEST_MESSAGE("skipped: " << why);
-        BOOST_TEST(!running_in_ci(), "CI must run this case: " << why);
-    }
-    return user;
-}
-
 // A directory under /tmp that other users can enter (0755, root's), removed at the end.
 struct public_dir {
     fs::path path = fs::temp_directory_path() / run_unique("locksmith-lockdir");
@@ -113,7 +102,7 @@ BOOST_AUTO_TEST_CASE(the_default_does_not_depend_on_the_session) {
 }
 
 BOOST_AUTO_TEST_CASE(a_default_directory_made_by_someone_else_is_refused_with_the_fix) {
-    auto user = other_user();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     // The other user's default, pre-created by us (root): for that user, "someone else".
     fs::path theirs;
@@ -220,7 +209,7 @@ BOOST_AUTO_TEST_CASE(a_parent_that_others_can_write_to_is_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(a_directory_made_by_another_user_is_refused_for_root) {
-    auto user = other_user();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     public_dir base;
     const auto sticky = base.path / "sticky";
@@ -245,7 +234,7 @@ BOOST_AUTO_TEST_CASE(a_directory_made_by_another_user_is_refused_for_root) {
 }
 
 BOOST_AUTO_TEST_CASE(another_user_cannot_remove_or_replace_our_lock_files) {
-    auto user = other_user();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     public_dir base;
     const auto configured = base.path / "locks";
@@ -281,7 +270,7 @@ BOOST_AUTO_TEST_CASE(another_user_cannot_remove_or_replace_our_lock_files) {
 }
 
 BOOST_AUTO_TEST_CASE(a_shared_directory_lets_its_group_share_locks_and_nobody_else) {
-    auto user = other_user();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     const struct group* gr = ::getgrgid(user->gid);
     BOOST_REQUIRE(gr != nullptr);

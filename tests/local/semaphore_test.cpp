@@ -65,19 +65,6 @@ struct set_fixture {
     }
 };
 
-// `nobody`, or nullopt after reporting why the case cannot run (a failure under CI=true).
-std::optional<local_user> other_user_or_skip() {
-    std::string why;
-    auto user = another_local_user(&why);
-    if (!user) {
-        if (running_in_ci())
-            BOOST_FAIL("cannot act as another local user under CI: " + why);
-        else
-            BOOST_TEST_MESSAGE("skipped: " + why);
-    }
-    return user;
-}
-
 std::string hex_key(int key) {
     char text[16];
     std::snprintf(text, sizeof text, "0x%08x", unsigned(key));
@@ -244,7 +231,7 @@ BOOST_AUTO_TEST_CASE(options_are_validated_strictly) {
 // would let that user release our locks (semop +1) or block them; it is refused, naming the key
 // and the command that removes it.
 BOOST_FIXTURE_TEST_CASE(a_set_created_by_another_user_at_our_key_is_refused, set_fixture) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     const int created = wait_child(fork_child_as(*user, [&] {
         semaphore_options o;
@@ -271,7 +258,7 @@ BOOST_FIXTURE_TEST_CASE(a_set_created_by_another_user_at_our_key_is_refused, set
 // ...and a set of ours, open to us only, is refused to another user, who can neither take nor
 // give back its semaphores.
 BOOST_FIXTURE_TEST_CASE(another_user_can_neither_use_nor_release_our_set, set_fixture) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     semaphores = 1;  // every name on the one semaphore, so any grant would collide with ours
     auto s = make();

@@ -42,19 +42,6 @@ struct segment_fixture {
     }
 };
 
-// `nobody`, or nullopt after reporting why the case cannot run (a failure under CI=true).
-std::optional<local_user> other_user_or_skip() {
-    std::string why;
-    auto user = another_local_user(&why);
-    if (!user) {
-        if (running_in_ci())
-            BOOST_FAIL("cannot act as another local user under CI: " + why);
-        else
-            BOOST_TEST_MESSAGE("skipped: " + why);
-    }
-    return user;
-}
-
 // Waits (at most 30 s) until process `pid` sleeps in the kernel, e.g. on a mutex.
 bool wait_until_sleeping(pid_t pid) {
     const auto give_up = std::chrono::steady_clock::now() + 30s;
@@ -314,7 +301,7 @@ BOOST_AUTO_TEST_CASE(an_all_zero_object_is_an_error_not_a_hang) {
 // path and the command that removes it.
 BOOST_FIXTURE_TEST_CASE(a_segment_created_by_another_user_under_our_name_is_refused,
                         segment_fixture) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     const int created = wait_child(fork_child_as(*user, [&] {
         shm_options o;
@@ -340,7 +327,7 @@ BOOST_FIXTURE_TEST_CASE(a_segment_created_by_another_user_under_our_name_is_refu
 
 // A symbolic link planted at our name is not followed, whatever it points to.
 BOOST_FIXTURE_TEST_CASE(a_symbolic_link_at_our_name_is_refused, segment_fixture) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     const std::string path = "/dev/shm/" + name;
     const int planted = wait_child(fork_child_as(*user, [&] {
@@ -364,7 +351,7 @@ BOOST_FIXTURE_TEST_CASE(a_symbolic_link_at_our_name_is_refused, segment_fixture)
 // ...and our segment, open to us only, is refused to another user, who can neither take our lock
 // nor take any slot of the segment.
 BOOST_FIXTURE_TEST_CASE(another_user_cannot_use_our_segment, segment_fixture) {
-    auto user = other_user_or_skip();
+    auto user = another_local_user_or_skip();
     if (!user) return;
     auto s = make();
     auto lock = make_lock(s, "ours");

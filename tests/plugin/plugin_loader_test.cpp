@@ -18,6 +18,7 @@
 #include <locksmith/module.hpp>
 
 #include "support/child_process.hpp"
+#include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
 
 namespace fs = std::filesystem;
@@ -177,14 +178,8 @@ BOOST_AUTO_TEST_CASE(a_plugin_others_can_write_or_replace_is_refused) {
     fs::permissions(f.dir, fs::perms::others_write, fs::perm_options::remove);
     BOOST_TEST(!f.registration_ran());
 
-    std::string why;
-    auto other = test::another_local_user(&why);
-    if (::geteuid() != 0 || !other) {
-        BOOST_TEST_MESSAGE("skipped the part owned by another user: needs root and another user ("
-                           << why << ")");
-        BOOST_TEST(!test::running_in_ci());
-        return;
-    }
+    auto other = test::another_local_user_or_skip();  // also needs root, to chown
+    if (!other) return;
     BOOST_REQUIRE(::chown(plugin.c_str(), other->uid, other->gid) == 0);
     BOOST_TEST(contains(factory_error(cfg).what(),
                         plugin.string() + " is owned by uid " + std::to_string(other->uid)));

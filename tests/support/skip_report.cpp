@@ -54,6 +54,13 @@ void skip_case(const std::string& why) {
     skips().push_back({boost::unit_test::framework::current_test_case().full_name(), why});
 }
 
+std::optional<local_user> another_local_user_or_skip() {
+    std::string why;
+    auto user = another_local_user(&why);
+    if (!user) skip_case(why);
+    return user;
+}
+
 int run_tests(bool (*init)(), int argc, char* argv[]) {
     user_init = init;
     int code = boost::unit_test::unit_test_main(&init_with_observer, argc, argv);

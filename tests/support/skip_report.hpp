@@ -7,7 +7,10 @@
 // and root, so a skip there means something it should test did not run.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "support/child_process.hpp"
 
 namespace locksmith::test {
 
@@ -17,6 +20,10 @@ inline constexpr int skip_exit_code = 77;
 // The running case cannot do its checks here (`why`: what is missing and how to provide it).
 // Records the skip and returns, so the caller returns too; under CI=true it fails the case.
 void skip_case(const std::string& why);
+
+// `nobody` (another_local_user), or nullopt after skip_case() with the reason (not root, no
+// such user); callers return on nullopt.
+std::optional<local_user> another_local_user_or_skip();
 
 // main() of every test executable: Boost.Test's unit_test_main with the skip report.
 int run_tests(bool (*init)(), int argc, char* argv[]);
