@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/errors.hpp>
-#include <locksmith/module.hpp>
+#include <locksmith/author/module.hpp>
 #include <locksmith/registry.hpp>
 
 #include "cli_common.hpp"

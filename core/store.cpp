@@ -1,4 +1,4 @@
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 #include <locksmith/errors.hpp>
 

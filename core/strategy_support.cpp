@@ -1,4 +1,4 @@
-#include <locksmith/strategy_support.hpp>
+#include <locksmith/author/strategy_support.hpp>
 
 #include <atomic>
 #include <cerrno>

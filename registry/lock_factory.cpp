@@ -1,7 +1,7 @@
 #include <locksmith/lock_factory.hpp>
 
 #include <locksmith/errors.hpp>
-#include <locksmith/module.hpp>
+#include <locksmith/author/module.hpp>
 
 #include "core/logging.hpp"
 

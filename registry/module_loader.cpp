@@ -1,4 +1,4 @@
-#include <locksmith/module.hpp>
+#include <locksmith/author/module.hpp>
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -136,7 +136,7 @@ entered open_and_enter(const fs::path& file, const std::string& where) {
     if (entry == nullptr) {
         entered out;
         out.failure = where + " is not a locksmith plugin: it defines no " + entry_symbol +
-                      " (see LOCKSMITH_PLUGIN in <locksmith/plugin.hpp>)";
+                      " (see LOCKSMITH_PLUGIN in <locksmith/author/plugin.hpp>)";
         return out;
     }
     return enter(where, entry);

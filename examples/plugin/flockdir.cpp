@@ -17,8 +17,8 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/options.hpp>
-#include <locksmith/plugin.hpp>
-#include <locksmith/strategy_support.hpp>
+#include <locksmith/author/plugin.hpp>
+#include <locksmith/author/strategy_support.hpp>
 
 namespace {
 

@@ -12,7 +12,7 @@
 //                                 "ttl_s": 30, "fallback": false } },
 //     "plugins":    [ "/absolute/path/libplugin.so", "libname.so" ] }
 // (a plugin named without a path is in the module folder; lock_factory loads them, see
-// <locksmith/module.hpp>)
+// <locksmith/author/module.hpp>)
 // Unknown keys, wrong types and out-of-range values are config_errors with a JSON pointer;
 // syntax errors carry line and column.
 #pragma once

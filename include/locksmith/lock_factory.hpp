@@ -54,7 +54,7 @@ class lock_factory {
     // The config config::discover() finds (LOCKSMITH_CONFIG, ~/.config/locksmith/config.json,
     // /etc/locksmith/config.json, else built-in defaults); the default registry.
     lock_factory();
-    // Loads `cfg`'s plugins into `registry` (load_plugins, <locksmith/module.hpp>), applies
+    // Loads `cfg`'s plugins into `registry` (load_plugins, <locksmith/author/module.hpp>), applies
     // `cfg` to it (overrides by name) and validates its strategy names.
     // Throws config_error. `registry` must outlive the factory.
     explicit lock_factory(config cfg, strategy_registry& registry = default_registry());

@@ -9,5 +9,5 @@
 #include <locksmith/lock_factory.hpp>
 #include <locksmith/named_lock.hpp>
 #include <locksmith/registry.hpp>
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 #include <locksmith/version.hpp>

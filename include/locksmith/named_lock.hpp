@@ -42,7 +42,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/logger.hpp>
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith {
 

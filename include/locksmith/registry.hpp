@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/capability.hpp>
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith {
 

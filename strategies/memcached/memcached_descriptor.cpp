@@ -1,8 +1,8 @@
 // The memcached strategy's registry entry. It is compiled into liblocksmith; the store itself is
-// in the module liblocksmith_memcached.so, loaded on first use (include/locksmith/module.hpp).
+// in the module liblocksmith_memcached.so, loaded on first use (include/locksmith/author/module.hpp).
 #include "memcached_descriptor.hpp"
 
-#include <locksmith/module.hpp>
+#include <locksmith/author/module.hpp>
 #include <locksmith/strategies/memcached.hpp>
 
 namespace locksmith::strategies {

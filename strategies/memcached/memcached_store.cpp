@@ -7,12 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include <locksmith/connection_pool.hpp>
+#include <locksmith/author/connection_pool.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
-#include <locksmith/plugin.hpp>
+#include <locksmith/author/plugin.hpp>
 #include <locksmith/strategies/memcached.hpp>
-#include <locksmith/strategy_support.hpp>
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/version.hpp>
 
 #include "memcached_descriptor.hpp"
@@ -387,7 +387,7 @@ std::shared_ptr<store> make_memcached_store(const memcached_options& options) {
 
 }  // namespace locksmith::strategies
 
-// The module's registration (include/locksmith/plugin.hpp): the metadata from
+// The module's registration (include/locksmith/author/plugin.hpp): the metadata from
 // memcached_descriptor.cpp with the validator and the factory. liblocksmith_memcached.so gets
 // the entry point locksmith_plugin_info from CMake (cmake/LocksmithStrategy.cmake); the
 // locksmith command links locksmith_plugin_info_memcached directly.

@@ -16,7 +16,7 @@
 #include <memory>
 
 #include <locksmith/errors.hpp>
-#include <locksmith/strategy_support.hpp>
+#include <locksmith/author/strategy_support.hpp>
 
 namespace locksmith::strategies::memcached_detail {
 namespace {

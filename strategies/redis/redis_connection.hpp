@@ -6,7 +6,7 @@
 //   connection_pool  up to pool_size idle connections, shared by threads; drops broken ones
 #pragma once
 
-#include <locksmith/connection_pool.hpp>
+#include <locksmith/author/connection_pool.hpp>
 
 #include <chrono>
 #include <condition_variable>

@@ -1,8 +1,8 @@
 // The redis strategy's registry entry. It is compiled into liblocksmith; the store itself is in
-// the module liblocksmith_redis.so, loaded on first use (include/locksmith/module.hpp).
+// the module liblocksmith_redis.so, loaded on first use (include/locksmith/author/module.hpp).
 #include "redis_descriptor.hpp"
 
-#include <locksmith/module.hpp>
+#include <locksmith/author/module.hpp>
 #include <locksmith/strategies/redis.hpp>
 
 namespace locksmith::strategies {

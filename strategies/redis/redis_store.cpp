@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <locksmith/errors.hpp>
-#include <locksmith/plugin.hpp>
+#include <locksmith/author/plugin.hpp>
 #include <locksmith/version.hpp>
 #include <locksmith/strategies/redis.hpp>
 
@@ -336,7 +336,7 @@ std::shared_ptr<store> make_redis_store(const redis_options& options) {
 
 }  // namespace locksmith::strategies
 
-// The module's registration (include/locksmith/plugin.hpp): the metadata from
+// The module's registration (include/locksmith/author/plugin.hpp): the metadata from
 // redis_descriptor.cpp with the validator and the factory. liblocksmith_redis.so gets the entry
 // point locksmith_plugin_info from CMake (cmake/LocksmithStrategy.cmake); the locksmith command
 // links locksmith_plugin_info_redis directly.

@@ -32,7 +32,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
-#include <locksmith/strategy_support.hpp>
+#include <locksmith/author/strategy_support.hpp>
 
 namespace locksmith::strategies {
 namespace {

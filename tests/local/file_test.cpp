@@ -10,7 +10,7 @@
 
 #include <locksmith/errors.hpp>
 #include <locksmith/strategies/file.hpp>
-#include <locksmith/strategy_support.hpp>
+#include <locksmith/author/strategy_support.hpp>
 
 #include "local/fresh_objects.hpp"
 #include "local/local_helpers.hpp"

@@ -19,7 +19,7 @@
 
 #include <locksmith/key.hpp>
 #include <locksmith/named_lock.hpp>
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"

@@ -14,7 +14,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/strategies/file.hpp>
 #include <locksmith/strategies/simple.hpp>
-#include <locksmith/strategy_support.hpp>
+#include <locksmith/author/strategy_support.hpp>
 
 #include "local/local_helpers.hpp"
 #include "support/test_environment.hpp"

@@ -15,7 +15,7 @@
 
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
-#include <locksmith/module.hpp>
+#include <locksmith/author/module.hpp>
 
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"

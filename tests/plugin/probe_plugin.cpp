@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include <locksmith/options.hpp>
-#include <locksmith/plugin.hpp>
+#include <locksmith/author/plugin.hpp>
 #include <locksmith/strategies/memory.hpp>
 
 #ifndef PROBE_STRATEGY

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <memory>
 
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith::test {
 

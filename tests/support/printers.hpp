@@ -6,7 +6,7 @@
 #include <ostream>
 
 #include <locksmith/capability.hpp>
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include <locksmith/capability.hpp>
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith::test {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 #include "support/strategies_under_test.hpp"
 

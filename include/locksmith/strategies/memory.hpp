@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith::strategies {
 

@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith::strategies {
 

@@ -42,7 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 namespace locksmith::strategies {
 

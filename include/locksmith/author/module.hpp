@@ -1,5 +1,5 @@
 // Loading strategies from shared libraries: the built-in modules, on first use, and the
-// config's plugins. Both are plugins in the sense of <locksmith/plugin.hpp>: one entry point,
+// config's plugins. Both are plugins in the sense of <locksmith/author/plugin.hpp>: one entry point,
 // locksmith_plugin_info, whose API version and C++ ABI are checked before anything else in the
 // library is used.
 //
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include <locksmith/config.hpp>
-#include <locksmith/plugin.hpp>
+#include <locksmith/author/plugin.hpp>
 #include <locksmith/registry.hpp>
 
 namespace locksmith {

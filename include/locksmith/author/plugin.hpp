@@ -10,7 +10,7 @@
 //
 // Modelled on LLVM's PassPlugin.h (llvmGetPassPluginInfo). A plugin:
 //
-//   #include <locksmith/plugin.hpp>
+//   #include <locksmith/author/plugin.hpp>
 //   void add_mine(locksmith::plugin_registrar& r) { r.add(my_descriptor()); }
 //   LOCKSMITH_PLUGIN(mine, "mine", "1.0", add_mine)
 //
@@ -32,7 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/registry.hpp>
-#include <locksmith/store.hpp>
+#include <locksmith/author/store.hpp>
 
 // Bumped whenever locksmith_plugin, locksmith_host or what crosses them changes meaning.
 // (Version 1 was the module entry point that wrote into the caller's struct before its version
