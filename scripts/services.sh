@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Starts and stops the servers the integration tests talk to: redis-server and memcached, on
-# 127.0.0.1 only, on non-default ports, with their data, logs and PID files in one state
-# directory. Installs nothing (scripts/install-deps.sh does, from scripts/packages.txt); it only
+# Starts and stops the servers the integration tests talk to: redis-server, memcached,
+# PostgreSQL and MariaDB, on 127.0.0.1 only, on non-default ports, with their data, logs and PID
+# files in one state directory. Test settings only: PostgreSQL trusts every local connection and
+# runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. Installs nothing (scripts/install-deps.sh does, from scripts/packages.txt); it only
 # checks that the binaries exist.
 #
 #   scripts/services.sh start   start what is not running yet, wait until each answers, write
@@ -11,14 +12,18 @@
 #   scripts/services.sh status  one line per service
 #
 # Environment: LOCKSMITH_SERVICES_DIR (default /tmp/locksmith-services), LOCKSMITH_REDIS_PORT
-# (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_SERVICES (default "redis memcached").
+# (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
+# LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_SERVICES (default "redis memcached postgres mariadb").
+# As root, PostgreSQL runs as the user postgres and MariaDB as mysql (both refuse root).
 # A port held by a process we did not start is reported and left alone.
 set -euo pipefail
 
 state_dir=${LOCKSMITH_SERVICES_DIR:-/tmp/locksmith-services}
 redis_port=${LOCKSMITH_REDIS_PORT:-16379}
 memcached_port=${LOCKSMITH_MEMCACHED_PORT:-21211}
-services=${LOCKSMITH_SERVICES:-redis memcached}
+postgres_port=${LOCKSMITH_POSTGRES_PORT:-15432}
+mariadb_port=${LOCKSMITH_MARIADB_PORT:-13306}
+services=${LOCKSMITH_SERVICES:-redis memcached postgres mariadb}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -51,6 +56,38 @@ memcached_ping() {
   [[ $reply == VERSION* ]]
 }
 
+# Debian keeps initdb, pg_ctl and postgres out of PATH, in a folder per major version.
+postgres_bin() {
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$dir" ] && [ -x "$dir/postgres" ] || return 1
+  echo "$dir"
+}
+
+postgres_ping() { pg_isready -q -h 127.0.0.1 -p "$postgres_port" 2>/dev/null; }
+
+# `ping` answers even when the login is refused: it only says the server accepts connections.
+mariadb_ping() {
+  mariadb-admin --no-defaults --protocol=tcp -h 127.0.0.1 -P "$mariadb_port" -u root \
+    --connect-timeout=2 ping >/dev/null 2>&1
+}
+
+# run_as_user USER: sets run_as to the prefix that runs a command as USER when we are root (the
+# databases refuse to run as root); setpriv execs, so a detached server keeps the PID that
+# start_one records.
+run_as=()
+run_as_user() {
+  run_as=()
+  [ "$(id -u)" -ne 0 ] || run_as=(setpriv --reuid="$1" --regid="$1" --init-groups --)
+}
+
+# service_dir NAME USER: the server's data folder, owned by the user it runs as.
+service_dir() {
+  mkdir -p "$state_dir/$1"
+  [ "$(id -u)" -ne 0 ] || chown "$2:" "$state_dir/$1"
+  chmod 700 "$state_dir/$1"
+}
+
 port_busy() {
   { exec 4<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
   exec 4<&- 4>&-
@@ -78,6 +115,8 @@ start_one() {
     return 1
   fi
   mkdir -p "$state_dir/$name"
+  touch "$state_dir/$name.log"
+  [ -z "${log_owner:-}" ] || chown "$log_owner:" "$state_dir/$name.log"
   setsid "$@" </dev/null >>"$state_dir/$name.log" 2>&1 &
   pid=$!
   echo "$pid" >"$state_dir/$name.pid"
@@ -100,11 +139,13 @@ start_one() {
   return 1
 }
 
+# stop_one NAME COMM [SIGNAL]: PostgreSQL needs SIGINT (fast shutdown); SIGTERM waits for its
+# clients to leave.
 stop_one() {
-  local name=$1 comm=$2 pid i
+  local name=$1 comm=$2 signal=${3:-TERM} pid i
   pid=$(pid_of "$name")
   if alive "$pid" "$comm"; then
-    kill -TERM "$pid" 2>/dev/null || true
+    kill "-$signal" "$pid" 2>/dev/null || true
     for i in $(seq 1 50); do
       alive "$pid" "$comm" || break
       sleep 0.1
@@ -124,14 +165,64 @@ env_lines() {
     case $s in
       redis) echo "export LOCKSMITH_TEST_REDIS_URL=redis://127.0.0.1:$redis_port/0" ;;
       memcached) echo "export LOCKSMITH_TEST_MEMCACHED=127.0.0.1:$memcached_port" ;;
+      postgres) echo "export LOCKSMITH_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$postgres_port/locktest" ;;
+      mariadb) echo "export LOCKSMITH_TEST_MARIADB_DSN=mysql://locktest:locktest-pw@127.0.0.1:$mariadb_port/locktest" ;;
     esac
   done
   echo "export LOCKSMITH_SERVICES_DIR=$state_dir"
 }
 
+start_postgres() {
+  local bin user=postgres
+  bin=$(postgres_bin) || { log "postgres not found; install it with scripts/install-deps.sh (package postgresql)"; return 1; }
+  need pg_isready postgresql-client || return 1
+  [ "$(id -u)" -eq 0 ] || user=$(id -un)
+  service_dir postgres "$user"
+  run_as_user "$user"
+  if [ ! -f "$state_dir/postgres/PG_VERSION" ]; then
+    "${run_as[@]}" "$bin/initdb" -D "$state_dir/postgres" -U postgres -A trust --no-sync \
+      -E UTF8 --locale=C >>"$state_dir/postgres-initdb.log" 2>&1 ||
+      { log "postgres: initdb failed:"; tail -n 20 "$state_dir/postgres-initdb.log" >&2; return 1; }
+  fi
+  # No UNIX socket: the tests connect over TCP, and a socket folder would need its own owner.
+  log_owner=$user start_one postgres postgres postgres_ping "$postgres_port" \
+    "${run_as[@]}" "$bin/postgres" -D "$state_dir/postgres" -c listen_addresses=127.0.0.1 \
+    -c port="$postgres_port" -c unix_socket_directories= -c fsync=off \
+    -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 || return 1
+  psql -h 127.0.0.1 -p "$postgres_port" -U postgres -d postgres -Atqc \
+    "SELECT 1 FROM pg_database WHERE datname = 'locktest'" | grep -q 1 ||
+    psql -h 127.0.0.1 -p "$postgres_port" -U postgres -d postgres -qc "CREATE DATABASE locktest"
+}
+
+start_mariadb() {
+  local user=mysql
+  need mariadbd mariadb-server && need mariadb mariadb-client || return 1
+  [ "$(id -u)" -eq 0 ] || user=$(id -un)
+  service_dir mariadb "$user"
+  run_as_user "$user"
+  if [ ! -d "$state_dir/mariadb/mysql" ]; then
+    "${run_as[@]}" mariadb-install-db --no-defaults --datadir="$state_dir/mariadb" \
+      --auth-root-authentication-method=normal --skip-test-db \
+      >>"$state_dir/mariadb-install.log" 2>&1 ||
+      { log "mariadb: install-db failed:"; tail -n 20 "$state_dir/mariadb-install.log" >&2; return 1; }
+  fi
+  log_owner=$user start_one mariadb mariadbd mariadb_ping "$mariadb_port" \
+    "${run_as[@]}" mariadbd --no-defaults --datadir="$state_dir/mariadb" \
+    --bind-address=127.0.0.1 --port="$mariadb_port" --socket="$state_dir/mariadb/mysqld.sock" \
+    --pid-file="$state_dir/mariadb/mariadbd.pid" --innodb-flush-log-at-trx-commit=0 \
+    --skip-name-resolve --max-connections=200 || return 1
+  # Over the socket: root has no password there, and a TCP login for root is not needed.
+  mariadb --no-defaults --socket="$state_dir/mariadb/mysqld.sock" -u root -e "
+    CREATE DATABASE IF NOT EXISTS locktest;
+    CREATE USER IF NOT EXISTS 'locktest'@'127.0.0.1' IDENTIFIED BY 'locktest-pw';
+    GRANT ALL ON locktest.* TO 'locktest'@'127.0.0.1';"
+}
+
 start() {
   mkdir -p "$state_dir"
-  chmod 700 "$state_dir"
+  # The database servers run as their own users and must reach their folders: others may
+  # traverse the state folder, not list it.
+  chmod 711 "$state_dir"
   local s rc=0 user_args=()
   # memcached refuses to run as root without -u.
   [ "$(id -u)" -ne 0 ] || user_args=(-u "$(id -un)")
@@ -148,6 +239,8 @@ start() {
         start_one memcached memcached memcached_ping "$memcached_port" \
           memcached -l 127.0.0.1 -p "$memcached_port" -U 0 -m 64 -c 4096 "${user_args[@]}" || rc=1
         ;;
+      postgres) start_postgres || rc=1 ;;
+      mariadb) start_mariadb || rc=1 ;;
       *) log "unknown service '$s'"; rc=1 ;;
     esac
   done
@@ -162,6 +255,8 @@ stop() {
     case $s in
       redis) stop_one redis redis-server ;;
       memcached) stop_one memcached memcached ;;
+      postgres) stop_one postgres postgres INT ;;
+      mariadb) stop_one mariadb mariadbd ;;
     esac
   done
 }
@@ -174,6 +269,10 @@ status() {
         echo "redis: running (pid $pid, port $redis_port)" || echo "redis: not running" ;;
       memcached) pid=$(pid_of memcached); alive "$pid" memcached && memcached_ping &&
         echo "memcached: running (pid $pid, port $memcached_port)" || echo "memcached: not running" ;;
+      postgres) pid=$(pid_of postgres); alive "$pid" postgres && postgres_ping &&
+        echo "postgres: running (pid $pid, port $postgres_port)" || echo "postgres: not running" ;;
+      mariadb) pid=$(pid_of mariadb); alive "$pid" mariadbd && mariadb_ping &&
+        echo "mariadb: running (pid $pid, port $mariadb_port)" || echo "mariadb: not running" ;;
     esac
   done
 }
