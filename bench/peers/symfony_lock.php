@@ -6,10 +6,22 @@
 //     STORE: redis (needs php-redis)       endpoint LOCKSMITH_TEST_REDIS_URL (redis://host:port[/db])
 //            memcached (php-memcached)      endpoint LOCKSMITH_TEST_MEMCACHED (host:port)
 //            flock | semaphore | memory     FlockStore / SemaphoreStore / InMemoryStore
+//            postgresql (php-pgsql)         PostgreSqlStore (advisory locks), LOCKSMITH_TEST_POSTGRES_DSN
+//            pdo-pgsql | pdo-mysql          PdoStore on LOCKSMITH_TEST_POSTGRES_DSN / _MARIADB_DSN
+//            pdo-sqlite (php-sqlite3)       PdoStore on a SQLite file in the temporary folder
 require '/usr/share/php/Symfony/Component/Lock/autoload.php';
 
 use Symfony\Component\Lock\LockFactory;
 use Symfony\Component\Lock\Store;
+
+// A scripts/services.sh URL (scheme://user[:password]@host:port/db) as a PDO DSN and its login.
+function pdo_from_url(string $variable, string $driver): array {
+    $url = parse_url(getenv($variable) ?: '');
+    if (!isset($url['host'])) { fwrite(STDERR, "symfony_lock.php: $variable is unset\n"); exit(64); }
+    $dsn = sprintf('%s:host=%s;port=%d;dbname=%s', $driver, $url['host'], $url['port'],
+                   ltrim($url['path'] ?? '', '/'));
+    return [$dsn, ['db_username' => $url['user'] ?? null, 'db_password' => $url['pass'] ?? null]];
+}
 
 $kind = $argv[1] ?? 'redis';
 $pairs = max(1, min(10000000, (int)($argv[2] ?? 5000)));
@@ -39,6 +51,23 @@ switch ($kind) {
     case 'memory':
         $store = new Store\InMemoryStore();
         break;
+    case 'postgresql':
+        [$dsn, $login] = pdo_from_url('LOCKSMITH_TEST_POSTGRES_DSN', 'pgsql');
+        $store = new Store\PostgreSqlStore($dsn, $login);
+        break;
+    case 'pdo-pgsql':
+    case 'pdo-mysql':
+        [$dsn, $login] = $kind === 'pdo-pgsql'
+            ? pdo_from_url('LOCKSMITH_TEST_POSTGRES_DSN', 'pgsql')
+            : pdo_from_url('LOCKSMITH_TEST_MARIADB_DSN', 'mysql');
+        $store = new Store\PdoStore($dsn, $login + ['db_table' => 'symfony_bench_keys']);
+        try { $store->createTable(); } catch (\PDOException $e) { /* exists already */ }
+        break;
+    case 'pdo-sqlite':
+        $file = sys_get_temp_dir() . '/locksmith-bench-symfony-' . getmypid() . '.db';
+        $store = new Store\PdoStore('sqlite:' . $file);
+        $store->createTable();
+        break;
     default:
         fwrite(STDERR, "symfony_lock.php: unknown store $kind\n");
         exit(64);
@@ -56,6 +85,7 @@ for ($i = 0; $i < $pairs; ++$i) {
     $lock->release();
 }
 $s = (hrtime(true) - $t0) / 1e9;
+if (isset($file)) @unlink($file);
 if (isset($dir)) { foreach (glob("$dir/*") as $f) @unlink($f); @rmdir($dir); }
 echo json_encode(['peer' => "symfony-$kind", 'pairs' => $pairs, 'seconds' => $s,
                   'pairs_per_s' => $pairs / $s]), "\n";
