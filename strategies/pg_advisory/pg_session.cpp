@@ -19,6 +19,8 @@ std::string one_line(std::string_view text) {
     for (char c : text) {
         if (c == '\n') {
             if (!out.empty() && out.back() != ' ') out += "; ";
+        } else if (c == '\t') {
+            if (!out.empty() && out.back() != ' ') out += ' ';
         } else {
             out += c;
         }
