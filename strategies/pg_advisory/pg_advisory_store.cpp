@@ -117,8 +117,7 @@ struct statements {
 };
 
 bool is_true(const pg_result& r) {
-    return PQntuples(r.get()) == 1 && PQnfields(r.get()) >= 1 &&
-           std::string_view(PQgetvalue(r.get(), 0, 0)) == "t";
+    return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == "t";
 }
 
 const char* pg_mode(lock_mode mode) {
@@ -217,8 +216,7 @@ class pg_advisory_store final : public store {
             if (held->session->broken()) return false;
             throw;
         }
-        return PQntuples(r.get()) == 1 &&
-               std::string_view(PQgetvalue(r.get(), 0, 0)) == pg_mode(held->mode);
+        return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == pg_mode(held->mode);
     }
 
     lock_status do_status(std::string_view resource) override {
@@ -227,11 +225,11 @@ class pg_advisory_store final : public store {
         cache_->give_back(std::move(session));
         lock_status s;
         s.held = lock_status::state::free;
-        for (int row = 0; row < PQntuples(r.get()); ++row) {
-            const std::string_view mode = PQgetvalue(r.get(), row, 0);
+        for (int row = 0; row < pg_rows(r.get()); ++row) {
+            const auto mode = pg_value(r.get(), row, 0);
             s.held = mode == "ShareLock" ? lock_status::state::held_shared
                                          : lock_status::state::held_exclusive;
-            s.holders.push_back(std::string("backend pid ") + PQgetvalue(r.get(), row, 1));
+            s.holders.push_back("backend pid " + std::string(pg_value(r.get(), row, 1)));
         }
         return s;
     }

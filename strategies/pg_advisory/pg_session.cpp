@@ -1,8 +1,10 @@
 #include "pg_session.hpp"
 
+#include <dlfcn.h>
 #include <poll.h>
 
 #include <cerrno>
+#include <mutex>
 #include <vector>
 
 #include <locksmith/author/strategy_support.hpp>
@@ -11,6 +13,56 @@
 
 namespace locksmith::pg {
 namespace {
+
+// libpq is opened on first use (dlopen), not linked: it brings some twenty libraries (TLS,
+// Kerberos, LDAP), which a program that never talks to PostgreSQL should not load, and Debian
+// has no static libpq that the statically linked locksmith command could take in
+// (cli/CMakeLists.txt). libpq-fe.h still gives every signature.
+#define LOCKSMITH_LIBPQ_FUNCTIONS(X)                                                           \
+    X(PQconnectStartParams)                                                                    \
+    X(PQconnectPoll) X(PQconninfoParse) X(PQconninfoFree) X(PQfreemem) X(PQsetNoticeProcessor) \
+        X(PQstatus) X(PQerrorMessage) X(PQfinish) X(PQsocket) X(PQsendQuery) X(PQisBusy)       \
+            X(PQgetResult) X(PQconsumeInput) X(PQresultStatus) X(PQresultErrorField)           \
+                X(PQresultErrorMessage) X(PQclear) X(PQntuples) X(PQnfields) X(PQgetvalue)
+
+struct libpq_api {
+#define LOCKSMITH_LIBPQ_POINTER(f) decltype(&::f) f = nullptr;
+    LOCKSMITH_LIBPQ_FUNCTIONS(LOCKSMITH_LIBPQ_POINTER)
+#undef LOCKSMITH_LIBPQ_POINTER
+};
+
+libpq_api the_api;
+std::string load_failure;
+
+// Loads libpq once. Throws backend_error (native code "libpq") when it cannot.
+void load_libpq(const std::string& strategy) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        void* lib = ::dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+        if (lib == nullptr) {
+            const char* why = ::dlerror();
+            load_failure = why ? why : "dlopen failed";
+            return;
+        }
+#define LOCKSMITH_LIBPQ_SYMBOL(f)                                   \
+    the_api.f = reinterpret_cast<decltype(&::f)>(::dlsym(lib, #f)); \
+    if (the_api.f == nullptr) {                                     \
+        load_failure = "libpq.so.5 has no " #f;                     \
+        return;                                                     \
+    }
+        LOCKSMITH_LIBPQ_FUNCTIONS(LOCKSMITH_LIBPQ_SYMBOL)
+#undef LOCKSMITH_LIBPQ_SYMBOL
+    });
+    if (!load_failure.empty())
+        throw backend_error(
+            strategy, "libpq",
+            strategy + ": libpq cannot be loaded (install the package libpq5): " + load_failure);
+}
+
+// Only called once load_libpq succeeded (a session or a result exists).
+const libpq_api& pq() noexcept {
+    return the_api;
+}
 
 // libpq's messages end in newlines and may span several lines ("connection to server at ...
 // failed: FATAL:  role ... does not exist\n"): one line for ours.
@@ -83,11 +135,12 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn) {
         throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
                                      " must be a URL postgresql://user[:password]@host[:port]/"
                                      "database");
+    load_libpq(t.strategy);
     char* error = nullptr;
-    PQconninfoOption* options = PQconninfoParse(t.dsn.c_str(), &error);
+    PQconninfoOption* options = pq().PQconninfoParse(t.dsn.c_str(), &error);
     if (options == nullptr) {
         std::string why = error ? one_line(error) : "out of memory";
-        PQfreemem(error);
+        pq().PQfreemem(error);
         throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
                                      " is not a valid PostgreSQL URL: " + scrubbed(why, {}, dsn));
     }
@@ -98,30 +151,45 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn) {
         if (keyword == "password") t.password = o->val;
         if (keyword == "dbname" && *o->val != '\0') has_database = true;
     }
-    PQconninfoFree(options);
+    pq().PQconninfoFree(options);
     if (!has_database)
         throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
                                      " names no database (postgresql://host[:port]/database)");
     return t;
 }
 
+void pg_result_deleter::operator()(PGresult* r) const noexcept {
+    if (r != nullptr) pq().PQclear(r);
+}
+
+int pg_rows(const PGresult* result) {
+    return result ? pq().PQntuples(result) : 0;
+}
+
+std::string_view pg_value(const PGresult* result, int row, int column) {
+    if (row < 0 || row >= pg_rows(result) || column < 0 || column >= pq().PQnfields(result))
+        return {};
+    return pq().PQgetvalue(result, row, column);
+}
+
 std::string sqlstate(const PGresult* result) {
-    const char* code = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+    const char* code = result ? pq().PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
     return code ? code : "";
 }
 
 pg_session::pg_session(const pg_target& target) : target_(target), generation_(fork_generation()) {
+    load_libpq(target.strategy);
     const char* keywords[] = {"dbname", "fallback_application_name", nullptr};
     const char* values[] = {target.dsn.c_str(), "locksmith", nullptr};
     const auto until = clock::now() + target.connect_timeout;
-    conn_ = PQconnectStartParams(keywords, values, 1);
+    conn_ = pq().PQconnectStartParams(keywords, values, 1);
     if (conn_ == nullptr) fail("connecting", "connect", "out of memory");
     // The server's notices (an unlock of a lock not held warns) must not reach stderr.
-    PQsetNoticeProcessor(
+    pq().PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);
     // libpq says to start as if PQconnectPoll had asked to write.
     PostgresPollingStatusType state = PGRES_POLLING_WRITING;
-    while (PQstatus(conn_) != CONNECTION_BAD && state != PGRES_POLLING_OK &&
+    while (pq().PQstatus(conn_) != CONNECTION_BAD && state != PGRES_POLLING_OK &&
            state != PGRES_POLLING_FAILED) {
         if (!wait_socket(state == PGRES_POLLING_WRITING, until)) {
             close();
@@ -129,10 +197,10 @@ pg_session::pg_session(const pg_target& target) : target_(target), generation_(f
                  "no answer within the connect timeout of " +
                      std::to_string(target.connect_timeout.count()) + " ms");
         }
-        state = PQconnectPoll(conn_);
+        state = pq().PQconnectPoll(conn_);
     }
-    if (PQstatus(conn_) != CONNECTION_OK) {
-        const auto why = one_line(PQerrorMessage(conn_));
+    if (pq().PQstatus(conn_) != CONNECTION_OK) {
+        const auto why = one_line(pq().PQerrorMessage(conn_));
         close();
         fail("connecting", "connect", why);
     }
@@ -146,7 +214,7 @@ void pg_session::close() noexcept {
     broken_ = true;
     // In a fork()ed child the socket is the parent's: PQfinish would end the parent's session
     // (and free its locks). The child leaves it alone; its memory goes with the child.
-    if (conn_ != nullptr && ours()) PQfinish(conn_);
+    if (conn_ != nullptr && ours()) pq().PQfinish(conn_);
     conn_ = nullptr;
 }
 
@@ -155,17 +223,17 @@ bool pg_session::ours() const noexcept {
 }
 
 bool pg_session::broken() const noexcept {
-    return broken_ || conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK;
+    return broken_ || conn_ == nullptr || pq().PQstatus(conn_) != CONNECTION_OK;
 }
 
 bool pg_session::hung_up() const noexcept {
     if (broken()) return true;
-    pollfd p{PQsocket(conn_), POLLIN, 0};
+    pollfd p{pq().PQsocket(conn_), POLLIN, 0};
     return ::poll(&p, 1, 0) != 0;  // data, a hang-up, or an error (-1)
 }
 
 bool pg_session::wait_socket(bool for_write, clock::time_point until) const {
-    pollfd p{PQsocket(conn_), short(for_write ? POLLOUT : POLLIN), 0};
+    pollfd p{pq().PQsocket(conn_), short(for_write ? POLLOUT : POLLIN), 0};
     if (p.fd < 0) return true;  // libpq reports the failure at its next call
     for (;;) {
         int timeout = -1;
@@ -188,8 +256,8 @@ pg_result pg_session::query(const std::string& sql) {
 
 pg_result pg_session::query(const std::string& sql, clock::time_point until) {
     if (broken()) fail("running a statement", "connection", "the session has ended");
-    if (!PQsendQuery(conn_, sql.c_str())) {
-        const auto why = one_line(PQerrorMessage(conn_));
+    if (!pq().PQsendQuery(conn_, sql.c_str())) {
+        const auto why = one_line(pq().PQerrorMessage(conn_));
         close();
         fail("sending a statement", "connection", why);
     }
@@ -197,25 +265,26 @@ pg_result pg_session::query(const std::string& sql, clock::time_point until) {
     // is the one worth reporting.
     pg_result last, error;
     for (;;) {
-        while (!PQisBusy(conn_)) {
-            PGresult* r = PQgetResult(conn_);
+        while (!pq().PQisBusy(conn_)) {
+            PGresult* r = pq().PQgetResult(conn_);
             if (r == nullptr) {
                 if (error) {
-                    if (PQstatus(conn_) != CONNECTION_OK) close();
-                    const char* primary = PQresultErrorField(error.get(), PG_DIAG_MESSAGE_PRIMARY);
+                    if (pq().PQstatus(conn_) != CONNECTION_OK) close();
+                    const char* primary =
+                        pq().PQresultErrorField(error.get(), PG_DIAG_MESSAGE_PRIMARY);
                     const auto code = sqlstate(error.get());
                     fail("running a statement", code.empty() ? "connection" : "SQLSTATE " + code,
-                         one_line(primary ? primary : PQresultErrorMessage(error.get())) +
+                         one_line(primary ? primary : pq().PQresultErrorMessage(error.get())) +
                              (code.empty() ? "" : " (SQLSTATE " + code + ")"));
                 }
                 if (!last) {
-                    const auto why = one_line(PQerrorMessage(conn_));
+                    const auto why = one_line(pq().PQerrorMessage(conn_));
                     close();
                     fail("running a statement", "connection", why);
                 }
                 return last;
             }
-            const auto status = PQresultStatus(r);
+            const auto status = pq().PQresultStatus(r);
             if ((status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR) && !error)
                 error.reset(r);
             else
@@ -229,8 +298,8 @@ pg_result pg_session::query(const std::string& sql, clock::time_point until) {
                  "no reply within the command timeout of " +
                      std::to_string(target_.command_timeout.count()) + " ms");
         }
-        if (!PQconsumeInput(conn_)) {
-            const auto why = one_line(PQerrorMessage(conn_));
+        if (!pq().PQconsumeInput(conn_)) {
+            const auto why = one_line(pq().PQerrorMessage(conn_));
             close();
             fail("reading a reply", "connection", why);
         }

@@ -1,6 +1,7 @@
 // libpq for locksmith's strategies: one PostgreSQL session, and the one place where libpq errors
 // become backend_errors (with the SQLSTATE, and never the password). Written for pg_advisory;
-// meant to be shared with the sql strategy's libpq driver.
+// meant to be shared with the sql strategy's libpq driver. libpq is opened with dlopen on first
+// use (libpq.so.5), not linked: only the header is needed at build time.
 //
 //   pg_target         where and how to connect: the DSN (a postgresql:// URL), its printable form,
 //                     the timeouts
@@ -35,7 +36,8 @@ struct pg_target {
 };
 
 // Checks `dsn` (postgresql:// or postgres://, which libpq parses) and fills a target.
-// Throws invalid_argument_error naming the redacted URL and what is wrong.
+// Throws invalid_argument_error naming the redacted URL and what is wrong; backend_error
+// ("libpq") when libpq cannot be loaded. pg_session's constructor loads it too.
 pg_target make_pg_target(std::string strategy, std::string_view dsn);
 
 // `dsn` fit to print: the password (and every query value) becomes "***"; a user name without
@@ -43,9 +45,14 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn);
 std::string redact_pg_dsn(std::string_view dsn);
 
 struct pg_result_deleter {
-    void operator()(PGresult* r) const noexcept { PQclear(r); }
+    void operator()(PGresult* r) const noexcept;
 };
 using pg_result = std::unique_ptr<PGresult, pg_result_deleter>;
+
+// The number of rows of a result (0 for none).
+int pg_rows(const PGresult* result);
+// The text of one field; "" for NULL or a row or column the result does not have.
+std::string_view pg_value(const PGresult* result, int row, int column);
 
 class pg_session {
   public:
