@@ -114,6 +114,51 @@ bool eventually_counts(admin& a, const std::string& sql, long n) {
 
 }  // namespace
 
+// No server needed: a DSN is checked before anything connects.
+BOOST_AUTO_TEST_CASE(bad_dsns_are_refused_without_the_password) {
+    const std::string secret = "s3cret-PW%21";
+    for (const std::string bad :
+         {"mysql://u:" + secret + "@h/db", "postgresql://u:" + secret + "@h:99999/db",
+          "postgresql://u:" + secret + "@h:5432/db?nonsense=1", "postgresql://u:" + secret + "@h",
+          "postgresql://u:" + secret + "@h:5432/db?sslmode=%zz"}) {
+        try {
+            store_for(bad);
+            BOOST_FAIL("accepted " << bad);
+        } catch (const error& e) {
+            BOOST_TEST_MESSAGE(e.what());
+            BOOST_TEST(std::string(e.what()).find("s3cret") == std::string::npos, e.what());
+            BOOST_TEST(std::string(e.what()).find("pg_advisory: ") == 0, e.what());
+        }
+    }
+    try {
+        strategies::pg_advisory_options::from_json({{"dsn", "mysql://u:" + secret + "@h/db"}});
+        BOOST_FAIL("accepted a mysql dsn");
+    } catch (const config_error& e) {
+        BOOST_TEST(e.pointer() == "/dsn");
+        BOOST_TEST(std::string(e.what()).find("s3cret") == std::string::npos, e.what());
+    }
+    BOOST_CHECK_THROW(strategies::pg_advisory_options::from_json(
+                          {{"dsn", "postgresql://h/db"}, {"pool_size", 0}}),
+                      config_error);
+    BOOST_CHECK_THROW(
+        strategies::pg_advisory_options::from_json({{"dsn", "postgresql://h/db"}, {"typo", 1}}),
+        config_error);
+    // A user without password stays readable; a password never does.
+    const auto message = [](const std::string& dsn) {
+        try {
+            store_for(dsn);
+        } catch (const error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    BOOST_TEST(
+        message("postgresql://alice@127.0.0.1:1/db").find("postgresql://alice@127.0.0.1:1/db") !=
+        std::string::npos);
+    BOOST_TEST(message("postgresql://alice:pw@127.0.0.1:1/db")
+                   .find("postgresql://alice:***@127.0.0.1:1/db") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE(
     pg_server, *boost::unit_test::precondition(locksmith::test::server_precondition{dsn_variable}))
 
@@ -316,6 +361,27 @@ BOOST_AUTO_TEST_CASE(holder_killed_frees_the_lock_at_once) {
     waiter.unlock();
 }
 
+BOOST_AUTO_TEST_CASE(a_forked_child_never_touches_the_parents_session) {
+    // The child inherits the lock object and its session's socket. Unlocking there (or its
+    // destructor doing so) must leave the parent's session alone: a statement or a close on
+    // that socket would end or confuse the parent's session, and free its lock.
+    const auto name = test::unique_resource("fork");
+    admin a(endpoint(dsn_variable));
+    auto s = shared_store();
+    auto holder = make_lock(s, name);
+    BOOST_REQUIRE(holder.try_lock());
+    pid_t child = test::fork_child([&] {
+        holder.unlock();
+        auto other = make_lock(s, name);  // the inherited store, used in the child
+        return other.try_lock() ? 1 : 0;
+    });
+    BOOST_TEST(test::wait_child(child, must_happen) == 0, "the child got the parent's lock");
+    BOOST_TEST(holder.is_acquired());
+    BOOST_TEST(a.count("SELECT count(*) FROM pg_locks WHERE " + lock_rows(name) + " AND granted") ==
+               1);
+    holder.unlock();
+}
+
 BOOST_AUTO_TEST_CASE(any_name_is_a_key_and_never_sql) {
     auto s = shared_store();
     admin a(endpoint(dsn_variable));
@@ -372,25 +438,6 @@ BOOST_AUTO_TEST_CASE(unknown_role_and_unknown_database_are_named_without_the_pas
     check("postgresql://postgres:" + secret + "@" + host + "/no_such_db", "no_such_db");
     // Nobody listens on port 1.
     check("postgresql://postgres:" + secret + "@127.0.0.1:1/locktest", "127.0.0.1:1");
-    // Bad DSNs are refused before connecting, also without the password.
-    for (const std::string bad :
-         {"mysql://u:" + secret + "@h/db", "postgresql://u:" + secret + "@h:99999/db",
-          "postgresql://u:" + secret + "@h:5432/db?nonsense=1"}) {
-        try {
-            store_for(bad);
-            BOOST_FAIL("accepted " << bad);
-        } catch (const error& e) {
-            BOOST_TEST_MESSAGE(e.what());
-            BOOST_TEST(std::string(e.what()).find("s3cret") == std::string::npos, e.what());
-        }
-    }
-    try {
-        strategies::pg_advisory_options::from_json({{"dsn", "mysql://u:" + secret + "@h/db"}});
-        BOOST_FAIL("accepted a mysql dsn");
-    } catch (const config_error& e) {
-        BOOST_TEST(e.pointer() == "/dsn");
-        BOOST_TEST(std::string(e.what()).find("s3cret") == std::string::npos, e.what());
-    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
