@@ -12,9 +12,9 @@
 #   scripts/mutants.sh [-l LIST] [NAME...]     NAME: only these entries (default: all)
 #
 # Environment: BUILD_DIR (default build-mutants, its own Ninja build), JOBS (default 2),
-# LOCKSMITH_TEST_REDIS_URL / LOCKSMITH_TEST_MEMCACHED (when unset and redis-server / memcached
-# are installed, the script starts its own on free ports in a temporary directory and stops
-# them at the end).
+# LOCKSMITH_TEST_REDIS_URL / LOCKSMITH_TEST_MEMCACHED / LOCKSMITH_TEST_POSTGRES_DSN (when unset
+# and redis-server / memcached / postgres are installed, the script starts its own on free ports
+# in a temporary directory and stops them at the end).
 # The changed file is always restored, also on Ctrl-C or an error (trap).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +37,7 @@ cleanup() {
     echo "mutants: restored $target" >&2
   fi
   for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -z "${pg_env+x}" ] || env "${pg_env[@]}" "$root/scripts/services.sh" stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -114,6 +115,14 @@ if [ -z "${LOCKSMITH_TEST_MEMCACHED:-}" ] && command -v memcached >/dev/null; th
   memcached -l 127.0.0.1 -p "$port" -U 0 "${user_opt[@]}" >"$work/memcached.log" 2>&1 &
   server_pids+=($!)
   wait_port "$port" && export LOCKSMITH_TEST_MEMCACHED=127.0.0.1:$port
+fi
+
+if [ -z "${LOCKSMITH_TEST_POSTGRES_DSN:-}" ] && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+  chmod 711 "$work"  # postgres runs as its own user and must reach its folder
+  pg_env=(LOCKSMITH_SERVICES_DIR="$work/services" LOCKSMITH_SERVICES=postgres
+          LOCKSMITH_POSTGRES_PORT="$(free_port)")
+  env "${pg_env[@]}" "$root/scripts/services.sh" start >"$work/postgres-start.log" 2>&1 &&
+    eval "$(env "${pg_env[@]}" "$root/scripts/services.sh" env)"
 fi
 
 # --- build and baseline ----------------------------------------------------------------------

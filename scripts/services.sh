@@ -39,6 +39,15 @@ alive() {
   grep -q "^$comm" "/proc/$pid/comm" 2>/dev/null
 }
 
+# Right after the fork the PID still runs the exec chain (this script's subshell, setsid,
+# setpriv) on its way to the server, so its name is not the server's yet: while starting, any
+# live process counts (the probe then tells that the server answers).
+starting() {
+  local stat
+  stat=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 1
+  [ "$stat" != Z ]
+}
+
 pid_of() { cat "$state_dir/$1.pid" 2>/dev/null || true; }
 
 redis_ping() {
@@ -122,7 +131,7 @@ start_one() {
   echo "$pid" >"$state_dir/$name.pid"
   local i
   for i in $(seq 1 100); do
-    if ! alive "$pid" "$comm"; then
+    if ! starting "$pid"; then
       log "$name died at start; last log lines:"
       tail -n 20 "$state_dir/$name.log" >&2 || true
       rm -f "$state_dir/$name.pid"

@@ -3,7 +3,8 @@
 //  - counter: several processes increment a counter file under the lock, with a delay between
 //    read and write to provoke lost updates; the final value must be exact;
 //  - the same with a fresh factory and lock object for every increment (as `locksmith run`);
-//  - crash: a holder killed with SIGKILL releases at once (strategies with crash_release);
+//  - crash: a holder killed with SIGKILL releases at once (strategies with crash_release), also
+//    while other processes keep incrementing the counter;
 //  - shared: readers in several processes coexist and exclude a writer (strategies with shared).
 // Processes are forked; they synchronise through pipes, never through sleeps.
 #include <boost/test/unit_test.hpp>
@@ -177,6 +178,55 @@ void test_sigkill_releases(const strategy_under_test& entry) {
     BOOST_TEST(lock.try_lock_for(10s));
 }
 
+// The counter again, with a fifth process that takes its turns too and is killed (SIGKILL)
+// while it holds the lock, midway through the others' increments: the lock must come free
+// (crash_release) and exclusion must hold before and after. The victim's completed increments
+// count; the one it was killed in never wrote.
+void test_counter_with_a_holder_killed_midway(const strategy_under_test& entry) {
+    auto resource = unique_resource("killed_midway");
+    counter_file counter(scratch_dir() / (entry.name + ".killed_midway"));
+    BOOST_REQUIRE(counter.write(0));
+    constexpr int victim_increments = increments / 2;
+
+    byte_pipe go;
+    byte_pipe ready;
+    byte_pipe holding;  // the victim says 'H' while it holds the lock for the last time
+    auto worker = [&](bool victim) -> int {
+        go.close_write();
+        ready.close_read();
+        holding.close_read();
+        auto lock = make_lock(entry, resource);
+        ready.put('R');
+        (void)go.get(20s);
+        for (int i = 0; i < (victim ? victim_increments : increments); ++i) {
+            lock.lock();
+            long value = counter.read();
+            if (value < 0) return 3;
+            std::this_thread::sleep_for(50us);
+            if (!counter.write(value + 1)) return 4;
+            lock.unlock();
+        }
+        if (!victim) return 0;
+        lock.lock();
+        holding.put('H');
+        for (;;) ::pause();  // killed while holding
+    };
+    std::vector<pid_t> children;
+    for (int p = 0; p < process_count; ++p)
+        children.push_back(fork_child([&] { return worker(false); }, 120s));
+    pid_t victim = fork_child([&] { return worker(true); }, 120s);
+    ready.close_write();
+    holding.close_write();
+    for (int p = 0; p <= process_count; ++p)
+        BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
+    go.close_write();
+    BOOST_REQUIRE_MESSAGE(holding.get(60s) == 'H', "the victim did not report holding the lock");
+    BOOST_REQUIRE(::kill(victim, SIGKILL) == 0);
+    BOOST_TEST(wait_child(victim, 10s) == 128 + SIGKILL);
+    for (auto pid : children) BOOST_TEST(wait_child(pid, 120s) == 0, "child " << pid);
+    BOOST_TEST(counter.read() == long(process_count) * increments + victim_increments);
+}
+
 void test_shared_holders(const strategy_under_test& entry) {
     auto resource = unique_resource("shared");
     constexpr int readers = 3;
@@ -248,6 +298,8 @@ const case_spec cases[] = {
      test_counter_with_fresh_lock_objects},
     {"sigkill_releases_at_once", capability::exclusive | capability::crash_release,
      test_sigkill_releases},
+    {"counter_with_a_holder_killed_midway", capability::exclusive | capability::crash_release,
+     test_counter_with_a_holder_killed_midway},
     {"shared_holders_coexist_and_exclude_a_writer", capability::shared, test_shared_holders},
 };
 

@@ -97,6 +97,12 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"memcached", std::nullopt,
                        "LOCKSMITH_TEST_MEMCACHED is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    if (auto dsn = env("LOCKSMITH_TEST_POSTGRES_DSN"))
+        all.push_back({"pg_advisory", nlohmann::json{{"dsn", *dsn}}, ""});
+    else
+        all.push_back({"pg_advisory", std::nullopt,
+                       "LOCKSMITH_TEST_POSTGRES_DSN is unset (run scripts/services.sh start, then "
+                       "eval \"$(scripts/services.sh env)\")"});
     // Keep only the strategies this build has.
     std::vector<strategy_under_test> built;
     for (auto& s : all)

@@ -1,0 +1,92 @@
+// The `pg_advisory` strategy: PostgreSQL's session-level advisory locks (libpq), shared by
+// every host that talks to the same database.
+//
+//   pg_advisory_options   the strategy's JSON options
+//   pg_advisory_lock_key  the 64-bit advisory key of a name
+//   make_pg_advisory_store
+//
+// Contract:
+//  - Owner: the lock object's key, bound to this process (not serializable). Every key that
+//    holds a lock holds it through a database session (connection) of its own, pinned to the key
+//    from the grant until the release, because advisory locks are re-entrant and counted per
+//    session: two keys sharing a session would both be granted. So two lock objects for one name
+//    exclude each other in one process as across hosts. Released sessions go back to a pool of
+//    up to pool_size idle ones, with no advisory lock left on them (pg_advisory_unlock_all()).
+//  - Statements: try is `SELECT pg_try_advisory_lock[_shared](k)` (one round trip); release is
+//    `SELECT pg_advisory_unlock_all()` on the key's session (one round trip). The name never
+//    reaches SQL: only the integer k does, so any name (quotes, NUL, 1 MiB) is safe.
+//  - Waiting sleeps in the server: `SET LOCAL lock_timeout = '<ms left>'; SELECT
+//    pg_advisory_lock[_shared](k)` in one round trip; the timeout (SQLSTATE 55P03) ends the wait
+//    with `false` and leaves no waiting backend. lock() waits without a timeout.
+//  - Keys: k is the first 64 bits of stable_name_hash(name), passed as the bigint form (pg_locks
+//    shows classid = high 32 bits, objid = low 32 bits, objsubid = 1; the (int, int) form has
+//    objsubid = 2 and never meets ours). Two names collide with probability 2^-64; among n names
+//    held at the same time, some pair collides with probability about n^2 / 2^65 (10^6 names:
+//    3e-8). A collision makes two names one lock: less concurrency, never two holders.
+//  - Promote (shared -> exclusive) takes the exclusive lock in the same session while the shared
+//    one is still held (a session never conflicts with itself), then drops the shared one, in
+//    one statement: no instant holds neither. It fails (false, the read lock kept) while other
+//    readers hold. Two readers that both wait to promote deadlock: the server's deadlock detector
+//    (deadlock_timeout, 1 s by default) cancels one wait, which then throws acquire_error with
+//    its read lock kept; the other promotes once that reader releases. Demote (exclusive ->
+//    shared) takes the shared lock in the same session, then drops the exclusive one: always
+//    succeeds, at once.
+//  - Crash: a holder that dies frees its locks when the server sees its session end (the kernel
+//    closes the socket of a killed process: at once). A session that ends otherwise (server
+//    restart, pg_terminate_backend, network failure) loses its locks: is_acquired() then asks the
+//    server (pg_locks, for the session's own backend) and says false; the lost lock is never
+//    re-granted behind the owner's back, since a pinned session never reconnects.
+//  - Transaction-mode poolers (PgBouncer pool_mode=transaction) break session locks: connect to
+//    PostgreSQL directly or through session pooling.
+//  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" when the server sent one, else
+//    "connect", "timeout" or "connection". Messages name the redacted DSN; a password never
+//    appears in one.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/author/store.hpp>
+
+namespace locksmith::strategies {
+
+// What the pg_advisory strategy offers (its registry entry and its store agree on this).
+inline constexpr capability pg_advisory_capabilities =
+    capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
+    capability::distributed | capability::crash_release;
+
+struct pg_advisory_options {
+    // postgresql://[user[:password]@]host[:port]/database[?param=value...] (postgres:// too):
+    // libpq's URI form; the query takes libpq connection parameters (sslmode=require, ...).
+    // Never printed but through redact_url.
+    std::string dsn;
+    // Longest wait for a connection to be set up (TCP, TLS, authentication). Must be > 0.
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
+    // Longest wait for the reply to a statement that does not wait for a lock (try, release,
+    // is_acquired). A statement that waits for a lock is bounded by the caller's deadline plus
+    // this. Must be > 0.
+    std::chrono::milliseconds command_timeout{std::chrono::seconds(5)};
+    // Most idle sessions kept open for later locks (a held lock keeps its own session beside
+    // these). >= 1.
+    std::size_t pool_size = 4;
+
+    // Reads {"dsn": "...", "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only
+    // "dsn" is required. Throws config_error (never naming the password).
+    static pg_advisory_options from_json(const nlohmann::json& options);
+};
+
+// The advisory key (bigint) of `name`: the first 64 bits of stable_name_hash(name).
+std::int64_t pg_advisory_lock_key(std::string_view name) noexcept;
+
+// Connects once, so that a wrong DSN fails here.
+// Throws invalid_argument_error for bad options, backend_error when the server cannot be reached
+// or refuses the login.
+std::shared_ptr<store> make_pg_advisory_store(const pg_advisory_options& options);
+
+}  // namespace locksmith::strategies

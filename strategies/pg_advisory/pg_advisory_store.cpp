@@ -1,0 +1,296 @@
+// The pg_advisory strategy's store (its registry entry is in pg_advisory_descriptor.cpp).
+#include <climits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <locksmith/author/plugin.hpp>
+#include <locksmith/author/strategy_support.hpp>
+#include <locksmith/errors.hpp>
+#include <locksmith/strategies/pg_advisory.hpp>
+#include <locksmith/version.hpp>
+
+#include "pg_advisory_descriptor.hpp"
+#include "pg_session.hpp"
+
+namespace locksmith::strategies {
+namespace {
+
+using namespace locksmith::pg;
+using std::chrono::milliseconds;
+
+constexpr const char* strategy_name = "pg_advisory";
+
+// Idle sessions, none holding an advisory lock. Shared by the store and by the keys' states,
+// because a key may outlive its store.
+class session_cache {
+  public:
+    session_cache(pg_target target, std::size_t max_idle)
+        : target_(std::move(target)), max_idle_(max_idle) {}
+
+    std::unique_ptr<pg_session> take() {
+        {
+            std::lock_guard guard(mutex_);
+            if (generation_ != fork_generation()) {
+                // A fork()ed child: the sessions are the parent's (their destructors leave them
+                // alone).
+                idle_.clear();
+                generation_ = fork_generation();
+            }
+            while (!idle_.empty()) {
+                auto s = std::move(idle_.back());
+                idle_.pop_back();
+                if (!s->hung_up()) return s;
+            }
+        }
+        return std::make_unique<pg_session>(target_);
+    }
+
+    // Keeps `s` for a later take(). Requires: `s` holds no advisory lock.
+    void give_back(std::unique_ptr<pg_session> s) noexcept {
+        if (!s || s->broken() || !s->ours()) return;
+        std::lock_guard guard(mutex_);
+        if (idle_.size() < max_idle_) idle_.push_back(std::move(s));
+    }
+
+  private:
+    const pg_target target_;
+    const std::size_t max_idle_;
+    std::mutex mutex_;
+    std::vector<std::unique_ptr<pg_session>> idle_;
+    std::uint64_t generation_ = fork_generation();
+};
+
+// A key's grant: the session that holds it, pinned to the key until the release. Destroying it
+// closes the session, which frees the lock on the server.
+struct pinned_session : key_local_state {
+    std::unique_ptr<pg_session> session;
+    lock_mode mode = lock_mode::exclusive;
+};
+
+// The statements. Only the key, an integer, is spliced in: no name ever reaches SQL.
+struct statements {
+    explicit statements(std::string_view name) {
+        const auto k = pg_advisory_lock_key(name);
+        key = std::to_string(k);
+        const auto bits = std::uint64_t(k);
+        where = "locktype = 'advisory' AND classid = " + std::to_string(bits >> 32) +
+                " AND objid = " + std::to_string(bits & 0xffffffffu) + " AND objsubid = 1";
+    }
+    std::string try_lock(lock_mode mode) const {
+        return "SELECT pg_try_advisory_lock" + suffix(mode) + "(" + key + ")";
+    }
+    // Takes `mode` in a session that holds the other mode, and drops that one only once `mode`
+    // is held: the session never conflicts with itself, and no instant holds neither. True when
+    // granted; false (nothing changed) when another session holds a conflicting lock.
+    std::string try_convert(lock_mode mode) const {
+        const auto other = mode == lock_mode::exclusive ? lock_mode::shared : lock_mode::exclusive;
+        return "SELECT CASE WHEN pg_try_advisory_lock" + suffix(mode) + "(" + key +
+               ") THEN pg_advisory_unlock" + suffix(other) + "(" + key + ") ELSE false END";
+    }
+    // Waits in the server for at most `timeout_ms` (0: without bound); a timeout is SQLSTATE
+    // 55P03 and, since the three statements run as one transaction, skips the rest. With
+    // `converting`, the other mode is dropped once `mode` is held.
+    std::string wait_lock(lock_mode mode, long long timeout_ms, bool converting) const {
+        std::string sql = "SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = " +
+                          std::to_string(timeout_ms) + "; SELECT pg_advisory_lock" + suffix(mode) +
+                          "(" + key + ")";
+        if (converting)
+            sql += "; SELECT pg_advisory_unlock" +
+                   suffix(mode == lock_mode::exclusive ? lock_mode::shared : lock_mode::exclusive) +
+                   "(" + key + ")";
+        return sql;
+    }
+    // The session's own grant of this key, as the server sees it.
+    std::string own_grant() const {
+        return "SELECT mode FROM pg_locks WHERE " + where +
+               " AND pid = pg_backend_pid() AND granted";
+    }
+    std::string holders() const {
+        return "SELECT mode, pid FROM pg_locks WHERE " + where +
+               " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+               " AND granted ORDER BY pid";
+    }
+    static std::string suffix(lock_mode mode) { return mode == lock_mode::shared ? "_shared" : ""; }
+    std::string key;
+    std::string where;
+};
+
+bool is_true(const pg_result& r) {
+    return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == "t";
+}
+
+const char* pg_mode(lock_mode mode) {
+    return mode == lock_mode::shared ? "ShareLock" : "ExclusiveLock";
+}
+
+class pg_advisory_store final : public store {
+  public:
+    explicit pg_advisory_store(const pg_advisory_options& options)
+        : store(strategy_name, pg_advisory_capabilities),
+          cache_(std::make_shared<session_cache>(make_target(options), options.pool_size)) {
+        // Connect once now, so that a wrong DSN fails at construction (and the factory falls
+        // back); the session is the first idle one.
+        cache_->give_back(cache_->take());
+    }
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode mode, milliseconds) override {
+        const statements sql(k.resource());
+        if (auto* held = pinned(k)) {
+            if (held->mode == mode) return true;
+            if (!is_true(held->session->query(sql.try_convert(mode)))) return false;
+            held->mode = mode;
+            return true;
+        }
+        auto session = cache_->take();
+        if (!is_true(session->query(sql.try_lock(mode)))) {
+            cache_->give_back(std::move(session));
+            return false;
+        }
+        pin(k, std::move(session), mode);
+        return true;
+    }
+
+    bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
+        auto* held = pinned(k);
+        // A demotion never waits: the session's own exclusive lock is all that could conflict.
+        // A deadline already passed is one attempt.
+        if ((held && (held->mode == mode || mode == lock_mode::shared)) ||
+            until <= deadline::clock::now())
+            return do_try_acquire(k, mode, ttl);
+        std::unique_ptr<pg_session> fresh;
+        pg_session* session = held ? held->session.get() : nullptr;
+        if (!session) {
+            fresh = cache_->take();
+            session = fresh.get();
+        }
+        const statements sql(k.resource());
+        for (;;) {
+            const auto now = deadline::clock::now();
+            long long timeout_ms = 0;  // without bound
+            auto reply_until = clock::time_point::max();
+            if (until != deadline::max()) {
+                timeout_ms = std::chrono::ceil<milliseconds>(until - now).count();
+                if (timeout_ms <= 0) return give_up(std::move(fresh));
+                timeout_ms = std::min<long long>(timeout_ms, INT_MAX);  // lock_timeout's range
+                reply_until = now + milliseconds(timeout_ms) + session->target().command_timeout;
+            }
+            try {
+                session->query(sql.wait_lock(mode, timeout_ms, held != nullptr), reply_until);
+            } catch (const backend_error& e) {
+                if (e.native_code() == "SQLSTATE 55P03") continue;  // lock_timeout: see above
+                if (e.native_code() == "SQLSTATE 40P01")
+                    throw acquire_error(std::string(strategy_name) + ": promoting lock '" +
+                                        k.resource() +
+                                        "' deadlocked with another reader that waits to promote "
+                                        "too; the read lock is kept: release it and retry");
+                throw;
+            }
+            if (held)
+                held->mode = mode;
+            else
+                pin(k, std::move(fresh), mode);
+            return true;
+        }
+    }
+
+    void do_release(key& k) override {
+        auto* held = pinned(k);
+        if (!held) return;
+        auto session = std::move(held->session);
+        k.set_local_state(instance_id(), nullptr);
+        // On an error the session is closed when `session` goes: the server frees its locks.
+        session->query("SELECT pg_advisory_unlock_all()");
+        cache_->give_back(std::move(session));
+    }
+
+    bool do_holds(const key& k) override {
+        auto* held = k.local_state_of<pinned_session>(instance_id());
+        if (!held || !held->session->ours() || held->session->hung_up()) return false;
+        // The server's word, not ours: a session that ended (and with it the lock) fails here.
+        pg_result r;
+        try {
+            r = held->session->query(statements(k.resource()).own_grant());
+        } catch (const backend_error&) {
+            if (held->session->broken()) return false;
+            throw;
+        }
+        return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == pg_mode(held->mode);
+    }
+
+    lock_status do_status(std::string_view resource) override {
+        auto session = cache_->take();
+        auto r = session->query(statements(resource).holders());
+        cache_->give_back(std::move(session));
+        lock_status s;
+        s.held = lock_status::state::free;
+        for (int row = 0; row < pg_rows(r.get()); ++row) {
+            const auto mode = pg_value(r.get(), row, 0);
+            s.held = mode == "ShareLock" ? lock_status::state::held_shared
+                                         : lock_status::state::held_exclusive;
+            s.holders.push_back("backend pid " + std::string(pg_value(r.get(), row, 1)));
+        }
+        return s;
+    }
+
+  private:
+    static pg_target make_target(const pg_advisory_options& options) {
+        auto target = make_pg_target(strategy_name, options.dsn);
+        target.connect_timeout = options.connect_timeout;
+        target.command_timeout = options.command_timeout;
+        return target;
+    }
+
+    // k's grant, when it has one whose session is still alive. A session that the server ended
+    // meanwhile took the lock with it: the state is dropped and k holds nothing.
+    pinned_session* pinned(key& k) {
+        auto* held = k.local_state_of<pinned_session>(instance_id());
+        if (held && held->session->ours() && !held->session->hung_up()) return held;
+        if (held) k.set_local_state(instance_id(), nullptr);
+        return nullptr;
+    }
+
+    void pin(key& k, std::unique_ptr<pg_session> session, lock_mode mode) {
+        auto state = std::make_unique<pinned_session>();
+        state->session = std::move(session);
+        state->mode = mode;
+        k.set_local_state(instance_id(), std::move(state));
+    }
+
+    bool give_up(std::unique_ptr<pg_session> fresh) {
+        cache_->give_back(std::move(fresh));
+        return false;
+    }
+
+    std::shared_ptr<session_cache> cache_;
+};
+
+}  // namespace
+
+std::shared_ptr<store> make_pg_advisory_store(const pg_advisory_options& options) {
+    if (options.pool_size == 0) throw invalid_argument_error("pg_advisory: pool_size must be >= 1");
+    if (options.connect_timeout <= milliseconds(0) || options.command_timeout <= milliseconds(0))
+        throw invalid_argument_error("pg_advisory: timeouts must be positive");
+    return std::make_shared<pg_advisory_store>(options);
+}
+
+}  // namespace locksmith::strategies
+
+// The module's registration (include/locksmith/author/plugin.hpp): the metadata from
+// pg_advisory_descriptor.cpp with the validator and the factory.
+namespace {
+void add_pg_advisory(locksmith::plugin_registrar& registrar) {
+    using namespace locksmith::strategies;
+    auto d = pg_advisory_metadata();
+    d.validate_options = [](const nlohmann::json& options) {
+        pg_advisory_options::from_json(options);
+    };
+    d.create = [](const nlohmann::json& options) {
+        return make_pg_advisory_store(pg_advisory_options::from_json(options));
+    };
+    registrar.add(d);
+}
+}  // namespace
+
+LOCKSMITH_DEFINE_PLUGIN(pg_advisory, "pg_advisory", locksmith::version, add_pg_advisory)
