@@ -322,13 +322,23 @@ void named_lock::refresh(std::chrono::milliseconds ttl) {
 
 bool named_lock::is_acquired() {
     auto& s = *state_;
-    std::lock_guard guard(s.mutex);
+    std::unique_lock guard(s.mutex);
     const bool holds = !s.owner->is_expired() && s.store->holds(*s.owner);
-    if (!holds)
-        s.held.reset();
-    else if (!s.held)
-        s.held = lock_mode::exclusive;  // continued from a serialized key; the mode is the store's
-    return holds;
+    if (holds) {
+        if (!s.held) s.held = lock_mode::exclusive;  // continued from a serialized key
+        return true;
+    }
+    if (!s.held) return false;
+    // Believed held, but gone (expired, or the backend ended the session that held it): for
+    // strategies without renewals this question is where the loss shows, so report it here, once.
+    s.held.reset();
+    const acquire_error lost("lock '" + s.owner->resource() + "' (" + s.store->strategy() +
+                             ") was lost: it is no longer held, though it was not released");
+    s.log(log_level::error, "lock_lost", lost.what(), lost.what());
+    auto on_lost = s.options.on_lost;
+    guard.unlock();
+    if (on_lost) on_lost(lost);
+    return false;
 }
 
 std::optional<lock_mode> named_lock::held_mode() const noexcept {

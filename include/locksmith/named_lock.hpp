@@ -63,8 +63,10 @@ struct lock_options {
     // Renew the TTL at a third of it while held, from the process's renewal thread (strategies
     // with `expiring` only; ignored by others). unlock() stops the renewal.
     bool auto_refresh = false;
-    // Called from the renewal thread when a renewal finds the lock gone or keeps failing until
-    // the TTL runs out. Must not call back into the lock object.
+    // Called once when a lock this object holds turns out to be lost: from the renewal thread
+    // when a renewal finds it gone or keeps failing until the TTL runs out, or from
+    // is_acquired() when the store no longer has it (expired; a pg_advisory session the server
+    // ended). Must not call back into the lock object.
     error_handler on_lost{};
     // Where this lock logs failures, renewals and slow waits (logger.hpp); null = nowhere.
     // lock_factory::set_logger sets it for the locks a factory creates.

@@ -315,7 +315,10 @@ BOOST_AUTO_TEST_CASE(terminated_session_is_reported_lost_and_never_regranted) {
     const auto name = test::unique_resource("terminated");
     admin a(endpoint(dsn_variable));
     auto s = shared_store();
-    auto holder = make_lock(s, name);
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error&) { ++lost; };
+    auto holder = make_lock(s, name, o);
     BOOST_REQUIRE(holder.try_lock());
     BOOST_TEST(holder.is_acquired());
     BOOST_TEST(a.count("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks "
@@ -324,6 +327,7 @@ BOOST_AUTO_TEST_CASE(terminated_session_is_reported_lost_and_never_regranted) {
     // Whether or not the server's goodbye arrived yet, the owner hears the lock is gone.
     BOOST_TEST(!holder.is_acquired());
     BOOST_TEST(!holder.held_mode().has_value());
+    BOOST_TEST(lost == 1);
     auto next = make_lock(s, name);
     BOOST_TEST(next.try_lock());
     // The old owner's next try is a fresh request, refused while `next` holds.

@@ -673,6 +673,41 @@ BOOST_AUTO_TEST_CASE(a_lost_lock_is_reported_through_on_lost) {
     BOOST_TEST(lost.load() == 1);  // reported once, and renewals stopped
 }
 
+// A strategy without renewals (pg_advisory: the server ended the session) learns of a loss only
+// when the owner asks: that is reported through on_lost too, once.
+BOOST_AUTO_TEST_CASE(a_loss_that_is_acquired_finds_is_reported_through_on_lost_once) {
+    fixture f(basic);
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error& e) {
+        ++lost;
+        BOOST_TEST(std::string(e.what()).find("'resource'") != std::string::npos);
+    };
+    auto lock = f.make("resource", o);
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_TEST(lock.is_acquired());
+    BOOST_TEST(lost == 0);
+    f.store->clear("resource");
+    BOOST_TEST(!lock.is_acquired());
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(!lock.is_acquired());
+    BOOST_TEST(lost == 1);  // once: the object no longer believes it holds
+    BOOST_TEST(!lock.held_mode().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(is_acquired_on_a_lock_never_held_reports_no_loss) {
+    fixture f(basic);
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error&) { ++lost; };
+    auto lock = f.make("resource", o);
+    BOOST_TEST(!lock.is_acquired());
+    BOOST_REQUIRE(lock.acquire());
+    lock.unlock();
+    BOOST_TEST(!lock.is_acquired());
+    BOOST_TEST(lost == 0);
+}
+
 BOOST_AUTO_TEST_CASE(auto_refresh_is_ignored_without_expiring) {
     fixture f(basic);
     lock_options o;
