@@ -258,7 +258,7 @@ int config_check_command(const std::string& file, bool json_output) {
         plugin_problems = load_plugins(config::parse(text, file), default_registry());
     } catch (const config_error&) {
     }
-    std::vector<config_error> problems = config::check(text, &default_registry());
+    std::vector<config_error> problems = default_registry().check(text);
     problems.insert(problems.end(), plugin_problems.begin(), plugin_problems.end());
     if (json_output) {
         json list = json::array();

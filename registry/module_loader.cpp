@@ -344,12 +344,7 @@ std::vector<config_error> load_plugins(const config& cfg, strategy_registry& reg
 }
 
 void load_plugins_or_throw(const config& cfg, strategy_registry& registry) {
-    auto problems = load_plugins(cfg, registry);
-    if (problems.empty()) return;
-    std::string message;
-    for (const auto& p : problems)
-        message += (message.empty() ? "" : "\n") + cfg.origin + ": " + p.pointer() + ": " + p.what();
-    throw config_error(problems.front().id(), problems.front().pointer(), message);
+    if (auto problems = load_plugins(cfg, registry); !problems.empty()) cfg.throw_problems(problems);
 }
 
 }  // namespace locksmith
