@@ -350,9 +350,8 @@ config config::parse(std::string_view json_text, std::string origin) {
 }
 
 config_error config::options_problem(const std::string& strategy, const config_error& e) {
-    return config_error(e.id(),
-                        "/strategies/" + json_pointer_token(strategy) + "/options" + e.pointer(),
-                        e.what());
+    return config_error(
+        e.id(), "/strategies/" + json_pointer_token(strategy) + "/options" + e.pointer(), e.what());
 }
 
 void config::throw_problems(const std::vector<config_error>& problems) const {

@@ -344,7 +344,8 @@ std::vector<config_error> load_plugins(const config& cfg, strategy_registry& reg
 }
 
 void load_plugins_or_throw(const config& cfg, strategy_registry& registry) {
-    if (auto problems = load_plugins(cfg, registry); !problems.empty()) cfg.throw_problems(problems);
+    if (auto problems = load_plugins(cfg, registry); !problems.empty())
+        cfg.throw_problems(problems);
 }
 
 }  // namespace locksmith

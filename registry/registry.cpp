@@ -208,7 +208,8 @@ std::vector<config_error> strategy_registry::problems(const config& cfg) const {
     for (const auto& [name, s] : cfg.strategies) {
         auto d = find(name);
         if (!d) {
-            problems.emplace_back("config.unknown_strategy", "/strategies/" + json_pointer_token(name),
+            problems.emplace_back("config.unknown_strategy",
+                                  "/strategies/" + json_pointer_token(name),
                                   "unknown strategy '" + name + "' (registered: " + known() + ")");
             continue;
         }
@@ -223,10 +224,10 @@ std::vector<config_error> strategy_registry::problems(const config& cfg) const {
     }
     for (const auto& rule : cfg.locks) {
         if (rule.strategy && !contains(*rule.strategy))
-            problems.emplace_back("config.unknown_strategy",
-                                  "/locks/" + json_pointer_token(rule.pattern) + "/strategy",
-                                  "unknown strategy '" + *rule.strategy + "' (registered: " +
-                                      known() + ")");
+            problems.emplace_back(
+                "config.unknown_strategy",
+                "/locks/" + json_pointer_token(rule.pattern) + "/strategy",
+                "unknown strategy '" + *rule.strategy + "' (registered: " + known() + ")");
     }
     return problems;
 }

@@ -22,9 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <locksmith/author/store.hpp>
 #include <locksmith/capability.hpp>
 #include <locksmith/config.hpp>
-#include <locksmith/author/store.hpp>
 
 namespace locksmith {
 

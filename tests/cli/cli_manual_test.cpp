@@ -152,4 +152,46 @@ BOOST_AUTO_TEST_CASE(completion_offers_the_help_options) {
     }
 }
 
+// The commands --help lists, in its order, joined by spaces.
+std::string help_commands() {
+    cli_sandbox box;
+    auto r = box.run({"--help"});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string out;
+    bool inside = false;
+    for (const auto& line : lines_of(r.out)) {
+        if (line == "Subcommands:") {
+            inside = true;
+            continue;
+        }
+        if (inside && line.empty()) break;
+        if (inside) out += (out.empty() ? "" : " ") + line.substr(2, line.find(' ', 2) - 2);
+    }
+    BOOST_REQUIRE(!out.empty());
+    return out;
+}
+
+// The commands each registers itself (cli/command.hpp); the messages that list them, the
+// completion and the manual follow --help.
+BOOST_AUTO_TEST_CASE(every_list_of_commands_is_the_help_list) {
+    const std::string help = help_commands();
+    cli_sandbox box;
+    auto unknown = box.run({"no_such_command"});
+    BOOST_TEST(unknown.err.find("(commands: " + std::regex_replace(help, std::regex(" "), ", ") +
+                                ";") != std::string::npos,
+               unknown.err);
+    std::string last_or = std::regex_replace(help, std::regex(" "), ", ");
+    last_or = std::regex_replace(last_or, std::regex(", ([a-z]+)$"), " or $1");
+    auto none = box.run({});
+    BOOST_TEST(none.err.find("a command is required: " + last_or + "\n") != std::string::npos,
+               none.err);
+    std::smatch m;
+    const std::string script = read_text(doc_dir + "/locksmith.bash");
+    BOOST_REQUIRE(std::regex_search(script, m, std::regex("_locksmith_commands=\"([^\"]*)\"")));
+    BOOST_TEST(m[1].str() == help);
+    std::istringstream words(help);
+    for (std::string word; words >> word;)
+        (void)from_manual(".SS " + (word == "config" ? std::string("config check") : word));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

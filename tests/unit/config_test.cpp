@@ -200,14 +200,16 @@ BOOST_AUTO_TEST_CASE(unknown_strategy_names_the_pointer) {
     BOOST_TEST(rule.pointer == "/locks/a.*/strategy");
     BOOST_TEST(rule.message.find("nosuch") != std::string::npos, rule.message);
 
-    BOOST_CHECK_NO_THROW(f.registry.validate(config::parse(R"({"strategies": {"alpha": {"priority": 3}},
+    BOOST_CHECK_NO_THROW(
+        f.registry.validate(config::parse(R"({"strategies": {"alpha": {"priority": 3}},
                                            "locks": {"a.*": {"strategy": "beta"}}})")));
 }
 
 BOOST_AUTO_TEST_CASE(options_rejected_by_the_strategy_name_the_full_pointer) {
     registry_fixture f;
     auto c = catch_config_error([&] {
-        f.registry.validate(config::parse(R"({"strategies": {"beta": {"options": {"forbidden": 1}}}})"));
+        f.registry.validate(
+            config::parse(R"({"strategies": {"beta": {"options": {"forbidden": 1}}}})"));
     });
     BOOST_TEST(c.thrown);
     BOOST_TEST(c.pointer == "/strategies/beta/options/forbidden");
@@ -217,7 +219,8 @@ BOOST_AUTO_TEST_CASE(builtin_file_options_are_checked) {
     strategy_registry r;
     register_builtin_strategies(r);
     auto c = catch_config_error([&] {
-        r.validate(config::parse(R"({"strategies": {"file": {"options": {"lock_dirr": "/tmp"}}}})"));
+        r.validate(
+            config::parse(R"({"strategies": {"file": {"options": {"lock_dirr": "/tmp"}}}})"));
     });
     BOOST_TEST(c.thrown);
     BOOST_TEST(c.pointer == "/strategies/file/options/lock_dirr");
