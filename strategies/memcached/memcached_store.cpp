@@ -17,7 +17,6 @@
 
 #include "memcached_descriptor.hpp"
 #include "meta_connection.hpp"
-#include "sha256.hpp"
 
 namespace locksmith::strategies {
 
@@ -262,7 +261,7 @@ class memcached_store final : public store {
         for (unsigned char c : name)
             if (c <= 0x20 || c >= 0x7f) plain = false;
         if (plain) return options_.key_prefix + std::string(name);
-        return options_.key_prefix + "#" + memcached_detail::sha256_hex(name);
+        return options_.key_prefix + "#" + sha256_hex(name);
     }
 
     // Rendezvous (highest random weight) hashing: each item goes to the server whose hash with

@@ -23,7 +23,6 @@
 #include <locksmith/strategies/memcached.hpp>
 
 #include "integration/integration_support.hpp"
-#include "strategies/memcached/sha256.hpp"
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
@@ -758,14 +757,4 @@ BOOST_AUTO_TEST_CASE(server_list_parsing) {
     BOOST_TEST(s[2].first == "::1");
     for (const char* bad : {"", "a:", "a:x", "a:70000", ",", "[::1"})
         BOOST_CHECK_THROW(strategies::parse_memcached_servers(bad), invalid_argument_error);
-}
-
-BOOST_AUTO_TEST_CASE(sha256_matches_the_standard_vectors) {
-    using strategies::memcached_detail::sha256_hex;
-    BOOST_TEST(sha256_hex("") ==
-               "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    BOOST_TEST(sha256_hex("abc") ==
-               "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    BOOST_TEST(sha256_hex(std::string(1000000, 'a')) ==
-               "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
