@@ -327,7 +327,8 @@ strategy_descriptor load_on_first_use(strategy_descriptor d) {
     d.create = [name](const nlohmann::json& options) -> std::shared_ptr<store> {
         const auto& m = module_for(name);
         if (!m.failure.empty())
-            throw backend_error(name, "module", "strategy '" + name + "': " + m.failure);
+            throw backend_error(name, "module", "strategy '" + name + "': " + m.failure,
+                                error_kind::permanent);
         return m.descriptor.create(options);
     };
     return d;

@@ -122,7 +122,8 @@ struct server {
         s.exhausted = [this, size = options.pool_size] {
             throw backend_error("memcached", "pool",
                                 "memcached: all " + std::to_string(size) + " connections to " +
-                                    address + " stayed busy; raise pool_size");
+                                    address + " stayed busy; raise pool_size",
+                                error_kind::transient);
         };
         return s;
     }
@@ -341,7 +342,8 @@ class memcached_store final : public store {
         throw backend_error("memcached", "cas_race",
                             "memcached: " + what + " at " + c.address() +
                                 " failed: the item changed under every one of " +
-                                std::to_string(max_cas_attempts) + " compare-and-set attempts");
+                                std::to_string(max_cas_attempts) + " compare-and-set attempts",
+                            error_kind::transient);
     }
 
     memcached_options options_;

@@ -42,14 +42,16 @@ long long integer_at(const redisReply* r, std::size_t i) {
     if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
         r->element[i]->type != REDIS_REPLY_INTEGER)
         throw backend_error("redis", "protocol",
-                            "redis: a lock script returned an unexpected reply");
+                            "redis: a lock script returned an unexpected reply",
+                            error_kind::permanent);
     return r->element[i]->integer;
 }
 
 long long integer_of(const redisReply* r) {
     if (r == nullptr || r->type != REDIS_REPLY_INTEGER)
         throw backend_error("redis", "protocol",
-                            "redis: a lock script returned an unexpected reply");
+                            "redis: a lock script returned an unexpected reply",
+                            error_kind::permanent);
     return r->integer;
 }
 

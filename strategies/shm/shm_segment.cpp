@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -176,7 +177,8 @@ std::pair<std::uint32_t, std::uint64_t> segment::reference(const name_hash& h) {
                         "shm: segment '" + name_ + "' is full: all " +
                             std::to_string(slot_count()) +
                             " slots hold locks that are held or waited for; create the "
-                            "segment with more `slots`");
+                            "segment with more `slots`",
+                        error_kind::transient);
 }
 
 void segment::unreference(std::uint32_t index, std::uint64_t generation) {
@@ -299,9 +301,13 @@ std::uint32_t segment::reclaim_locked() {
 }
 
 void segment::fail(const std::string& code, const std::string& what) const {
+    // Only a failed system call may pass; what was found at the name stays until it is removed.
+    const error_kind kind = code.rfind("errno ", 0) == 0 ? errno_kind(std::atoi(code.c_str() + 6))
+                                                         : error_kind::permanent;
     throw backend_error(strategy_name, code,
                         "shm: the shared memory segment " + path_ + " " + what +
-                            ". Remove it when no process of yours uses it: rm " + path_);
+                            ". Remove it when no process of yours uses it: rm " + path_,
+                        kind);
 }
 
 void segment::map_existing(int fd, std::uint32_t mode) {

@@ -78,6 +78,7 @@ bool s_status_free(store& s, const std::string& name) {
 struct thrown {
     std::string code = "none";
     std::string message;
+    error_kind kind = error_kind::unknown;
 };
 
 template <class F>
@@ -85,7 +86,7 @@ thrown backend_error_of(F&& f) {
     try {
         f();
     } catch (const backend_error& e) {
-        return {e.native_code(), e.what()};
+        return {e.native_code(), e.what(), e.kind()};
     }
     BOOST_ERROR("expected a backend_error");
     return {};
@@ -635,6 +636,16 @@ BOOST_AUTO_TEST_SUITE_END()
 // runs.
 BOOST_AUTO_TEST_SUITE(memcached_protocol_faults)
 
+BOOST_AUTO_TEST_CASE(a_refused_connection_is_transient) {
+    // Nobody listens: a server may start there later, so retrying may help.
+    auto e = backend_error_of([] {
+        strategies::make_memcached_store(
+            options_for("127.0.0.1:" + std::to_string(test::free_port())));
+    });
+    BOOST_TEST(e.code == "errno " + std::to_string(ECONNREFUSED));
+    BOOST_TEST((e.kind == error_kind::transient), e.message);
+}
+
 BOOST_AUTO_TEST_CASE(a_server_without_the_meta_protocol_is_refused_clearly) {
     struct refusal {
         const char* what;
@@ -675,6 +686,8 @@ BOOST_AUTO_TEST_CASE(a_server_without_the_meta_protocol_is_refused_clearly) {
                 [&] { strategies::make_memcached_store(options_for(server.endpoint())); });
             BOOST_TEST(ms_since(started) < hang_limit_ms);
             BOOST_TEST(e.code == r.code);
+            // A server of the wrong kind stays so: retrying does not help.
+            BOOST_TEST((e.kind == error_kind::permanent), e.message);
             BOOST_TEST(e.message.find(server.endpoint()) != std::string::npos, e.message);
             for (const auto& part : r.message_has)
                 BOOST_TEST(e.message.find(part) != std::string::npos, e.message);

@@ -820,6 +820,54 @@ BOOST_AUTO_TEST_CASE(connect_timeout_bounds_authentication) {
     BOOST_TEST(!server.trickle_ended());
 }
 
+// Whether retrying may help (backend_error::kind), with the native code kept for display:
+// nobody listening is transient; a wrong password and a script the server rejects are not.
+BOOST_AUTO_TEST_CASE(errors_say_whether_retrying_may_help) {
+    auto error_of = [](const std::string& url) -> std::optional<backend_error> {
+        try {
+            strategies::make_redis_store(options_for(url));
+        } catch (const backend_error& e) {
+            return e;
+        }
+        return std::nullopt;
+    };
+    const auto refused = error_of("redis://127.0.0.1:" + std::to_string(test::free_port()));
+    BOOST_REQUIRE(refused.has_value());
+    BOOST_TEST(refused->native_code() == "errno " + std::to_string(ECONNREFUSED));
+    BOOST_TEST(refused->transient(), refused->what());
+
+    fake_redis wrong_password(
+        [](const std::vector<std::string>& args) -> std::optional<std::string> {
+            if (args.at(0) == "AUTH")
+                return std::string("-WRONGPASS invalid username-password pair\r\n");
+            return fake_sha;
+        },
+        "");
+    const auto auth = error_of(wrong_password.url(":not-the-password@"));
+    BOOST_REQUIRE(auth.has_value());
+    BOOST_TEST(auth->native_code() == "WRONGPASS");
+    BOOST_TEST((auth->kind() == error_kind::permanent), auth->what());
+
+    fake_redis bad_script(
+        [](const std::vector<std::string>&) -> std::optional<std::string> {
+            return std::string("-ERR Error compiling script (new function): user_script:1\r\n");
+        },
+        "");
+    const auto script = error_of(bad_script.url());
+    BOOST_REQUIRE(script.has_value());
+    BOOST_TEST(script->native_code() == "ERR");
+    BOOST_TEST((script->kind() == error_kind::permanent), script->what());
+
+    fake_redis loading(
+        [](const std::vector<std::string>&) -> std::optional<std::string> {
+            return std::string("-LOADING Redis is loading the dataset in memory\r\n");
+        },
+        "");
+    const auto starting = error_of(loading.url());
+    BOOST_REQUIRE(starting.has_value());
+    BOOST_TEST(starting->transient(), starting->what());
+}
+
 BOOST_AUTO_TEST_CASE(a_connection_that_timed_out_mid_reply_is_not_reused) {
     // SCRIPT LOAD is answered at once; the first SET gets half a reply and then trickles, the
     // next SET (on a new connection) gets +OK. Reusing the first connection would read the rest
