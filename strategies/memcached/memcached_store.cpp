@@ -396,12 +396,7 @@ namespace {
 void add_memcached(locksmith::plugin_registrar& registrar) {
     using namespace locksmith::strategies;
     auto d = memcached_metadata();
-    d.validate_options = [](const nlohmann::json& options) {
-        memcached_options::from_json(options);
-    };
-    d.create = [](const nlohmann::json& options) {
-        return make_memcached_store(memcached_options::from_json(options));
-    };
+    locksmith::set_factory<memcached_options>(d, make_memcached_store);
     registrar.add(d);
 }
 }  // namespace

@@ -1,5 +1,5 @@
-// The redis strategy: store, scripts transport and pub/sub waiting (its registry entry is in
-// redis_descriptor.cpp).
+// The redis strategy: store, scripts transport and pub/sub waiting, and the module's entry point
+// (the registry entry's metadata is in redis_descriptor.cpp).
 #include <algorithm>
 #include <array>
 #include <mutex>
@@ -346,10 +346,7 @@ namespace {
 void add_redis(locksmith::plugin_registrar& registrar) {
     using namespace locksmith::strategies;
     auto d = redis_metadata();
-    d.validate_options = [](const nlohmann::json& options) { redis_options::from_json(options); };
-    d.create = [](const nlohmann::json& options) {
-        return make_redis_store(redis_options::from_json(options));
-    };
+    locksmith::set_factory<redis_options>(d, make_redis_store);
     registrar.add(d);
 }
 }  // namespace
