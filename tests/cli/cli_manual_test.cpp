@@ -40,23 +40,35 @@ std::string join(const options& set) {
     return out;
 }
 
-// The options CLI11's help lists: the first word of each "  -..." line under "Options:",
-// split at commas ("-x,-e,--exclusive").
-options from_help(const std::vector<std::string>& command) {
+// The lines of `command`'s --help under `heading` ("Options:", "Subcommands:"), up to the next
+// blank line.
+std::vector<std::string> help_section(const std::vector<std::string>& command,
+                                      const std::string& heading) {
     cli_sandbox box;
     auto args = command;
     args.push_back("--help");
     auto r = box.run(args);
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    options out;
-    bool in_options = false;
+    std::vector<std::string> out;
+    bool inside = false;
     for (const auto& line : lines_of(r.out)) {
-        if (line == "Options:") {
-            in_options = true;
+        if (line == heading) {
+            inside = true;
             continue;
         }
-        if (in_options && line.empty()) break;
-        if (!in_options || line.rfind("  -", 0) != 0) continue;
+        if (inside && line.empty()) break;
+        if (inside) out.push_back(line);
+    }
+    BOOST_REQUIRE(!out.empty());
+    return out;
+}
+
+// The options CLI11's help lists: the first word of each "  -..." line under "Options:",
+// split at commas ("-x,-e,--exclusive").
+options from_help(const std::vector<std::string>& command) {
+    options out;
+    for (const auto& line : help_section(command, "Options:")) {
+        if (line.rfind("  -", 0) != 0) continue;
         std::string first = line.substr(2, line.find(' ', 2) - 2);
         std::istringstream parts(first);
         for (std::string part; std::getline(parts, part, ',');) out.insert(part);
@@ -154,20 +166,9 @@ BOOST_AUTO_TEST_CASE(completion_offers_the_help_options) {
 
 // The commands --help lists, in its order, joined by spaces.
 std::string help_commands() {
-    cli_sandbox box;
-    auto r = box.run({"--help"});
-    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     std::string out;
-    bool inside = false;
-    for (const auto& line : lines_of(r.out)) {
-        if (line == "Subcommands:") {
-            inside = true;
-            continue;
-        }
-        if (inside && line.empty()) break;
-        if (inside) out += (out.empty() ? "" : " ") + line.substr(2, line.find(' ', 2) - 2);
-    }
-    BOOST_REQUIRE(!out.empty());
+    for (const auto& line : help_section({}, "Subcommands:"))
+        out += (out.empty() ? "" : " ") + line.substr(2, line.find(' ', 2) - 2);
     return out;
 }
 

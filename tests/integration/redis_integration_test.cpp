@@ -836,36 +836,28 @@ BOOST_AUTO_TEST_CASE(errors_say_whether_retrying_may_help) {
     BOOST_TEST(refused->native_code() == "errno " + std::to_string(ECONNREFUSED));
     BOOST_TEST(refused->transient(), refused->what());
 
-    fake_redis wrong_password(
-        [](const std::vector<std::string>& args) -> std::optional<std::string> {
-            if (args.at(0) == "AUTH")
-                return std::string("-WRONGPASS invalid username-password pair\r\n");
-            return fake_sha;
-        },
-        "");
-    const auto auth = error_of(wrong_password.url(":not-the-password@"));
-    BOOST_REQUIRE(auth.has_value());
-    BOOST_TEST(auth->native_code() == "WRONGPASS");
-    BOOST_TEST((auth->kind() == error_kind::permanent), auth->what());
-
-    fake_redis bad_script(
-        [](const std::vector<std::string>&) -> std::optional<std::string> {
-            return std::string("-ERR Error compiling script (new function): user_script:1\r\n");
-        },
-        "");
-    const auto script = error_of(bad_script.url());
-    BOOST_REQUIRE(script.has_value());
-    BOOST_TEST(script->native_code() == "ERR");
-    BOOST_TEST((script->kind() == error_kind::permanent), script->what());
-
-    fake_redis loading(
-        [](const std::vector<std::string>&) -> std::optional<std::string> {
-            return std::string("-LOADING Redis is loading the dataset in memory\r\n");
-        },
-        "");
-    const auto starting = error_of(loading.url());
-    BOOST_REQUIRE(starting.has_value());
-    BOOST_TEST(starting->transient(), starting->what());
+    // A server that answers `command` with `reply` (an error) and anything else with a script SHA.
+    auto error_on = [&](const std::string& command, const std::string& reply,
+                        const std::string& userinfo = "") {
+        fake_redis server(
+            [&](const std::vector<std::string>& args) -> std::optional<std::string> {
+                return args.at(0) == command ? reply : fake_sha;
+            },
+            "");
+        auto e = error_of(server.url(userinfo));
+        BOOST_REQUIRE(e.has_value());
+        return *e;
+    };
+    const auto auth =
+        error_on("AUTH", "-WRONGPASS invalid username-password pair\r\n", ":not-the-password@");
+    BOOST_TEST(auth.native_code() == "WRONGPASS");
+    BOOST_TEST((auth.kind() == error_kind::permanent), auth.what());
+    const auto script =
+        error_on("SCRIPT", "-ERR Error compiling script (new function): user_script:1\r\n");
+    BOOST_TEST(script.native_code() == "ERR");
+    BOOST_TEST((script.kind() == error_kind::permanent), script.what());
+    const auto loading = error_on("SCRIPT", "-LOADING Redis is loading the dataset in memory\r\n");
+    BOOST_TEST(loading.transient(), loading.what());
 }
 
 BOOST_AUTO_TEST_CASE(a_connection_that_timed_out_mid_reply_is_not_reused) {
