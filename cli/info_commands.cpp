@@ -12,6 +12,7 @@
 #include <locksmith/registry.hpp>
 
 #include "cli_common.hpp"
+#include "command.hpp"
 
 namespace locksmith::cli {
 
@@ -258,7 +259,7 @@ int config_check_command(const std::string& file, bool json_output) {
         plugin_problems = load_plugins(config::parse(text, file), default_registry());
     } catch (const config_error&) {
     }
-    std::vector<config_error> problems = config::check(text, &default_registry());
+    std::vector<config_error> problems = default_registry().check(text);
     problems.insert(problems.end(), plugin_problems.begin(), plugin_problems.end());
     if (json_output) {
         json list = json::array();
@@ -332,5 +333,116 @@ int status_command(const std::optional<std::string>& config_flag, const std::str
     }
     return code;
 }
+
+// --- the command line ---------------------------------------------------------------------
+
+namespace {
+
+class strategies_cli : public command {
+  public:
+    strategies_cli() : command(20) {}
+    int run(const invocation& in) override { return strategies_command(in.config, json_); }
+
+  protected:
+    CLI::App* add_to(CLI::App& app) override {
+        auto* cmd =
+            app.add_subcommand("strategies", "List every registered strategy and its settings");
+        cmd->add_flag("--json", json_, "One JSON document");
+        return cmd;
+    }
+
+  private:
+    bool json_ = false;
+};
+
+class explain_cli : public command {
+  public:
+    explain_cli() : command(30) {}
+    int run(const invocation& in) override {
+        return explain_command(in.config, require_, json_, start_);
+    }
+
+  protected:
+    CLI::App* add_to(CLI::App& app) override {
+        auto* cmd = app.add_subcommand("explain",
+                                       "Which strategy would serve CAPS, and why not the others");
+        cmd->add_option("--require", require_, "Required capabilities")
+            ->required()
+            ->type_name("CAPS");
+        cmd->add_flag("--json", json_, "One JSON document");
+        cmd->add_flag("--start", start_,
+                      "Also start the chosen strategy (connect to its server), as run would");
+        return cmd;
+    }
+
+  private:
+    std::string require_;
+    bool json_ = false;
+    bool start_ = false;
+};
+
+class config_cli : public command {
+  public:
+    config_cli() : command(40) {}
+    int run(const invocation&) override { return config_check_command(file_, json_); }
+    void reword_usage_error(const CLI::ParseError& e, const std::vector<std::string>& extras,
+                            std::string& message, std::string&) const override {
+        // CLI11 says "A subcommand is required" without naming one.
+        if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && extras.empty() &&
+            !check_->parsed())
+            message = "config needs a subcommand: locksmith config check FILE [--json]";
+    }
+
+  protected:
+    CLI::App* add_to(CLI::App& app) override {
+        auto* cmd = app.add_subcommand("config", "Configuration files");
+        cmd->require_subcommand(1);
+        check_ = cmd->add_subcommand(
+            "check", "Validate FILE; print each error with its JSON pointer or line and column");
+        check_->add_option("file", file_, "The configuration file")->required();
+        check_->add_flag("--json", json_, "One JSON document");
+        return cmd;
+    }
+
+  private:
+    CLI::App* check_ = nullptr;
+    std::string file_;
+    bool json_ = false;
+};
+
+class status_cli : public command {
+  public:
+    status_cli() : command(50) {}
+    int run(const invocation& in) override {
+        return status_command(in.config, name_, selection_, json_);
+    }
+
+  protected:
+    CLI::App* add_to(CLI::App& app) override {
+        auto* cmd = app.add_subcommand(
+            "status", "Is NAME free or held, and by whom (exit 0 free, 1 held), without taking it");
+        cmd->add_option("NAME", name_, "Lock name")->required()->type_name("");
+        auto* strategy = cmd->add_option("--strategy", selection_.strategy, "Ask this strategy")
+                             ->type_name("NAME");
+        auto* require = cmd->add_option("--require", selection_.require,
+                                        "Ask the strategy chosen for these capabilities")
+                            ->type_name("CAPS");
+        strategy->excludes(require);
+        cmd->add_flag("--json", json_, "One JSON document");
+        return cmd;
+    }
+
+  private:
+    std::string name_;
+    selection_flags selection_;
+    bool json_ = false;
+};
+
+strategies_cli strategies_registration;
+explain_cli explain_registration;
+config_cli config_registration;
+status_cli status_registration;
+
+}  // namespace
 
 }  // namespace locksmith::cli

@@ -7,6 +7,7 @@
 #include <locksmith/lock_factory.hpp>
 
 #include "cli_common.hpp"
+#include "command.hpp"
 #include "supervisor.hpp"
 
 namespace locksmith::cli {
@@ -174,5 +175,111 @@ int run_command(const run_options& options) {
         options.shell ? std::vector<std::string>{"/bin/sh", "-c", *options.shell} : options.command;
     return supervise_child(lock, argv, supervision);
 }
+
+// --- the command line ---------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* run_footer = R"(Usage: locksmith run [OPTIONS] NAME -- COMMAND [ARGS...]
+       locksmith run [OPTIONS] NAME -c 'SHELL COMMAND'
+--config FILE (before or after "run") selects the configuration; see locksmith --help.
+
+Exit status:
+  the command's own status (128+N when signal N ended it);
+  the conflict code (-E, default 1) when the lock is held (-n) or the wait (-w) ran out;
+  the lost-lock code (--lost-exit-code, default 75) when the lock was lost while the command
+  ran (not refreshed in time, or removed or taken over by another process);
+  74 when the command ran but releasing the lock failed (it may still be held);
+  126/127 when the command cannot be executed / is not found;
+  64 bad usage, 66 config file missing or unreadable, 69 no strategy qualifies or the chosen
+  one cannot start or its backend failed, 70 internal error, 71 fork/exec failure,
+  78 configuration error.
+
+The command gets LOCKSMITH_NAME, LOCKSMITH_STRATEGY and, for strategies with fencing,
+LOCKSMITH_FENCING_TOKEN. SIGINT, SIGTERM and SIGHUP are forwarded to it. The lock is not
+inherited by the command's descriptors, and is released when the command ends.)";
+
+class run_cli : public command {
+  public:
+    run_cli() : command(10) {}
+
+    int run(const invocation& in) override {
+        options_.command = in.command;
+        if (in.had_separator && options_.command.empty())
+            throw cli_error(EX_USAGE, "no command after --");
+        options_.config = in.config;
+        return run_command(options_);
+    }
+    bool takes_command_line() const override { return true; }
+    void reword_usage_error(const CLI::ParseError& e, const std::vector<std::string>&, std::string&,
+                            std::string& hint) const override {
+        // "locksmith run NAME COMMAND": flock(1) allows it, but here the command's own options
+        // would be read as locksmith's; "--" makes the boundary explicit.
+        if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)
+            hint = "Put -- before the command: locksmith run [OPTIONS] NAME -- COMMAND [ARGS...]";
+    }
+
+  protected:
+    CLI::App* add_to(CLI::App& app) override {
+        auto* run_cmd = app.add_subcommand(
+            "run", "Run a command while holding the lock NAME: run NAME -- COMMAND [ARGS...]");
+        run_cmd->footer(run_footer);
+        run_cmd->add_option("NAME", options_.name, "Lock name (any bytes)")
+            ->required()
+            ->type_name("");
+        auto* exclusive = run_cmd->add_flag("-x,-e,--exclusive", exclusive_flag_,
+                                            "Take the lock exclusively (default)");
+        auto* shared =
+            run_cmd->add_flag("-s,--shared", options_.shared, "Take a shared (read) lock");
+        exclusive->excludes(shared);
+        auto* nonblock = run_cmd->add_flag("-n,--nonblock,--no-wait", options_.nonblock,
+                                           "Fail at once (conflict code) when the lock is held");
+        auto* wait = run_cmd
+                         ->add_option("-w,--wait,--timeout", options_.wait_s,
+                                      "Give up after SECONDS (fractions allowed; 0 = -n)")
+                         ->type_name("SECONDS");
+        nonblock->excludes(wait);
+        run_cmd
+            ->add_option("-E,--conflict-exit-code", options_.conflict_exit_code,
+                         "Exit code when the lock is held or the wait ran out (default 1)")
+            ->check(CLI::Range(0, 255))
+            ->type_name("N");
+        run_cmd
+            ->add_option("--ttl", options_.ttl_s, "Lifetime of the lock, for expiring strategies")
+            ->type_name("SECONDS");
+        run_cmd
+            ->add_option("--kill-after", options_.kill_after_s,
+                         "After losing the lock: SIGTERM the command, then SIGKILL after SECONDS "
+                         "(default 5)")
+            ->type_name("SECONDS");
+        run_cmd
+            ->add_option("--lost-exit-code", options_.lost_exit_code,
+                         "Exit code when the lock was lost while the command ran (default 75)")
+            ->check(CLI::Range(0, 255))
+            ->type_name("N");
+        auto* run_strategy = run_cmd
+                                 ->add_option("--strategy", options_.selection.strategy,
+                                              "Use this strategy (skips selection)")
+                                 ->type_name("NAME");
+        auto* run_require = run_cmd
+                                ->add_option("--require", options_.selection.require,
+                                             "Required capabilities, e.g. exclusive,distributed")
+                                ->type_name("CAPS");
+        run_strategy->excludes(run_require);
+        run_cmd->add_option("-c,--command", options_.shell, "Run this command with /bin/sh -c")
+            ->type_name("'SHELL COMMAND'");
+        run_cmd->add_flag("-v,--verbose", options_.verbose,
+                          "Say which strategy was chosen and why, and how long the wait took");
+        return run_cmd;
+    }
+
+  private:
+    run_options options_;
+    bool exclusive_flag_ = false;  // the default; the flag exists for flock(1) compatibility
+};
+
+run_cli run_registration;
+
+}  // namespace
 
 }  // namespace locksmith::cli

@@ -14,9 +14,15 @@
 #include <system_error>
 
 #include <locksmith/options.hpp>
-#include <locksmith/registry.hpp>
 
 namespace locksmith {
+
+bool valid_strategy_name(std::string_view name) noexcept {
+    if (name.empty() || name.size() > 64) return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    return true;
+}
 
 bool glob_match(std::string_view pattern, std::string_view name) noexcept {
     // Iterative matcher with one backtrack point: linear in practice, no recursion on long names.
@@ -44,14 +50,6 @@ namespace {
 using ordered = nlohmann::ordered_json;
 
 constexpr double max_ttl_s = 365.0 * 24 * 3600;
-
-bool valid_strategy_name(const std::string& name) {
-    if (name.empty() || name.size() > 64) return false;
-    for (char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
-    return true;
-}
-
 
 // Walks the document, collecting every problem with its pointer; fills `out` as it goes.
 class validator {
@@ -157,6 +155,7 @@ private:
             }
             if (!expect(*it, ordered::value_t::object, "an object", p)) continue;
             strategy_settings s;
+            s.origin = out_.origin;
             for (auto f = it->begin(); f != it->end(); ++f) {
                 const std::string fp = p + "/" + json_pointer_token(f.key());
                 if (f.key() == "enabled") {
@@ -291,14 +290,15 @@ std::size_t too_deep_at(std::string_view text) {
     return std::string_view::npos;
 }
 
-std::vector<config_error> parse_into(std::string_view text, config& out) {
-    std::vector<config_error> errors;
+// Fills `out` with what is valid of `text` and `errors` with every problem. False when the
+// document cannot be read at all (size, depth, syntax): nothing else was checked.
+bool parse_into(std::string_view text, config& out, std::vector<config_error>& errors) {
     if (text.size() > config::max_bytes) {
         errors.emplace_back("config.too_large", "",
                             "the document is " + std::to_string(text.size()) +
                                 " bytes; a config may be at most 1 MiB (" +
                                 std::to_string(config::max_bytes) + " bytes)");
-        return errors;
+        return false;
     }
     if (auto at = too_deep_at(text); at != std::string_view::npos) {
         auto [line, column] = position(text, at);
@@ -306,7 +306,7 @@ std::vector<config_error> parse_into(std::string_view text, config& out) {
                             "nesting deeper than " + std::to_string(config::max_depth) +
                                 " levels (the limit for a config)",
                             line, column);
-        return errors;
+        return false;
     }
     ordered root;
     try {
@@ -323,10 +323,10 @@ std::vector<config_error> parse_into(std::string_view text, config& out) {
         else if (auto pos2 = detail.find("] "); pos2 != std::string::npos)
             detail = detail.substr(pos2 + 2);
         errors.emplace_back("config.syntax", "", "not valid JSON: " + detail, line, column);
-        return errors;
+        return false;
     }
     validator(out, errors).document(root);
-    return errors;
+    return true;
 }
 
 // `e` (a bare message) as the user reads it: the source, the position or pointer, the message.
@@ -338,41 +338,27 @@ std::string located(const config_error& e, const std::string& origin) {
     return where + ": " + e.what();
 }
 
-// One exception for every problem: the first one's id and pointer, and a line for each.
-[[noreturn]] void throw_all(const std::vector<config_error>& errors, const std::string& origin) {
-    std::string message;
-    for (const auto& e : errors) message += (message.empty() ? "" : "\n") + located(e, origin);
-    const auto& first = errors.front();
-    throw config_error(first.id(), first.pointer(), message, first.line(), first.column());
-}
-
-// An error from strategy `name`'s options, whose pointer is relative to them.
-config_error options_problem(const std::string& name, const config_error& e) {
-    return config_error(e.id(), "/strategies/" + json_pointer_token(name) + "/options" + e.pointer(),
-                        e.what());
-}
-
-bool document_was_read(const std::vector<config_error>& errors) {
-    for (const auto& e : errors)
-        if (e.id() == "config.syntax" || e.id() == "config.too_large" ||
-            e.id() == "config.too_deep")
-            return false;
-    return true;
-}
-
 }  // namespace
 
 config config::parse(std::string_view json_text, std::string origin) {
     config out;
-    out.origin = origin;
-    auto errors = parse_into(json_text, out);
-    if (!errors.empty()) throw_all(errors, origin);
+    out.origin = std::move(origin);
+    std::vector<config_error> errors;
+    parse_into(json_text, out, errors);
+    if (!errors.empty()) out.throw_problems(errors);
     return out;
 }
 
-config_error config::options_error(const std::string& strategy, const config_error& e) const {
-    auto problem = options_problem(strategy, e);
-    return config_error(problem.id(), problem.pointer(), located(problem, origin));
+config_error config::options_problem(const std::string& strategy, const config_error& e) {
+    return config_error(
+        e.id(), "/strategies/" + json_pointer_token(strategy) + "/options" + e.pointer(), e.what());
+}
+
+void config::throw_problems(const std::vector<config_error>& problems) const {
+    std::string message;
+    for (const auto& e : problems) message += (message.empty() ? "" : "\n") + located(e, origin);
+    const auto& first = problems.front();
+    throw config_error(first.id(), first.pointer(), message, first.line(), first.column());
 }
 
 std::string config::read_file(const std::filesystem::path& path) {
@@ -461,14 +447,11 @@ config config::discover(const std::vector<std::filesystem::path>& locations) {
     return config{};
 }
 
-std::vector<config_error> config::check(std::string_view json_text,
-                                        const strategy_registry* registry) {
+std::vector<config_error> config::check(std::string_view json_text, std::optional<config>* read) {
     config out;
-    auto errors = parse_into(json_text, out);
-    if (registry != nullptr && document_was_read(errors)) {
-        auto more = out.problems_against(*registry);
-        errors.insert(errors.end(), more.begin(), more.end());
-    }
+    std::vector<config_error> errors;
+    const bool was_read = parse_into(json_text, out, errors);
+    if (read != nullptr) *read = was_read ? std::optional<config>(std::move(out)) : std::nullopt;
     return errors;
 }
 
@@ -476,49 +459,6 @@ const lock_rule* config::rule_for(std::string_view name) const noexcept {
     for (const auto& rule : locks)
         if (glob_match(rule.pattern, name)) return &rule;
     return nullptr;
-}
-
-void config::apply_to(strategy_registry& registry) const {
-    for (const auto& [name, s] : strategies)
-        registry.set_override(name, strategy_override{s.enabled, s.priority, s.options, origin});
-}
-
-void config::validate_against(const strategy_registry& registry) const {
-    auto problems = problems_against(registry);
-    if (!problems.empty()) throw_all(problems, origin);
-}
-
-std::vector<config_error> config::problems_against(const strategy_registry& registry) const {
-    std::vector<config_error> problems;
-    auto known = [&] {
-        std::string list;
-        for (const auto& n : registry.names()) list += (list.empty() ? "" : ", ") + n;
-        return list;
-    };
-    for (const auto& [name, s] : strategies) {
-        auto d = registry.find(name);
-        if (!d) {
-            problems.emplace_back("config.unknown_strategy", "/strategies/" + json_pointer_token(name),
-                                  "unknown strategy '" + name + "' (registered: " + known() + ")");
-            continue;
-        }
-        try {
-            if (d->validate_options)
-                d->validate_options(s.options);
-            else
-                options_reader(s.options).finish();
-        } catch (const config_error& e) {
-            problems.push_back(options_problem(name, e));
-        }
-    }
-    for (const auto& rule : locks) {
-        if (rule.strategy && !registry.contains(*rule.strategy))
-            problems.emplace_back("config.unknown_strategy",
-                                  "/locks/" + json_pointer_token(rule.pattern) + "/strategy",
-                                  "unknown strategy '" + *rule.strategy + "' (registered: " +
-                                      known() + ")");
-    }
-    return problems;
 }
 
 }  // namespace locksmith

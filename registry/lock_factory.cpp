@@ -13,8 +13,8 @@ lock_factory::lock_factory(config cfg, strategy_registry& registry)
     : config_(std::move(cfg)), registry_(&registry) {
     // Plugins first: their strategies are selected, configured and checked like built-in ones.
     load_plugins_or_throw(config_, *registry_);
-    config_.apply_to(*registry_);
-    config_.validate_against(*registry_);
+    registry_->configure(config_);
+    registry_->validate(config_);
 }
 
 void lock_factory::set_logger(std::shared_ptr<log_sink> sink, std::chrono::milliseconds slow_wait) {
@@ -91,7 +91,7 @@ std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
     try {
         s = info.descriptor.create(info.options);
     } catch (const config_error& e) {
-        throw config_.options_error(strategy, e);
+        config_.throw_problems({config::options_problem(strategy, e)});
     }
     if (!s) throw backend_error(strategy, "", "strategy '" + strategy + "' returned no store");
     stores_.emplace(strategy, s);

@@ -327,7 +327,8 @@ strategy_descriptor load_on_first_use(strategy_descriptor d) {
     d.create = [name](const nlohmann::json& options) -> std::shared_ptr<store> {
         const auto& m = module_for(name);
         if (!m.failure.empty())
-            throw backend_error(name, "module", "strategy '" + name + "': " + m.failure);
+            throw backend_error(name, "module", "strategy '" + name + "': " + m.failure,
+                                error_kind::permanent);
         return m.descriptor.create(options);
     };
     return d;
@@ -344,12 +345,8 @@ std::vector<config_error> load_plugins(const config& cfg, strategy_registry& reg
 }
 
 void load_plugins_or_throw(const config& cfg, strategy_registry& registry) {
-    auto problems = load_plugins(cfg, registry);
-    if (problems.empty()) return;
-    std::string message;
-    for (const auto& p : problems)
-        message += (message.empty() ? "" : "\n") + cfg.origin + ": " + p.pointer() + ": " + p.what();
-    throw config_error(problems.front().id(), problems.front().pointer(), message);
+    if (auto problems = load_plugins(cfg, registry); !problems.empty())
+        cfg.throw_problems(problems);
 }
 
 }  // namespace locksmith

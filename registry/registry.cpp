@@ -3,19 +3,9 @@
 #include <algorithm>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
 
 namespace locksmith {
-
-namespace {
-
-bool valid_name(const std::string& name) {
-    if (name.empty() || name.size() > 64) return false;
-    return std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-    });
-}
-
-}  // namespace
 
 std::string not_configured_hint(const strategy_descriptor& d) {
     std::string hint = "not configured: give it its endpoint under strategies." + d.name + ".options";
@@ -54,7 +44,7 @@ std::string selection_report::to_string() const {
 }
 
 void strategy_registry::add(strategy_descriptor d) {
-    if (!valid_name(d.name))
+    if (!valid_strategy_name(d.name))
         throw invalid_argument_error("strategy name '" + d.name +
                                      "' must be 1-64 lowercase letters, digits or _");
     if (d.default_priority < min_priority || d.default_priority > max_priority)
@@ -98,9 +88,9 @@ std::vector<std::string> strategy_registry::names() const {
     return out;
 }
 
-void strategy_registry::set_override(const std::string& name, strategy_override override) {
+void strategy_registry::set_override(const std::string& name, strategy_settings settings) {
     std::lock_guard guard(mutex_);
-    overrides_[name] = std::move(override);
+    overrides_[name] = std::move(settings);
 }
 
 void strategy_registry::clear_overrides() {
@@ -118,7 +108,7 @@ strategy_info strategy_registry::info_locked(const strategy_descriptor& d, bool 
         const auto& o = it->second;
         if (o.priority) {
             info.effective_priority = *o.priority;
-            info.priority_source = o.source;
+            info.priority_source = o.origin;
         }
         if (o.enabled) info.enabled = *o.enabled;
         info.options = o.options;
@@ -199,6 +189,61 @@ std::vector<strategy_info> strategy_registry::candidates(capability required) co
         if (e.candidate) out.push_back(info(e.strategy));
     if (out.empty()) throw no_strategy_error(report.to_string());
     return out;
+}
+
+void strategy_registry::configure(const config& cfg) {
+    for (auto [name, settings] : cfg.strategies) {
+        if (settings.origin.empty()) settings.origin = cfg.origin;
+        set_override(name, std::move(settings));
+    }
+}
+
+std::vector<config_error> strategy_registry::problems(const config& cfg) const {
+    std::vector<config_error> problems;
+    auto known = [&] {
+        std::string list;
+        for (const auto& n : names()) list += (list.empty() ? "" : ", ") + n;
+        return list;
+    };
+    for (const auto& [name, s] : cfg.strategies) {
+        auto d = find(name);
+        if (!d) {
+            problems.emplace_back("config.unknown_strategy",
+                                  "/strategies/" + json_pointer_token(name),
+                                  "unknown strategy '" + name + "' (registered: " + known() + ")");
+            continue;
+        }
+        try {
+            if (d->validate_options)
+                d->validate_options(s.options);
+            else
+                options_reader(s.options).finish();
+        } catch (const config_error& e) {
+            problems.push_back(config::options_problem(name, e));
+        }
+    }
+    for (const auto& rule : cfg.locks) {
+        if (rule.strategy && !contains(*rule.strategy))
+            problems.emplace_back(
+                "config.unknown_strategy",
+                "/locks/" + json_pointer_token(rule.pattern) + "/strategy",
+                "unknown strategy '" + *rule.strategy + "' (registered: " + known() + ")");
+    }
+    return problems;
+}
+
+void strategy_registry::validate(const config& cfg) const {
+    if (auto found = problems(cfg); !found.empty()) cfg.throw_problems(found);
+}
+
+std::vector<config_error> strategy_registry::check(std::string_view json_text) const {
+    std::optional<config> read;
+    auto found = config::check(json_text, &read);
+    if (read) {
+        auto more = problems(*read);
+        found.insert(found.end(), more.begin(), more.end());
+    }
+    return found;
 }
 
 strategy_registry& default_registry() {

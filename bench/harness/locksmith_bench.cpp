@@ -54,7 +54,7 @@
 #ifdef LOCKSMITH_BENCH_HIREDIS
 #include <hiredis/hiredis.h>
 
-#include "strategies/redis/redis_scripts.hpp"
+#include "redis_scripts.hpp"  // locksmith_redis_scripts (strategies/redis/CMakeLists.txt)
 #endif
 #ifdef LOCKSMITH_BENCH_LIBMEMCACHED
 #include <libmemcached/memcached.h>

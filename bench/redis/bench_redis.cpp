@@ -27,7 +27,7 @@
 #include <locksmith/strategies/memcached.hpp>
 #include <locksmith/strategies/redis.hpp>
 
-#include "strategies/redis/redis_scripts.hpp"
+#include "redis_scripts.hpp"  // locksmith_redis_scripts (strategies/redis/CMakeLists.txt)
 
 using namespace locksmith;
 using namespace std::chrono_literals;

@@ -1,8 +1,12 @@
 // The JSON configuration.
 //
-//   lock_rule  what the config pins for lock names matching a pattern
-//   config     the parsed, validated document: defaults, per-strategy settings, lock rules and
-//              plugins; parse/load/from_environment build it, check() lists every problem
+//   lock_rule          what the config pins for lock names matching a pattern
+//   strategy_settings  what the config says about one strategy (enabled, priority, options)
+//   config             the parsed, validated document: defaults, per-strategy settings, lock
+//                      rules and plugins; parse/load/from_environment build it, check() lists
+//                      every problem
+// The config knows nothing of the registry: strategy_registry reads a config (configure,
+// problems, check), the config never writes into a registry.
 //
 // Document shape (every key optional):
 //   { "defaults":   { "ttl_s": 300, "auto_release": true, "fallback": false,
@@ -33,7 +37,11 @@
 
 namespace locksmith {
 
-class strategy_registry;
+inline constexpr int min_priority = 0;
+inline constexpr int max_priority = 100;
+
+// Is `name` a strategy name: 1-64 lowercase letters, digits or `_`?
+bool valid_strategy_name(std::string_view name) noexcept;
 
 struct lock_rule {
     // A glob: `*` matches any run of bytes, `?` one byte; everything else matches itself.
@@ -47,10 +55,16 @@ struct lock_rule {
 // Does `name` match the glob `pattern`?
 bool glob_match(std::string_view pattern, std::string_view name) noexcept;
 
+// What a config says about one strategy; unset fields keep the strategy's defaults. The
+// registry keeps one per strategy name (strategy_registry::set_override).
 struct strategy_settings {
     std::optional<bool> enabled;
-    std::optional<int> priority;
-    nlohmann::json options;  // null when absent
+    std::optional<int> priority;  // in [min_priority, max_priority]
+    nlohmann::json options;       // null when the config gives none
+    // Where it came from, e.g. "file /etc/locksmith/config.json" (the config's origin; parse
+    // sets it). Empty in a config a program builds: strategy_registry::configure then uses the
+    // config's origin.
+    std::string origin;
 };
 
 struct config {
@@ -74,8 +88,8 @@ struct config {
     // Where the document came from ("built-in defaults", "file /etc/x.json", "LOCKSMITH_CONFIG").
     std::string origin = "built-in defaults";
 
-    // Throws one config_error for every problem (see validate_against); "config.too_large" and "config.too_deep" for a document
-    // beyond max_bytes or max_depth.
+    // Throws one config_error for every problem (as throw_problems); "config.too_large" and
+    // "config.too_deep" for a document beyond max_bytes or max_depth.
     static config parse(std::string_view json_text, std::string origin = "string");
     // The text of a config file: a regular file (never a FIFO, socket or device, which could
     // block or never end) of at most max_bytes. Throws config_error "config.io" when it does
@@ -103,25 +117,24 @@ struct config {
         const std::vector<std::filesystem::path>& locations = default_locations());
     // Every problem of a document (empty when it is valid), for `locksmith config check`:
     // each error's what() is the problem alone; its pointer (or line and column) are fields,
-    // and the caller names the document, so that each is said once. Strategy names and every
-    // strategy's options are checked against `registry` when given.
+    // and the caller names the document, so that each is said once. When `read` is given, it
+    // receives the document as far as it is valid, or nullopt when it cannot be read at all
+    // (syntax, size, depth), so that a caller can check it further (strategy_registry::check
+    // checks strategy names and options).
     static std::vector<config_error> check(std::string_view json_text,
-                                           const strategy_registry* registry = nullptr);
+                                           std::optional<config>* read = nullptr);
 
     // The first rule whose pattern matches `name`, or null.
     const lock_rule* rule_for(std::string_view name) const noexcept;
 
-    // Stores this config's strategy settings in `registry` as overrides (kept by name).
-    void apply_to(strategy_registry& registry) const;
-    // Throws config_error for strategy names (in "strategies" or a lock rule) that `registry`
-    // does not know, and for options their strategy rejects: one line per problem, each
-    // "<origin>: <pointer>: <problem>"; id and pointer are the first problem's.
-    void validate_against(const strategy_registry& registry) const;
-    // The problems validate_against throws for, as check() lists them.
-    std::vector<config_error> problems_against(const strategy_registry& registry) const;
-    // `e`, thrown by strategy `strategy` for its options (pointer relative to them), re-pointed
-    // into this document and naming its origin: how the factory reports rejected options.
-    config_error options_error(const std::string& strategy, const config_error& e) const;
+    // `e`, thrown by strategy `strategy` for its options (pointer relative to them), with its
+    // pointer into the document ("/strategies/<strategy>/options..."): how the registry's check
+    // and the factory report rejected options.
+    static config_error options_problem(const std::string& strategy, const config_error& e);
+    // Throws `problems` (bare, as check() lists them; not empty) as one config_error: one line
+    // per problem, each "<origin>[, line L, column C][: <pointer>]: <problem>"; id, pointer,
+    // line and column are the first problem's.
+    [[noreturn]] void throw_problems(const std::vector<config_error>& problems) const;
 };
 
 }  // namespace locksmith

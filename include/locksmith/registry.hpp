@@ -2,11 +2,12 @@
 //
 //   support_status       a probe's answer: usable here or not, and why
 //   strategy_descriptor  a registry entry: data plus two functions (probe, factory)
-//   strategy_override    what a config says about one strategy (enabled, priority, options)
 //   strategy_info        one row of `locksmith strategies`: descriptor plus effective settings
 //   selection_report     which strategy serves a capability request, and why each other one
 //                        was passed over (`locksmith explain`)
-//   strategy_registry    the entries and overrides; thread-safe; registries are instances
+//   strategy_registry    the entries and the config's settings for them (kept by name, see
+//                        strategy_settings in <locksmith/config.hpp>); thread-safe; registries
+//                        are instances
 //   default_registry()   the process registry, holding the built-in strategies
 #pragma once
 
@@ -21,8 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <locksmith/capability.hpp>
 #include <locksmith/author/store.hpp>
+#include <locksmith/capability.hpp>
+#include <locksmith/config.hpp>
 
 namespace locksmith {
 
@@ -32,9 +34,6 @@ struct support_status {
     static support_status yes() { return {}; }
     static support_status no(std::string why) { return {false, std::move(why)}; }
 };
-
-inline constexpr int min_priority = 0;
-inline constexpr int max_priority = 100;
 
 struct strategy_descriptor {
     std::string name;         // [a-z0-9_]+
@@ -83,17 +82,10 @@ void set_factory(strategy_descriptor& d, Make make) {
     };
 }
 
-struct strategy_override {
-    std::optional<bool> enabled;
-    std::optional<int> priority;
-    nlohmann::json options;  // null when the config gives none
-    std::string source;      // where it came from, e.g. "config /etc/locksmith.json"
-};
-
 struct strategy_info {
     strategy_descriptor descriptor;
     int effective_priority = 0;
-    std::string priority_source;  // "default" or the override's source
+    std::string priority_source;  // "default" or the settings' origin
     bool enabled = true;
     bool configured = false;  // the config gives options
     support_status support;
@@ -133,8 +125,21 @@ public:
 
     // Overrides are kept by name, so they also apply to a strategy registered later (a plugin
     // loaded after the config was read). Replaces any earlier override for the name.
-    void set_override(const std::string& name, strategy_override override);
+    void set_override(const std::string& name, strategy_settings settings);
     void clear_overrides();
+
+    // A config read against this registry (the config itself knows no registry):
+    // configure: every strategy setting of `cfg` as an override (set_override; a setting with
+    // no origin gets cfg.origin).
+    void configure(const config& cfg);
+    // Strategy names of `cfg` (in "strategies" or a lock rule) this registry does not know, and
+    // options their strategy rejects: bare problems, as config::check lists them.
+    std::vector<config_error> problems(const config& cfg) const;
+    // Throws problems(cfg), if any, as one config_error (config::throw_problems).
+    void validate(const config& cfg) const;
+    // Every problem of a config document (`locksmith config check`): config::check's, then
+    // problems() of the document as far as it could be read.
+    std::vector<config_error> check(std::string_view json_text) const;
 
     strategy_info info(std::string_view name) const;  // throws invalid_argument_error if unknown
     std::vector<strategy_info> list() const;          // by name
@@ -153,7 +158,7 @@ private:
     mutable std::mutex mutex_;
     mutable std::map<std::string, support_status, std::less<>> support_cache_;
     std::map<std::string, strategy_descriptor, std::less<>> descriptors_;
-    std::map<std::string, strategy_override, std::less<>> overrides_;
+    std::map<std::string, strategy_settings, std::less<>> overrides_;
 };
 
 // The process-wide registry, created on first use with every built-in strategy.

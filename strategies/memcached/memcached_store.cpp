@@ -17,7 +17,6 @@
 
 #include "memcached_descriptor.hpp"
 #include "meta_connection.hpp"
-#include "sha256.hpp"
 
 namespace locksmith::strategies {
 
@@ -123,7 +122,8 @@ struct server {
         s.exhausted = [this, size = options.pool_size] {
             throw backend_error("memcached", "pool",
                                 "memcached: all " + std::to_string(size) + " connections to " +
-                                    address + " stayed busy; raise pool_size");
+                                    address + " stayed busy; raise pool_size",
+                                error_kind::transient);
         };
         return s;
     }
@@ -262,7 +262,7 @@ class memcached_store final : public store {
         for (unsigned char c : name)
             if (c <= 0x20 || c >= 0x7f) plain = false;
         if (plain) return options_.key_prefix + std::string(name);
-        return options_.key_prefix + "#" + memcached_detail::sha256_hex(name);
+        return options_.key_prefix + "#" + sha256_hex(name);
     }
 
     // Rendezvous (highest random weight) hashing: each item goes to the server whose hash with
@@ -342,7 +342,8 @@ class memcached_store final : public store {
         throw backend_error("memcached", "cas_race",
                             "memcached: " + what + " at " + c.address() +
                                 " failed: the item changed under every one of " +
-                                std::to_string(max_cas_attempts) + " compare-and-set attempts");
+                                std::to_string(max_cas_attempts) + " compare-and-set attempts",
+                            error_kind::transient);
     }
 
     memcached_options options_;
@@ -395,12 +396,7 @@ namespace {
 void add_memcached(locksmith::plugin_registrar& registrar) {
     using namespace locksmith::strategies;
     auto d = memcached_metadata();
-    d.validate_options = [](const nlohmann::json& options) {
-        memcached_options::from_json(options);
-    };
-    d.create = [](const nlohmann::json& options) {
-        return make_memcached_store(memcached_options::from_json(options));
-    };
+    locksmith::set_factory<memcached_options>(d, make_memcached_store);
     registrar.add(d);
 }
 }  // namespace

@@ -139,7 +139,10 @@ void meta_connection::connect(milliseconds connect_timeout) {
     if (rc != 0)
         fail(what, "resolve",
              "cannot resolve '" + host_ + "': " +
-                 (rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : ::gai_strerror(rc)));
+                 (rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : ::gai_strerror(rc)),
+             rc == EAI_AGAIN    ? error_kind::transient
+             : rc == EAI_SYSTEM ? errno_kind(errno)
+                                : error_kind::permanent);
     std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
 
     // Every address in turn (a name may resolve to ::1 and 127.0.0.1), within one deadline.
@@ -442,15 +445,25 @@ bool meta_connection::stale() const noexcept {
 
 void meta_connection::fail(std::string_view what, const std::string& native_code,
                            const std::string& detail) {
+    // A lost or slow connection, or a server short of memory for the moment, may do better on
+    // the next attempt; every other code is a server of the wrong kind, version or settings
+    // (no_meta, version, cas_disabled, protocol) or a request it refuses (ERROR, CLIENT_ERROR).
+    const bool transient = native_code == "timeout" || native_code == "eof" ||
+                           native_code == "broken" || native_code == "SERVER_ERROR";
+    fail(what, native_code, detail, transient ? error_kind::transient : error_kind::permanent);
+}
+
+void meta_connection::fail(std::string_view what, const std::string& native_code,
+                           const std::string& detail, error_kind kind) {
     broken_ = true;
     throw backend_error(
         "memcached", native_code,
-        "memcached: " + std::string(what) + " at " + address_ + " failed: " + detail);
+        "memcached: " + std::string(what) + " at " + address_ + " failed: " + detail, kind);
 }
 
 void meta_connection::fail_errno(std::string_view what, int err) {
     fail(what, "errno " + std::to_string(err),
-         std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")");
+         std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")", errno_kind(err));
 }
 
 }  // namespace locksmith::strategies::memcached_detail

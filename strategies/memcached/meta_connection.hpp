@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include <locksmith/errors.hpp>
+
 namespace locksmith::strategies::memcached_detail {
 
 enum class meta_status {
@@ -94,8 +96,12 @@ class meta_connection {
     void fill(deadline until, std::string_view what);
     void wait_for(short events, deadline until, std::string_view what);
     void close_socket() noexcept;
+    // Marks the connection broken and throws backend_error; `kind` defaults to what
+    // `native_code` says.
     [[noreturn]] void fail(std::string_view what, const std::string& native_code,
                            const std::string& detail);
+    [[noreturn]] void fail(std::string_view what, const std::string& native_code,
+                           const std::string& detail, error_kind kind);
     [[noreturn]] void fail_errno(std::string_view what, int err);
 
     std::string host_;

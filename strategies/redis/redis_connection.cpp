@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <locksmith/errors.hpp>
@@ -26,6 +27,22 @@ std::string scrub(std::string text, const std::string& password) {
     for (auto pos = text.find(password); pos != std::string::npos; pos = text.find(password, pos))
         text.replace(pos, password.size(), "***");
     return text;
+}
+
+// Whether retrying may help after a failure with `native_code` (fail's codes and the server's
+// error prefixes).
+error_kind kind_of(const std::string& native_code) {
+    if (native_code.rfind("errno ", 0) == 0) return errno_kind(std::atoi(native_code.c_str() + 6));
+    // Lost or slow connections, and a server that is starting, failing over or out of memory
+    // for the moment: the next attempt (on a new connection) may succeed.
+    for (const char* code : {"timeout", "eof", "null", "oom", "LOADING", "BUSY", "TRYAGAIN",
+                             "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM"})
+        if (native_code == code) return error_kind::transient;
+    // hiredis's other errors (e.g. a host name that does not resolve) may be either.
+    if (native_code == "other") return error_kind::unknown;
+    // WRONGPASS, NOAUTH, NOPERM, ERR (a script or argument error), WRONGTYPE, protocol: a wrong
+    // setting, or not a Redis server of the version needed.
+    return error_kind::permanent;
 }
 
 }  // namespace
@@ -77,7 +94,8 @@ void connection::fail(const std::string& what, const std::string& native_code,
                       const std::string& detail) const {
     throw backend_error("redis", native_code,
                         "redis: " + what + " at " + options_.endpoint.redacted() +
-                            " failed: " + scrub(detail, options_.endpoint.password));
+                            " failed: " + scrub(detail, options_.endpoint.password),
+                        kind_of(native_code));
 }
 
 void connection::fail_io(const std::string& what) {
@@ -200,9 +218,9 @@ connection_pool::settings pool_settings(const redis_options& options) {
     s.still_open = [](const connection& c) { return !c.stale(); };
     s.exhausted = [&options] {
         throw backend_error("redis", "pool",
-                            "redis: all " + std::to_string(options.pool_size) +
-                                " connections to " + options.endpoint.redacted() +
-                                " stayed busy; raise pool_size");
+                            "redis: all " + std::to_string(options.pool_size) + " connections to " +
+                                options.endpoint.redacted() + " stayed busy; raise pool_size",
+                            error_kind::transient);
     };
     return s;
 }

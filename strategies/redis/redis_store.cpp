@@ -1,5 +1,5 @@
-// The redis strategy: store, scripts transport and pub/sub waiting (its registry entry is in
-// redis_descriptor.cpp).
+// The redis strategy: store, scripts transport and pub/sub waiting, and the module's entry point
+// (the registry entry's metadata is in redis_descriptor.cpp).
 #include <algorithm>
 #include <array>
 #include <mutex>
@@ -42,14 +42,16 @@ long long integer_at(const redisReply* r, std::size_t i) {
     if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
         r->element[i]->type != REDIS_REPLY_INTEGER)
         throw backend_error("redis", "protocol",
-                            "redis: a lock script returned an unexpected reply");
+                            "redis: a lock script returned an unexpected reply",
+                            error_kind::permanent);
     return r->element[i]->integer;
 }
 
 long long integer_of(const redisReply* r) {
     if (r == nullptr || r->type != REDIS_REPLY_INTEGER)
         throw backend_error("redis", "protocol",
-                            "redis: a lock script returned an unexpected reply");
+                            "redis: a lock script returned an unexpected reply",
+                            error_kind::permanent);
     return r->integer;
 }
 
@@ -344,10 +346,7 @@ namespace {
 void add_redis(locksmith::plugin_registrar& registrar) {
     using namespace locksmith::strategies;
     auto d = redis_metadata();
-    d.validate_options = [](const nlohmann::json& options) { redis_options::from_json(options); };
-    d.create = [](const nlohmann::json& options) {
-        return make_redis_store(redis_options::from_json(options));
-    };
+    locksmith::set_factory<redis_options>(d, make_redis_store);
     registrar.add(d);
 }
 }  // namespace

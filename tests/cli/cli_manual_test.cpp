@@ -40,23 +40,35 @@ std::string join(const options& set) {
     return out;
 }
 
-// The options CLI11's help lists: the first word of each "  -..." line under "Options:",
-// split at commas ("-x,-e,--exclusive").
-options from_help(const std::vector<std::string>& command) {
+// The lines of `command`'s --help under `heading` ("Options:", "Subcommands:"), up to the next
+// blank line.
+std::vector<std::string> help_section(const std::vector<std::string>& command,
+                                      const std::string& heading) {
     cli_sandbox box;
     auto args = command;
     args.push_back("--help");
     auto r = box.run(args);
     BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    options out;
-    bool in_options = false;
+    std::vector<std::string> out;
+    bool inside = false;
     for (const auto& line : lines_of(r.out)) {
-        if (line == "Options:") {
-            in_options = true;
+        if (line == heading) {
+            inside = true;
             continue;
         }
-        if (in_options && line.empty()) break;
-        if (!in_options || line.rfind("  -", 0) != 0) continue;
+        if (inside && line.empty()) break;
+        if (inside) out.push_back(line);
+    }
+    BOOST_REQUIRE(!out.empty());
+    return out;
+}
+
+// The options CLI11's help lists: the first word of each "  -..." line under "Options:",
+// split at commas ("-x,-e,--exclusive").
+options from_help(const std::vector<std::string>& command) {
+    options out;
+    for (const auto& line : help_section(command, "Options:")) {
+        if (line.rfind("  -", 0) != 0) continue;
         std::string first = line.substr(2, line.find(' ', 2) - 2);
         std::istringstream parts(first);
         for (std::string part; std::getline(parts, part, ',');) out.insert(part);
@@ -150,6 +162,37 @@ BOOST_AUTO_TEST_CASE(completion_offers_the_help_options) {
             BOOST_TEST(join(from_completion(c.words)) == join(from_help(c.words)));
         }
     }
+}
+
+// The commands --help lists, in its order, joined by spaces.
+std::string help_commands() {
+    std::string out;
+    for (const auto& line : help_section({}, "Subcommands:"))
+        out += (out.empty() ? "" : " ") + line.substr(2, line.find(' ', 2) - 2);
+    return out;
+}
+
+// The commands each registers itself (cli/command.hpp); the messages that list them, the
+// completion and the manual follow --help.
+BOOST_AUTO_TEST_CASE(every_list_of_commands_is_the_help_list) {
+    const std::string help = help_commands();
+    cli_sandbox box;
+    auto unknown = box.run({"no_such_command"});
+    BOOST_TEST(unknown.err.find("(commands: " + std::regex_replace(help, std::regex(" "), ", ") +
+                                ";") != std::string::npos,
+               unknown.err);
+    std::string last_or = std::regex_replace(help, std::regex(" "), ", ");
+    last_or = std::regex_replace(last_or, std::regex(", ([a-z]+)$"), " or $1");
+    auto none = box.run({});
+    BOOST_TEST(none.err.find("a command is required: " + last_or + "\n") != std::string::npos,
+               none.err);
+    std::smatch m;
+    const std::string script = read_text(doc_dir + "/locksmith.bash");
+    BOOST_REQUIRE(std::regex_search(script, m, std::regex("_locksmith_commands=\"([^\"]*)\"")));
+    BOOST_TEST(m[1].str() == help);
+    std::istringstream words(help);
+    for (std::string word; words >> word;)
+        (void)from_manual(".SS " + (word == "config" ? std::string("config check") : word));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

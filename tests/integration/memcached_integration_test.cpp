@@ -23,7 +23,6 @@
 #include <locksmith/strategies/memcached.hpp>
 
 #include "integration/integration_support.hpp"
-#include "strategies/memcached/sha256.hpp"
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
@@ -79,6 +78,7 @@ bool s_status_free(store& s, const std::string& name) {
 struct thrown {
     std::string code = "none";
     std::string message;
+    error_kind kind = error_kind::unknown;
 };
 
 template <class F>
@@ -86,7 +86,7 @@ thrown backend_error_of(F&& f) {
     try {
         f();
     } catch (const backend_error& e) {
-        return {e.native_code(), e.what()};
+        return {e.native_code(), e.what(), e.kind()};
     }
     BOOST_ERROR("expected a backend_error");
     return {};
@@ -636,6 +636,16 @@ BOOST_AUTO_TEST_SUITE_END()
 // runs.
 BOOST_AUTO_TEST_SUITE(memcached_protocol_faults)
 
+BOOST_AUTO_TEST_CASE(a_refused_connection_is_transient) {
+    // Nobody listens: a server may start there later, so retrying may help.
+    auto e = backend_error_of([] {
+        strategies::make_memcached_store(
+            options_for("127.0.0.1:" + std::to_string(test::free_port())));
+    });
+    BOOST_TEST(e.code == "errno " + std::to_string(ECONNREFUSED));
+    BOOST_TEST((e.kind == error_kind::transient), e.message);
+}
+
 BOOST_AUTO_TEST_CASE(a_server_without_the_meta_protocol_is_refused_clearly) {
     struct refusal {
         const char* what;
@@ -676,6 +686,8 @@ BOOST_AUTO_TEST_CASE(a_server_without_the_meta_protocol_is_refused_clearly) {
                 [&] { strategies::make_memcached_store(options_for(server.endpoint())); });
             BOOST_TEST(ms_since(started) < hang_limit_ms);
             BOOST_TEST(e.code == r.code);
+            // A server of the wrong kind stays so: retrying does not help.
+            BOOST_TEST((e.kind == error_kind::permanent), e.message);
             BOOST_TEST(e.message.find(server.endpoint()) != std::string::npos, e.message);
             for (const auto& part : r.message_has)
                 BOOST_TEST(e.message.find(part) != std::string::npos, e.message);
@@ -758,14 +770,4 @@ BOOST_AUTO_TEST_CASE(server_list_parsing) {
     BOOST_TEST(s[2].first == "::1");
     for (const char* bad : {"", "a:", "a:x", "a:70000", ",", "[::1"})
         BOOST_CHECK_THROW(strategies::parse_memcached_servers(bad), invalid_argument_error);
-}
-
-BOOST_AUTO_TEST_CASE(sha256_matches_the_standard_vectors) {
-    using strategies::memcached_detail::sha256_hex;
-    BOOST_TEST(sha256_hex("") ==
-               "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    BOOST_TEST(sha256_hex("abc") ==
-               "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    BOOST_TEST(sha256_hex(std::string(1000000, 'a')) ==
-               "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }

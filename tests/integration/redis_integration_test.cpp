@@ -820,6 +820,46 @@ BOOST_AUTO_TEST_CASE(connect_timeout_bounds_authentication) {
     BOOST_TEST(!server.trickle_ended());
 }
 
+// Whether retrying may help (backend_error::kind), with the native code kept for display:
+// nobody listening is transient; a wrong password and a script the server rejects are not.
+BOOST_AUTO_TEST_CASE(errors_say_whether_retrying_may_help) {
+    auto error_of = [](const std::string& url) -> std::optional<backend_error> {
+        try {
+            strategies::make_redis_store(options_for(url));
+        } catch (const backend_error& e) {
+            return e;
+        }
+        return std::nullopt;
+    };
+    const auto refused = error_of("redis://127.0.0.1:" + std::to_string(test::free_port()));
+    BOOST_REQUIRE(refused.has_value());
+    BOOST_TEST(refused->native_code() == "errno " + std::to_string(ECONNREFUSED));
+    BOOST_TEST(refused->transient(), refused->what());
+
+    // A server that answers `command` with `reply` (an error) and anything else with a script SHA.
+    auto error_on = [&](const std::string& command, const std::string& reply,
+                        const std::string& userinfo = "") {
+        fake_redis server(
+            [&](const std::vector<std::string>& args) -> std::optional<std::string> {
+                return args.at(0) == command ? reply : fake_sha;
+            },
+            "");
+        auto e = error_of(server.url(userinfo));
+        BOOST_REQUIRE(e.has_value());
+        return *e;
+    };
+    const auto auth =
+        error_on("AUTH", "-WRONGPASS invalid username-password pair\r\n", ":not-the-password@");
+    BOOST_TEST(auth.native_code() == "WRONGPASS");
+    BOOST_TEST((auth.kind() == error_kind::permanent), auth.what());
+    const auto script =
+        error_on("SCRIPT", "-ERR Error compiling script (new function): user_script:1\r\n");
+    BOOST_TEST(script.native_code() == "ERR");
+    BOOST_TEST((script.kind() == error_kind::permanent), script.what());
+    const auto loading = error_on("SCRIPT", "-LOADING Redis is loading the dataset in memory\r\n");
+    BOOST_TEST(loading.transient(), loading.what());
+}
+
 BOOST_AUTO_TEST_CASE(a_connection_that_timed_out_mid_reply_is_not_reused) {
     // SCRIPT LOAD is answered at once; the first SET gets half a reply and then trickles, the
     // next SET (on a new connection) gets +OK. Reusing the first connection would read the rest

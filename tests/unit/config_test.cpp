@@ -187,30 +187,29 @@ BOOST_AUTO_TEST_CASE(pointer_tokens_are_escaped) {
 BOOST_AUTO_TEST_CASE(unknown_strategy_names_the_pointer) {
     registry_fixture f;
     auto c = catch_config_error([&] {
-        config::parse(R"({"strategies": {"nosuch": {"priority": 3}}})")
-            .validate_against(f.registry);
+        f.registry.validate(config::parse(R"({"strategies": {"nosuch": {"priority": 3}}})"));
     });
     BOOST_TEST(c.thrown);
     BOOST_TEST(c.pointer == "/strategies/nosuch");
     BOOST_TEST(c.message.find("nosuch") != std::string::npos, c.message);
 
     auto rule = catch_config_error([&] {
-        config::parse(R"({"locks": {"a.*": {"strategy": "nosuch"}}})").validate_against(f.registry);
+        f.registry.validate(config::parse(R"({"locks": {"a.*": {"strategy": "nosuch"}}})"));
     });
     BOOST_TEST(rule.thrown);
     BOOST_TEST(rule.pointer == "/locks/a.*/strategy");
     BOOST_TEST(rule.message.find("nosuch") != std::string::npos, rule.message);
 
-    BOOST_CHECK_NO_THROW(config::parse(R"({"strategies": {"alpha": {"priority": 3}},
-                                           "locks": {"a.*": {"strategy": "beta"}}})")
-                             .validate_against(f.registry));
+    BOOST_CHECK_NO_THROW(
+        f.registry.validate(config::parse(R"({"strategies": {"alpha": {"priority": 3}},
+                                           "locks": {"a.*": {"strategy": "beta"}}})")));
 }
 
 BOOST_AUTO_TEST_CASE(options_rejected_by_the_strategy_name_the_full_pointer) {
     registry_fixture f;
     auto c = catch_config_error([&] {
-        config::parse(R"({"strategies": {"beta": {"options": {"forbidden": 1}}}})")
-            .validate_against(f.registry);
+        f.registry.validate(
+            config::parse(R"({"strategies": {"beta": {"options": {"forbidden": 1}}}})"));
     });
     BOOST_TEST(c.thrown);
     BOOST_TEST(c.pointer == "/strategies/beta/options/forbidden");
@@ -220,14 +219,13 @@ BOOST_AUTO_TEST_CASE(builtin_file_options_are_checked) {
     strategy_registry r;
     register_builtin_strategies(r);
     auto c = catch_config_error([&] {
-        config::parse(R"({"strategies": {"file": {"options": {"lock_dirr": "/tmp"}}}})")
-            .validate_against(r);
+        r.validate(
+            config::parse(R"({"strategies": {"file": {"options": {"lock_dirr": "/tmp"}}}})"));
     });
     BOOST_TEST(c.thrown);
     BOOST_TEST(c.pointer == "/strategies/file/options/lock_dirr");
     auto t = catch_config_error([&] {
-        config::parse(R"({"strategies": {"file": {"options": {"lock_dir": 5}}}})")
-            .validate_against(r);
+        r.validate(config::parse(R"({"strategies": {"file": {"options": {"lock_dir": 5}}}})"));
     });
     BOOST_TEST(t.thrown);
     BOOST_TEST(t.pointer == "/strategies/file/options/lock_dir");
@@ -309,7 +307,7 @@ BOOST_AUTO_TEST_CASE(check_lists_every_problem) {
 
 BOOST_AUTO_TEST_CASE(check_uses_the_registry) {
     registry_fixture f;
-    auto problems = config::check(R"({"strategies": {"nosuch": {}, "alpha": {}}})", &f.registry);
+    auto problems = f.registry.check(R"({"strategies": {"nosuch": {}, "alpha": {}}})");
     BOOST_REQUIRE(problems.size() == 1u);
     BOOST_TEST(problems[0].pointer() == "/strategies/nosuch");
     BOOST_TEST(config::check(R"({"strategies": {"nosuch": {}}})").empty());
@@ -550,14 +548,14 @@ std::size_t count_of(const std::string& text, const std::string& part) {
 
 BOOST_AUTO_TEST_CASE(check_lists_every_strategys_option_errors_once_each) {
     // Before: check() stopped at the first strategy's options, blamed "built-in defaults" and
-    // repeated the pointer in the message; validate_against named the file and pointer twice.
+    // repeated the pointer in the message; validating named the file and pointer twice.
     strategy_registry r;
     register_builtin_strategies(r);
     const std::string text = R"({"strategies": {
         "file": {"options": {"lock_dirr": "/tmp"}},
         "semaphore": {"options": {"bogus": 1}},
         "memory": {"options": {"nope": true}}}, "defaults": {"ttl_s": 0}})";
-    auto problems = config::check(text, &r);
+    auto problems = r.check(text);
     BOOST_TEST(problems.size() == 4u);
     std::set<std::string> pointers;
     for (const auto& p : problems) {
@@ -574,7 +572,7 @@ BOOST_AUTO_TEST_CASE(check_lists_every_strategys_option_errors_once_each) {
     // Thrown: the file named once, the pointer once, per problem.
     auto path = temp_file(R"({"strategies": {"file": {"options": {"lock_dirr": "/tmp"}},
         "semaphore": {"options": {"bogus": 1}}, "memory": {"options": {"nope": true}}}})");
-    auto c = catch_config_error([&] { config::load_file(path).validate_against(r); });
+    auto c = catch_config_error([&] { r.validate(config::load_file(path)); });
     BOOST_TEST(c.thrown);
     for (const char* p : {"/strategies/file/options/lock_dirr", "/strategies/semaphore/options/bogus",
                           "/strategies/memory/options/nope"})
@@ -593,7 +591,7 @@ BOOST_AUTO_TEST_CASE(check_lists_every_strategys_option_errors_once_each) {
 BOOST_AUTO_TEST_CASE(out_of_range_numbers_are_quoted_exactly) {
     auto problems = [](const std::string& json) {
         std::string all;
-        for (const auto& e : config::check(json, &default_registry())) all += e.what() + std::string("\n");
+        for (const auto& e : default_registry().check(json)) all += e.what() + std::string("\n");
         return all;
     };
     auto text = problems(R"({"defaults": {"ttl_s": 31536001}})");

@@ -171,14 +171,14 @@ BOOST_AUTO_TEST_CASE(disabled_strategies_are_never_selected) {
     BOOST_TEST(!r.info("off").enabled);
 
     // A config may enable it...
-    strategy_override enable;
+    strategy_settings enable;
     enable.enabled = true;
     r.set_override("off", enable);
     BOOST_TEST(r.explain(ex).chosen()->strategy == "off");
     BOOST_TEST(r.info("off").enabled);
 
     // ...and disable any other.
-    strategy_override disable;
+    strategy_settings disable;
     disable.enabled = false;
     r.set_override("off", disable);
     r.set_override("on", disable);
@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(remote_strategies_need_configuration) {
     BOOST_TEST(!e->passed_over.empty());
     BOOST_TEST(!r.info("remote").configured);
 
-    strategy_override endpoint;
+    strategy_settings endpoint;
     endpoint.options = {{"url", "test://127.0.0.1"}};
     r.set_override("remote", endpoint);
     BOOST_TEST(r.explain(ex).chosen()->strategy == "remote");
@@ -258,9 +258,9 @@ BOOST_AUTO_TEST_CASE(priority_override_changes_the_winner) {
     strategy_registry r;
     r.add(test_strategy("a", 50, ex).descriptor());
     r.add(test_strategy("b", 70, ex).descriptor());
-    strategy_override o;
+    strategy_settings o;
     o.priority = 99;
-    o.source = "config test.json";
+    o.origin = "config test.json";
     r.set_override("a", o);
     BOOST_TEST(r.explain(ex).chosen()->strategy == "a");
     auto info = r.info("a");
@@ -277,11 +277,11 @@ BOOST_AUTO_TEST_CASE(priority_override_changes_the_winner) {
 BOOST_AUTO_TEST_CASE(set_override_replaces_the_previous_one) {
     strategy_registry r;
     r.add(test_strategy("a", 50, ex).descriptor());
-    strategy_override first;
+    strategy_settings first;
     first.priority = 90;
     first.enabled = false;
     r.set_override("a", first);
-    strategy_override second;
+    strategy_settings second;
     second.priority = 20;
     r.set_override("a", second);
     BOOST_TEST(r.info("a").effective_priority == 20);
@@ -291,7 +291,7 @@ BOOST_AUTO_TEST_CASE(set_override_replaces_the_previous_one) {
 BOOST_AUTO_TEST_CASE(override_applies_to_a_strategy_registered_later) {
     strategy_registry r;
     r.add(test_strategy("builtin", 70, ex).descriptor());
-    strategy_override o;
+    strategy_settings o;
     o.priority = 95;
     r.set_override("plugin", o);  // the plugin is not loaded yet
     BOOST_TEST(r.explain(ex).chosen()->strategy == "builtin");
@@ -305,12 +305,27 @@ BOOST_AUTO_TEST_CASE(config_overrides_apply_to_strategies_registered_later) {
     r.add(test_strategy("builtin", 70, ex).descriptor());
     auto cfg = config::parse(R"({"strategies": {"plugin": {"priority": 99},
                                                 "builtin": {"priority": 5}}})");
-    cfg.apply_to(r);
+    r.configure(cfg);
     BOOST_TEST(r.info("builtin").effective_priority == 5);
     r.add(test_strategy("plugin", 10, ex).disabled_by_default().descriptor());
     auto cfg2 = config::parse(R"({"strategies": {"plugin": {"priority": 99, "enabled": true}}})");
-    cfg2.apply_to(r);
+    r.configure(cfg2);
     BOOST_TEST(r.explain(ex).chosen()->strategy == "plugin");
+}
+
+BOOST_AUTO_TEST_CASE(a_configured_priority_names_the_config_it_came_from) {
+    // parse() stamps each strategy's settings with the document's origin...
+    strategy_registry r;
+    r.add(test_strategy("a", 50, ex).descriptor());
+    r.configure(config::parse(R"({"strategies": {"a": {"priority": 60}}})", "file one.json"));
+    BOOST_TEST(r.info("a").priority_source == "file one.json");
+    // ...and a config a program builds has no origin per strategy: the config's is used.
+    config built;
+    built.origin = "built by the test";
+    built.strategies["a"].priority = 70;
+    r.configure(built);
+    BOOST_TEST(r.info("a").effective_priority == 70);
+    BOOST_TEST(r.info("a").priority_source == "built by the test");
 }
 
 BOOST_AUTO_TEST_CASE(explain_creates_no_store) {

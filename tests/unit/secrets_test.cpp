@@ -48,10 +48,10 @@ void expect_no_secret_anywhere(const std::string& strategy, const nlohmann::json
     strategy_registry registry;
     register_builtin_strategies(registry);
     nlohmann::json doc{{"strategies", {{strategy, {{"options", options}}}}}};
-    for (const auto& e : config::check(doc.dump(), &registry))
+    for (const auto& e : registry.check(doc.dump()))
         expect_no_secret(e.what(), context + ", config check");
-    expect_no_secret(message_of([&] { config::parse(doc.dump()).validate_against(registry); }),
-                     context + ", validate_against");
+    expect_no_secret(message_of([&] { registry.validate(config::parse(doc.dump())); }),
+                     context + ", validate");
     expect_no_secret(message_of([&] {
                          lock_factory factory(config::parse(doc.dump()), registry);
                          (void)factory.store_for(strategy);

@@ -3,6 +3,7 @@
 //   name_hash / stable_name_hash  a 128-bit hash of a lock name that every build and version
 //                                 computes alike, for mapping names to files, slots, semaphores
 //   lock_file_name                a safe single path component for a lock name
+//   sha256_hex                    SHA-256, for a backend key of fixed length from any name
 //   fork_generation / current_pid per-process facts cached without a system call, and
 //                                 refreshed in a fork()ed child
 //   lock_directory                the checked, open directory of a file-based strategy
@@ -39,6 +40,11 @@ name_hash stable_name_hash(std::string_view name) noexcept;
 // the name) helps an admin who lists the directory; the hash makes any name (with '/', "..",
 // NUL, any length) one safe path component.
 std::string lock_file_name(std::string_view name, std::string_view suffix);
+
+// The SHA-256 of `data` (FIPS 180-4) as 64 lowercase hex digits: a key of fixed length for a name
+// a backend cannot take as it is (too long, or bytes it forbids), where a collision must be out
+// of reach (stable_name_hash is not cryptographic).
+std::string sha256_hex(std::string_view data);
 
 // A counter that changes in the child at every fork(): a cache tagged with it knows when it
 // was filled by the parent.

@@ -37,8 +37,10 @@
 //    Cluster (the scripts touch several keys) and not safe across an asynchronous replica
 //    failover (a promoted replica may not have the grant): use one primary.
 //  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOAUTH",
-//    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "other"). A password never
-//    appears in a message.
+//    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "other"); its kind() is
+//    transient for a lost or slow connection and a server loading, busy or failing over,
+//    permanent for a rejected password, script or argument. A password never appears in a
+//    message.
 #pragma once
 
 #include <chrono>

@@ -1,16 +1,13 @@
-// Private to the memcached strategy: SHA-256 (FIPS 180-4), to turn names that Memcached cannot
-// take as keys into fixed-length ones. Written out here rather than pulling in a crypto library
-// for one hash of lock names; checked against the standard test vectors in the tests.
-#pragma once
+// SHA-256 (FIPS 180-4), written out rather than pulling in a crypto library for one hash of lock
+// names; checked against the standard test vectors (tests/unit/strategy_support_test.cpp).
+#include <locksmith/author/strategy_support.hpp>
 
 #include <array>
 #include <cstdint>
-#include <string>
-#include <string_view>
 
-namespace locksmith::strategies::memcached_detail {
+namespace locksmith {
 
-inline std::string sha256_hex(std::string_view data) {
+std::string sha256_hex(std::string_view data) {
     static constexpr std::uint32_t k[64] = {
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
         0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
@@ -70,4 +67,4 @@ inline std::string sha256_hex(std::string_view data) {
     return out;
 }
 
-}  // namespace locksmith::strategies::memcached_detail
+}  // namespace locksmith
