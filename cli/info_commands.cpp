@@ -173,7 +173,7 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
                 {"default_priority", info.descriptor.default_priority},
                 {"priority", info.effective_priority},
                 {"priority_source", info.priority_source},
-                {"capabilities", capability_list(info.descriptor.capabilities)},
+                {"capabilities", capability_list(info.capabilities)},
                 {"enabled", info.enabled},
                 {"enabled_by_default", info.descriptor.enabled_by_default},
                 {"needs_configuration", info.descriptor.needs_configuration},

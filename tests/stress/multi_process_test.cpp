@@ -83,7 +83,7 @@ std::filesystem::path scratch_dir() {
 
 void test_counter(const strategy_under_test& entry) {
     auto resource = unique_resource("counter");
-    counter_file counter(scratch_dir() / (entry.name + ".counter"));
+    counter_file counter(scratch_dir() / (entry.id() + ".counter"));
     BOOST_REQUIRE(counter.write(0));
 
     byte_pipe go;  // closing its write end starts every child at once
@@ -121,7 +121,7 @@ void test_counter(const strategy_under_test& entry) {
 // never let two processes in at once.
 void test_counter_with_fresh_lock_objects(const strategy_under_test& entry) {
     auto resource = unique_resource("fresh_counter");
-    counter_file counter(scratch_dir() / (entry.name + ".fresh_counter"));
+    counter_file counter(scratch_dir() / (entry.id() + ".fresh_counter"));
     BOOST_REQUIRE(counter.write(0));
     constexpr int fresh_increments = 150;
 
@@ -264,7 +264,7 @@ bool init_unit_test() {
         if (entry.in_process_only) continue;
         auto descriptor = default_registry().find(entry.name);
         if (!descriptor) continue;
-        auto* suite = BOOST_TEST_SUITE(entry.name);
+        auto* suite = BOOST_TEST_SUITE(entry.id());
         master.add(suite);
         for (const auto& spec : cases) {
             if (!has(descriptor->capabilities, spec.needs)) continue;
@@ -272,12 +272,12 @@ bool init_unit_test() {
             auto run = spec.run;
             auto* tc = make_test_case(
                 [e, run] {
-                    if (!e->options) BOOST_FAIL(e->name << " is not available: " << e->missing);
+                    if (!e->options) BOOST_FAIL(e->id() << " is not available: " << e->missing);
                     run(*e);
                 },
                 spec.name, __FILE__, __LINE__);
             if (!entry.options && !running_in_ci()) {
-                std::string why = entry.name + " skipped: " + entry.missing;
+                std::string why = entry.id() + " skipped: " + entry.missing;
                 tc->add_precondition([why](test_unit_id) {
                     boost::test_tools::assertion_result r(false);
                     r.message() << why;
