@@ -192,9 +192,9 @@ class pg_connection final : public connection {
         if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return first;
         const char* state_text = PQresultErrorField(first.get(), PG_DIAG_SQLSTATE);
         const std::string state = state_text ? state_text : "";
+        // The first line: the rest quotes the statement with a caret under the position.
         std::string detail = PQresultErrorMessage(first.get());
-        while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
-        detail = scrub(detail, o_.dsn.password);
+        detail = scrub(detail.substr(0, detail.find('\n')), o_.dsn.password);
         if (PQstatus(conn_) != CONNECTION_OK || state.empty()) {
             usable_ = false;
             throw backend_error("sql", "connection",
