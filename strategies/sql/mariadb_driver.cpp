@@ -1,4 +1,4 @@
-// The sql strategy's MariaDB/MySQL driver (MariaDB Connector/C), with server-side prepared
+// The sql strategy's MariaDB/MySQL driver (MariaDB Connector/C, loaded on first use), with server-side prepared
 // statements. MariaDB has no INSERT .. ON CONFLICT .. WHERE .. RETURNING: the grant is an
 // INSERT .. ON DUPLICATE KEY UPDATE whose IF()s take the row over only when it is free,
 // expired or ours, and which reports the grant's fence through LAST_INSERT_ID(expr) (0: not
@@ -15,6 +15,27 @@
 
 namespace locksmith::strategies::sql_detail {
 namespace {
+
+// The functions of libmariadb.so.3 this driver calls, resolved on first use (load_client_library).
+#define LS_MARIADB_FUNCTIONS(X) X(mysql_close) X(mysql_errno) X(mysql_error) X(mysql_get_socket) X(mysql_init) X(mysql_options) X(mysql_real_connect) X(mysql_real_query) X(mysql_stmt_affected_rows) X(mysql_stmt_bind_param) X(mysql_stmt_bind_result) X(mysql_stmt_close) X(mysql_stmt_errno) X(mysql_stmt_error) X(mysql_stmt_execute) X(mysql_stmt_fetch) X(mysql_stmt_free_result) X(mysql_stmt_init) X(mysql_stmt_insert_id) X(mysql_stmt_prepare) X(mysql_stmt_store_result)
+struct mariadb_api {
+#define LS_DECLARE(f) decltype(&::f) f;
+    LS_MARIADB_FUNCTIONS(LS_DECLARE)
+#undef LS_DECLARE
+};
+
+const mariadb_api& libmariadb() {
+    // A failed load throws out of the initialisation, so the next call tries again.
+    static const mariadb_api api = [] {
+        void* library = load_client_library("libmariadb.so.3", "libmariadb3");
+        mariadb_api a;
+#define LS_RESOLVE(f) a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libmariadb.so.3"));
+        LS_MARIADB_FUNCTIONS(LS_RESOLVE)
+#undef LS_RESOLVE
+        return a;
+    }();
+    return api;
+}
 
 // The database's clock in ms (the session's time zone is UTC: no DST jumps). NOW(3) is one value
 // for the whole statement.
@@ -56,46 +77,46 @@ class mariadb_connection final : public connection {
                          " WHERE key_id = ? AND token = ? AND expires_ms > " LS_NOW;
         sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
                              " WHERE key_id = ? AND token <> '' AND expires_ms > " LS_NOW;
-        db_ = mysql_init(nullptr);
+        db_ = my_.mysql_init(nullptr);
         if (!db_) throw backend_error("sql", "connection", "sql: out of memory connecting");
         unsigned connect = seconds_up(o.connect_timeout), command = seconds_up(o.command_timeout);
-        mysql_options(db_, MYSQL_OPT_CONNECT_TIMEOUT, &connect);
-        mysql_options(db_, MYSQL_OPT_READ_TIMEOUT, &command);
-        mysql_options(db_, MYSQL_OPT_WRITE_TIMEOUT, &command);
-        mysql_options(db_, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
-        mysql_options(db_, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+        my_.mysql_options(db_, MYSQL_OPT_CONNECT_TIMEOUT, &connect);
+        my_.mysql_options(db_, MYSQL_OPT_READ_TIMEOUT, &command);
+        my_.mysql_options(db_, MYSQL_OPT_WRITE_TIMEOUT, &command);
+        my_.mysql_options(db_, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+        my_.mysql_options(db_, MYSQL_SET_CHARSET_NAME, "utf8mb4");
         const auto& d = o.dsn;
         // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only those it changed,
         // so a refresh within the same millisecond still counts.
-        if (!mysql_real_connect(db_, d.host.empty() ? "localhost" : d.host.c_str(),
+        if (!my_.mysql_real_connect(db_, d.host.empty() ? "localhost" : d.host.c_str(),
                                 d.user.empty() ? nullptr : d.user.c_str(),
                                 d.password.empty() ? nullptr : d.password.c_str(),
                                 d.database.c_str(), unsigned(d.port), nullptr, CLIENT_FOUND_ROWS)) {
-            const unsigned code = mysql_errno(db_);
+            const unsigned code = my_.mysql_errno(db_);
             throw backend_error("sql", "mysql " + std::to_string(code),
                                 "sql: connecting to " + where() + " failed: " +
-                                    scrub(mysql_error(db_), d.password) + " (error " +
+                                    scrub(my_.mysql_error(db_), d.password) + " (error " +
                                     std::to_string(code) + ")");
         }
     }
     ~mariadb_connection() override {
         for (auto* s : statements_)
-            if (s) mysql_stmt_close(s);
-        if (db_) mysql_close(db_);
+            if (s) my_.mysql_stmt_close(s);
+        if (db_) my_.mysql_close(db_);
     }
 
     std::optional<std::int64_t> acquire(const std::string& id, const std::string& token,
                                         milliseconds ttl) override {
         long long ttl_ms = ttl.count();
         auto* s = execute(acquire_id, {text(id), text(token), number(ttl_ms)});
-        const auto fence = std::int64_t(mysql_stmt_insert_id(s));
+        const auto fence = std::int64_t(my_.mysql_stmt_insert_id(s));
         if (fence <= 0) return std::nullopt;
         return fence;
     }
     bool refresh(const std::string& id, const std::string& token, milliseconds ttl) override {
         long long ttl_ms = ttl.count();
         auto* s = execute(refresh_id, {number(ttl_ms), text(id), text(token)});
-        return mysql_stmt_affected_rows(s) == 1;
+        return my_.mysql_stmt_affected_rows(s) == 1;
     }
     void release(const std::string& id, const std::string& token) override {
         execute(release_id, {text(id), text(token)});
@@ -114,12 +135,12 @@ class mariadb_connection final : public connection {
             "` (key_id VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
             "token VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, expires_ms BIGINT "
             "NOT NULL, fence BIGINT NOT NULL) ENGINE = InnoDB";
-        if (mysql_real_query(db_, sql.c_str(), sql.size()) != 0)
-            fail("creating the table", mysql_errno(db_), mysql_error(db_));
+        if (my_.mysql_real_query(db_, sql.c_str(), sql.size()) != 0)
+            fail("creating the table", my_.mysql_errno(db_), my_.mysql_error(db_));
     }
     bool usable() const override { return usable_; }
     bool still_open() const override {
-        return !socket_closed_by_peer(int(mysql_get_socket(db_)));
+        return !socket_closed_by_peer(int(my_.mysql_get_socket(db_)));
     }
 
   private:
@@ -164,12 +185,12 @@ class mariadb_connection final : public connection {
 
     MYSQL_STMT* prepared(statement_id id) {
         if (statements_[id]) return statements_[id];
-        MYSQL_STMT* s = mysql_stmt_init(db_);
-        if (!s) fail(what[id], mysql_errno(db_), mysql_error(db_));
-        if (mysql_stmt_prepare(s, sql_[id].c_str(), sql_[id].size()) != 0) {
-            const unsigned code = mysql_stmt_errno(s);
-            const std::string message = mysql_stmt_error(s);
-            mysql_stmt_close(s);
+        MYSQL_STMT* s = my_.mysql_stmt_init(db_);
+        if (!s) fail(what[id], my_.mysql_errno(db_), my_.mysql_error(db_));
+        if (my_.mysql_stmt_prepare(s, sql_[id].c_str(), sql_[id].size()) != 0) {
+            const unsigned code = my_.mysql_stmt_errno(s);
+            const std::string message = my_.mysql_stmt_error(s);
+            my_.mysql_stmt_close(s);
             fail(what[id], code, message.c_str());
         }
         return statements_[id] = s;
@@ -179,11 +200,11 @@ class mariadb_connection final : public connection {
         MYSQL_STMT* s = prepared(id);
         std::array<MYSQL_BIND, 3> binds{};
         std::copy(params.begin(), params.end(), binds.begin());
-        if (mysql_stmt_bind_param(s, binds.data()) != 0 || mysql_stmt_execute(s) != 0) {
-            const unsigned code = mysql_stmt_errno(s);
-            const std::string message = mysql_stmt_error(s);
+        if (my_.mysql_stmt_bind_param(s, binds.data()) != 0 || my_.mysql_stmt_execute(s) != 0) {
+            const unsigned code = my_.mysql_stmt_errno(s);
+            const std::string message = my_.mysql_stmt_error(s);
             // A statement whose server side is gone (restart, lost connection) is prepared anew.
-            mysql_stmt_close(s);
+            my_.mysql_stmt_close(s);
             statements_[id] = nullptr;
             fail(what[id], code, message.c_str());
         }
@@ -198,16 +219,17 @@ class mariadb_connection final : public connection {
         std::memset(&out, 0, sizeof out);
         out.buffer_type = MYSQL_TYPE_LONGLONG;
         out.buffer = &value;
-        if (mysql_stmt_bind_result(s, &out) != 0 || mysql_stmt_store_result(s) != 0)
-            fail(what[id], mysql_stmt_errno(s), mysql_stmt_error(s));
-        const int rc = mysql_stmt_fetch(s);
-        mysql_stmt_free_result(s);
+        if (my_.mysql_stmt_bind_result(s, &out) != 0 || my_.mysql_stmt_store_result(s) != 0)
+            fail(what[id], my_.mysql_stmt_errno(s), my_.mysql_stmt_error(s));
+        const int rc = my_.mysql_stmt_fetch(s);
+        my_.mysql_stmt_free_result(s);
         if (rc == MYSQL_NO_DATA) return std::nullopt;
-        if (rc == 1) fail(what[id], mysql_stmt_errno(s), mysql_stmt_error(s));
+        if (rc == 1) fail(what[id], my_.mysql_stmt_errno(s), my_.mysql_stmt_error(s));
         return value;
     }
 
     const sql_options& o_;
+    const mariadb_api& my_ = libmariadb();
     MYSQL* db_ = nullptr;
     bool usable_ = true;
     std::array<std::string, statement_count> sql_;

@@ -1,4 +1,4 @@
-// The sql strategy's PostgreSQL driver (libpq). Statements are prepared once per connection
+// The sql strategy's PostgreSQL driver (libpq, loaded on first use). Statements are prepared once per connection
 // and run asynchronously, so that connect_timeout and command_timeout bound every wait even when
 // the server stops answering.
 #include <poll.h>
@@ -13,6 +13,27 @@
 
 namespace locksmith::strategies::sql_detail {
 namespace {
+
+// The functions of libpq.so.5 this driver calls, resolved on first use (load_client_library).
+#define LS_LIBPQ_FUNCTIONS(X) X(PQclear) X(PQcmdTuples) X(PQconnectPoll) X(PQconnectStartParams) X(PQconsumeInput) X(PQerrorMessage) X(PQfinish) X(PQflush) X(PQgetResult) X(PQgetvalue) X(PQisBusy) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) X(PQsendPrepare) X(PQsendQuery) X(PQsendQueryPrepared) X(PQsocket) X(PQstatus)
+struct libpq_api {
+#define LS_DECLARE(f) decltype(&::f) f;
+    LS_LIBPQ_FUNCTIONS(LS_DECLARE)
+#undef LS_DECLARE
+};
+
+const libpq_api& libpq() {
+    // A failed load throws out of the initialisation, so the next call tries again.
+    static const libpq_api api = [] {
+        void* library = load_client_library("libpq.so.5", "libpq5");
+        libpq_api a;
+#define LS_RESOLVE(f) a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libpq.so.5"));
+        LS_LIBPQ_FUNCTIONS(LS_RESOLVE)
+#undef LS_RESOLVE
+        return a;
+    }();
+    return api;
+}
 
 using clock = std::chrono::steady_clock;
 
@@ -62,37 +83,37 @@ class pg_connection final : public connection {
         connect();
     }
     ~pg_connection() override {
-        if (conn_) PQfinish(conn_);
+        if (conn_) pq_.PQfinish(conn_);
     }
 
     std::optional<std::int64_t> acquire(const std::string& id, const std::string& token,
                                         milliseconds ttl) override {
         const auto ttl_text = std::to_string(ttl.count());
         result r = exec(acquire_id, {id.c_str(), token.c_str(), ttl_text.c_str()});
-        if (PQntuples(r.get()) == 0) return std::nullopt;
-        return std::stoll(PQgetvalue(r.get(), 0, 0));
+        if (pq_.PQntuples(r.get()) == 0) return std::nullopt;
+        return std::stoll(pq_.PQgetvalue(r.get(), 0, 0));
     }
     bool refresh(const std::string& id, const std::string& token, milliseconds ttl) override {
         const auto ttl_text = std::to_string(ttl.count());
         result r = exec(refresh_id, {id.c_str(), token.c_str(), ttl_text.c_str()});
-        return std::string(PQcmdTuples(r.get())) == "1";
+        return std::string(pq_.PQcmdTuples(r.get())) == "1";
     }
     void release(const std::string& id, const std::string& token) override {
         exec(release_id, {id.c_str(), token.c_str()});
     }
     bool holds(const std::string& id, const std::string& token) override {
-        return PQntuples(exec(holds_id, {id.c_str(), token.c_str()}).get()) == 1;
+        return pq_.PQntuples(exec(holds_id, {id.c_str(), token.c_str()}).get()) == 1;
     }
     std::optional<milliseconds> remaining(const std::string& id) override {
         result r = exec(remaining_id, {id.c_str()});
-        if (PQntuples(r.get()) == 0) return std::nullopt;
-        return milliseconds(std::stoll(PQgetvalue(r.get(), 0, 0)));
+        if (pq_.PQntuples(r.get()) == 0) return std::nullopt;
+        return milliseconds(std::stoll(pq_.PQgetvalue(r.get(), 0, 0)));
     }
     void create_table() override {
         const std::string sql = "CREATE TABLE IF NOT EXISTS \"" + o_.table +
                                 "\" (key_id VARCHAR(32) NOT NULL PRIMARY KEY, token VARCHAR(32) "
                                 "NOT NULL, expires_ms BIGINT NOT NULL, fence BIGINT NOT NULL)";
-        if (!PQsendQuery(conn_, sql.c_str())) fail_connection("creating the table");
+        if (!pq_.PQsendQuery(conn_, sql.c_str())) fail_connection("creating the table");
         try {
             finish("creating the table", clock::now() + o_.command_timeout);
         } catch (const backend_error& e) {
@@ -101,12 +122,12 @@ class pg_connection final : public connection {
         }
         prepared_.fill(false);
     }
-    bool usable() const override { return usable_ && PQstatus(conn_) == CONNECTION_OK; }
-    bool still_open() const override { return !socket_closed_by_peer(PQsocket(conn_)); }
+    bool usable() const override { return usable_ && pq_.PQstatus(conn_) == CONNECTION_OK; }
+    bool still_open() const override { return !socket_closed_by_peer(pq_.PQsocket(conn_)); }
 
   private:
     struct result_deleter {
-        void operator()(PGresult* r) const noexcept { PQclear(r); }
+        void operator()(PGresult* r) const noexcept { libpq().PQclear(r); }
     };
     using result = std::unique_ptr<PGresult, result_deleter>;
 
@@ -115,27 +136,27 @@ class pg_connection final : public connection {
     void connect() {
         const char* keys[] = {"dbname", "application_name", "client_encoding", nullptr};
         const char* values[] = {o_.dsn.text.c_str(), "locksmith", "UTF8", nullptr};
-        conn_ = PQconnectStartParams(keys, values, 1);
+        conn_ = pq_.PQconnectStartParams(keys, values, 1);
         if (!conn_) throw backend_error("sql", "connection", "sql: out of memory connecting");
         const auto until = clock::now() + o_.connect_timeout;
         auto status = PGRES_POLLING_WRITING;
-        while (PQstatus(conn_) != CONNECTION_BAD && status != PGRES_POLLING_OK &&
+        while (pq_.PQstatus(conn_) != CONNECTION_BAD && status != PGRES_POLLING_OK &&
                status != PGRES_POLLING_FAILED) {
             if (!wait_socket(status == PGRES_POLLING_READING ? POLLIN : POLLOUT, until))
                 throw backend_error("sql", "timeout",
                                     "sql: connecting to " + where() + " timed out after " +
                                         std::to_string(o_.connect_timeout.count()) +
                                         " ms (connect_timeout_s); is the server running?");
-            status = PQconnectPoll(conn_);
+            status = pq_.PQconnectPoll(conn_);
         }
-        if (PQstatus(conn_) != CONNECTION_OK)
+        if (pq_.PQstatus(conn_) != CONNECTION_OK)
             throw backend_error("sql", "connection",
                                 "sql: connecting to " + where() + " failed: " + message());
     }
 
     // The connection's last error, one line, without the password.
     std::string message() const {
-        std::string m = PQerrorMessage(conn_);
+        std::string m = pq_.PQerrorMessage(conn_);
         while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
         for (auto& ch : m)
             if (ch == '\n') ch = ' ';
@@ -146,7 +167,7 @@ class pg_connection final : public connection {
         for (;;) {
             const auto left = std::chrono::ceil<milliseconds>(until - clock::now()).count();
             if (left <= 0) return false;
-            pollfd p{PQsocket(conn_), events, 0};
+            pollfd p{pq_.PQsocket(conn_), events, 0};
             int n = ::poll(&p, 1, int(std::min<long long>(left, 1 << 30)));
             if (n > 0) return true;
             if (n < 0 && errno != EINTR) return true;  // libpq reports the error next
@@ -170,32 +191,32 @@ class pg_connection final : public connection {
     // Waits for the command sent last and returns its (first) result, checked.
     result finish(const std::string& what, clock::time_point until) {
         for (;;) {
-            int flushed = PQflush(conn_);
+            int flushed = pq_.PQflush(conn_);
             if (flushed < 0) fail_connection(what);
             if (flushed == 0) break;
             if (!wait_socket(POLLIN | POLLOUT, until)) timed_out(what);
-            if (!PQconsumeInput(conn_)) fail_connection(what);
+            if (!pq_.PQconsumeInput(conn_)) fail_connection(what);
         }
         result first;
         for (;;) {
-            while (PQisBusy(conn_)) {
+            while (pq_.PQisBusy(conn_)) {
                 if (!wait_socket(POLLIN, until)) timed_out(what);
-                if (!PQconsumeInput(conn_)) fail_connection(what);
+                if (!pq_.PQconsumeInput(conn_)) fail_connection(what);
             }
-            PGresult* r = PQgetResult(conn_);
+            PGresult* r = pq_.PQgetResult(conn_);
             if (!r) break;
             if (!first) first.reset(r);
-            else PQclear(r);
+            else pq_.PQclear(r);
         }
         if (!first) fail_connection(what);
-        const auto status = PQresultStatus(first.get());
+        const auto status = pq_.PQresultStatus(first.get());
         if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return first;
-        const char* state_text = PQresultErrorField(first.get(), PG_DIAG_SQLSTATE);
+        const char* state_text = pq_.PQresultErrorField(first.get(), PG_DIAG_SQLSTATE);
         const std::string state = state_text ? state_text : "";
         // The first line: the rest quotes the statement with a caret under the position.
-        std::string detail = PQresultErrorMessage(first.get());
+        std::string detail = pq_.PQresultErrorMessage(first.get());
         detail = scrub(detail.substr(0, detail.find('\n')), o_.dsn.password);
-        if (PQstatus(conn_) != CONNECTION_OK || state.empty()) {
+        if (pq_.PQstatus(conn_) != CONNECTION_OK || state.empty()) {
             usable_ = false;
             throw backend_error("sql", "connection",
                                 "sql: " + what + " on " + where() + " failed: " +
@@ -220,18 +241,19 @@ class pg_connection final : public connection {
         const auto& s = statements[id];
         const auto until = clock::now() + o_.command_timeout;
         if (!prepared_[id]) {
-            if (!PQsendPrepare(conn_, s.name, sql_[id].c_str(), s.params, nullptr))
+            if (!pq_.PQsendPrepare(conn_, s.name, sql_[id].c_str(), s.params, nullptr))
                 fail_connection(s.what);
             finish(s.what, until);
             prepared_[id] = true;
         }
-        if (!PQsendQueryPrepared(conn_, s.name, int(params.size()), params.begin(), nullptr,
+        if (!pq_.PQsendQueryPrepared(conn_, s.name, int(params.size()), params.begin(), nullptr,
                                  nullptr, 0))
             fail_connection(s.what);
         return finish(s.what, until);
     }
 
     const sql_options& o_;
+    const libpq_api& pq_ = libpq();
     PGconn* conn_ = nullptr;
     bool usable_ = true;
     std::array<std::string, statement_count> sql_;

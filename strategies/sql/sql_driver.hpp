@@ -59,6 +59,14 @@ std::string scrub(std::string text, const std::string& secret);
 // True when `fd` (an idle client socket) has data or a hang-up pending: the server closed it.
 bool socket_closed_by_peer(int fd);
 
+// The client library `soname` (e.g. "libpq.so.5"), loaded on first use rather than linked: a
+// program (the statically linked locksmith command) that never talks to that database does not
+// load it and what it pulls in (Kerberos, LDAP, TLS) at every start. `package` is named in the
+// error when it is missing. Throws backend_error.
+void* load_client_library(const char* soname, const char* package);
+// The function `name` of a library load_client_library returned. Throws backend_error.
+void* client_symbol(void* library, const char* name, const char* soname);
+
 std::unique_ptr<connection> open_sqlite(const sql_options& options);
 std::unique_ptr<connection> open_postgresql(const sql_options& options);
 std::unique_ptr<connection> open_mariadb(const sql_options& options);

@@ -35,6 +35,7 @@
 #include "support/child_process.hpp"
 #include "support/forwarding_store.hpp"
 #include "support/printers.hpp"
+#include "support/skip_report.hpp"
 #include "support/suite_helpers.hpp"
 
 using namespace locksmith;
@@ -474,6 +475,13 @@ std::string postgres_bin_dir() {
     return best.empty() ? "" : best + "/bin";
 }
 
+bool postgres_installed_or_skip() {
+    if (!postgres_bin_dir().empty()) return true;
+    test::skip_case("the PostgreSQL server is not installed (package postgresql; "
+                    "scripts/install-deps.sh)");
+    return false;
+}
+
 class private_postgres {
   public:
     static constexpr const char* password = "Pg-Private-Secret-7";
@@ -507,6 +515,7 @@ class private_postgres {
                               std::string("-c"), std::string("fsync=off")})
             argv.push_back(a);
         server_ = std::make_unique<test::private_server>(argv, port_, SIGINT);
+        wait_ready();
     }
     ~private_postgres() {
         server_.reset();
@@ -516,9 +525,25 @@ class private_postgres {
     std::string dsn(const std::string& pw = password) const {
         return "postgresql://postgres:" + pw + "@127.0.0.1:" + std::to_string(port_) + "/postgres";
     }
-    test::private_server& server() { return *server_; }
+    void stop() { server_->stop(); }
+    void start() {
+        server_->start();
+        wait_ready();
+    }
 
   private:
+    // The port accepts connections before the server takes them ("the database system is
+    // starting up"); PQping tells when it does.
+    void wait_ready() const {
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+        for (int i = 0; i < 400; ++i) {
+            if (PQping(dsn().c_str()) == PQPING_OK) return;
+            std::this_thread::sleep_for(25ms);
+        }
+        BOOST_FAIL("the private PostgreSQL did not accept connections within 10 s");
+#endif
+    }
+
     int port_;
     std::filesystem::path dir_;
     std::unique_ptr<test::private_server> server_;
@@ -526,28 +551,18 @@ class private_postgres {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(postgresql_faults)
-
-BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
-    private_postgres pg;
-    wrong_password(pg.dsn());
-    // The right one works.
-    auto s = strategies::make_sql_store(options_for(pg.dsn()));
-    auto lock = make_lock(s, test::unique_resource("pw"));
-    BOOST_TEST(lock.try_lock());
-    lock.unlock();
-}
-
-BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted) {
-    private_postgres pg;
-    auto inner = strategies::make_sql_store(options_for(pg.dsn()));
+// The database stops while a lock is held and a waiter polls for it: both get a backend_error
+// (within connect_timeout + command_timeout; the bound here is only a safety net), and once the
+// server is back the same store grants new locks, without restarting the process.
+template <class Server>
+void stopped_while_held_and_waiting(Server& server, const std::string& password) {
+    auto inner = strategies::make_sql_store(options_for(server.dsn()));
     auto counted = std::make_shared<test::forwarding_store>(inner);
     const auto name = test::unique_resource("fault");
     auto holder = make_lock(inner, name);
     auto waiter = make_lock(counted, name);
     BOOST_REQUIRE(holder.try_lock());
 
-    // A waiter polls (the holder's TTL is 30 s) when the server goes away.
     auto waiting = std::async(std::launch::async, [&]() -> std::string {
         try {
             waiter.try_lock_for(60s);
@@ -559,28 +574,96 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted)
     // Ordered by the waiter's own attempts, not by time: two mean it is in its polling loop.
     for (int i = 0; counted->try_calls() < 2 && i < 600000; ++i) std::this_thread::yield();
     BOOST_REQUIRE(counted->try_calls() >= 2);
-    pg.server().stop();
-    // Safety net only: the error comes within connect_timeout + command_timeout.
+    server.stop();
     BOOST_REQUIRE(waiting.wait_for(60s) == std::future_status::ready);
     const auto waiter_message = waiting.get();
     BOOST_TEST_MESSAGE("waiter: " << waiter_message);
     BOOST_TEST(waiter_message.find("sql: ") == 0, waiter_message);
-    BOOST_TEST(waiter_message.find(private_postgres::password) == std::string::npos);
+    BOOST_TEST(waiter_message.find(password) == std::string::npos);
 
     // The holder: refresh and release report the failure instead of hanging.
     BOOST_CHECK_THROW(holder.refresh(), backend_error);
     BOOST_CHECK_THROW(holder.release(), backend_error);
 
-    // Back again, same data: the same store works without restarting the process; the old
-    // grant is still there until its TTL, so another name is used, and then the old one is
-    // released by its owner.
-    pg.server().start();
+    // Back again, same data: the old grant is there until its TTL (so another name is used);
+    // the holder, still its owner, releases it.
+    server.start();
     auto fresh = make_lock(inner, test::unique_resource("after"));
     BOOST_TEST(fresh.try_lock());
     BOOST_TEST(fresh.fencing_token().has_value());
     fresh.unlock();
     key again(name);
     BOOST_TEST(!inner->try_acquire(again, lock_mode::exclusive, 30s));
+}
+
+BOOST_AUTO_TEST_SUITE(postgresql_faults)
+
+BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
+    if (!postgres_installed_or_skip()) return;
+    private_postgres pg;
+    wrong_password(pg.dsn());
+    // The right one works.
+    auto s = strategies::make_sql_store(options_for(pg.dsn()));
+    auto lock = make_lock(s, test::unique_resource("pw"));
+    BOOST_TEST(lock.try_lock());
+    lock.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted) {
+    if (!postgres_installed_or_skip()) return;
+    private_postgres pg;
+    stopped_while_held_and_waiting(pg, private_postgres::password);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// A private MariaDB: scripts/services.sh with a state folder and port of the test's own.
+namespace {
+
+class private_mariadb {
+  public:
+    private_mariadb() : port_(test::free_port()) {
+        char templ[] = "/tmp/locksmith-mariadb-XXXXXX";
+        BOOST_REQUIRE(::mkdtemp(templ));
+        dir_ = templ;
+        start();
+    }
+    ~private_mariadb() {
+        stop();
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    std::string dsn() const {
+        return "mysql://locktest:locktest-pw@127.0.0.1:" + std::to_string(port_) + "/locktest";
+    }
+    void start() { BOOST_REQUIRE_MESSAGE(script("start") == 0, "services.sh start failed"); }
+    void stop() { script("stop"); }
+
+  private:
+    int script(const std::string& command) const {
+        const std::string line = "LOCKSMITH_SERVICES_DIR=" + dir_.string() +
+                                 " LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" +
+                                 std::to_string(port_) + " " LOCKSMITH_SOURCE_DIR
+                                 "/scripts/services.sh " + command + " >>" +
+                                 (dir_ / "script.log").string() + " 2>&1";
+        return std::system(line.c_str());
+    }
+    int port_;
+    std::filesystem::path dir_;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(mariadb_faults)
+
+BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted) {
+    if (std::system("command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd") != 0) {
+        test::skip_case("the MariaDB server is not installed (package mariadb-server; "
+                        "scripts/install-deps.sh)");
+        return;
+    }
+    private_mariadb db;
+    stopped_while_held_and_waiting(db, "locktest-pw");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
