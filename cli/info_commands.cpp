@@ -199,7 +199,7 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
         if (d.needs_configuration && !info.configured) enabled += " (needs options)";
         table.add({d.name, std::to_string(info.effective_priority),
                    std::to_string(d.default_priority), info.priority_source, enabled,
-                   yes_no(info.support.supported), to_string(d.capabilities), origin_of(d)});
+                   yes_no(info.support.supported), to_string(info.capabilities), origin_of(d)});
         if (!info.support.reason.empty()) {
             notes.push_back(d.name + (info.support.supported ? ": " : ": not supported: ") +
                             info.support.reason);
