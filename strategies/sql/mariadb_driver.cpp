@@ -1,6 +1,6 @@
-// The sql strategy's MariaDB/MySQL driver (MariaDB Connector/C, loaded on first use), with server-side prepared
-// statements. MariaDB has no INSERT .. ON CONFLICT .. WHERE .. RETURNING: the grant is an
-// INSERT .. ON DUPLICATE KEY UPDATE whose IF()s take the row over only when it is free,
+// The sql strategy's MariaDB/MySQL driver (MariaDB Connector/C, loaded on first use), with
+// server-side prepared statements. MariaDB has no INSERT .. ON CONFLICT .. WHERE .. RETURNING: the
+// grant is an INSERT .. ON DUPLICATE KEY UPDATE whose IF()s take the row over only when it is free,
 // expired or ours, and which reports the grant's fence through LAST_INSERT_ID(expr) (0: not
 // granted), in the same statement.
 #include <array>
@@ -17,7 +17,14 @@ namespace locksmith::strategies::sql_detail {
 namespace {
 
 // The functions of libmariadb.so.3 this driver calls, resolved on first use (load_client_library).
-#define LS_MARIADB_FUNCTIONS(X) X(mysql_close) X(mysql_errno) X(mysql_error) X(mysql_get_socket) X(mysql_init) X(mysql_options) X(mysql_real_connect) X(mysql_real_query) X(mysql_stmt_affected_rows) X(mysql_stmt_bind_param) X(mysql_stmt_bind_result) X(mysql_stmt_close) X(mysql_stmt_errno) X(mysql_stmt_error) X(mysql_stmt_execute) X(mysql_stmt_fetch) X(mysql_stmt_free_result) X(mysql_stmt_init) X(mysql_stmt_insert_id) X(mysql_stmt_prepare) X(mysql_stmt_store_result)
+#define LS_MARIADB_FUNCTIONS(X)                                                                   \
+    X(mysql_close)                                                                                \
+    X(mysql_errno) X(mysql_error) X(mysql_get_socket) X(mysql_init) X(mysql_options)              \
+        X(mysql_real_connect) X(mysql_real_query) X(mysql_stmt_affected_rows)                     \
+            X(mysql_stmt_bind_param) X(mysql_stmt_bind_result) X(mysql_stmt_close)                \
+                X(mysql_stmt_errno) X(mysql_stmt_error) X(mysql_stmt_execute) X(mysql_stmt_fetch) \
+                    X(mysql_stmt_free_result) X(mysql_stmt_init) X(mysql_stmt_insert_id)          \
+                        X(mysql_stmt_prepare) X(mysql_stmt_store_result)
 struct mariadb_api {
 #define LS_DECLARE(f) decltype(&::f) f;
     LS_MARIADB_FUNCTIONS(LS_DECLARE)
@@ -29,7 +36,8 @@ const mariadb_api& libmariadb() {
     static const mariadb_api api = [] {
         void* library = load_client_library("libmariadb.so.3", "libmariadb3");
         mariadb_api a;
-#define LS_RESOLVE(f) a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libmariadb.so.3"));
+#define LS_RESOLVE(f) \
+    a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libmariadb.so.3"));
         LS_MARIADB_FUNCTIONS(LS_RESOLVE)
 #undef LS_RESOLVE
         return a;
@@ -42,9 +50,9 @@ const mariadb_api& libmariadb() {
 #define LS_NOW "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
 
 enum statement_id { acquire_id, refresh_id, release_id, holds_id, remaining_id, statement_count };
-constexpr std::array<const char*, statement_count> what = {
-    "acquiring a lock", "refreshing a lock", "releasing a lock", "checking a lock",
-    "reading a lock's status"};
+constexpr std::array<const char*, statement_count> what = {"acquiring a lock", "refreshing a lock",
+                                                           "releasing a lock", "checking a lock",
+                                                           "reading a lock's status"};
 
 bool wrong_shape(unsigned code) {
     return code == 1054 || code == 1364 || code == 1406 || code == 1366 || code == 1265;
@@ -69,12 +77,13 @@ class mariadb_connection final : public connection {
             "VALUES(token) OR expires_ms <= " LS_NOW
             ", VALUES(token), token), expires_ms = IF(token = VALUES(token), "
             "VALUES(expires_ms), expires_ms)";
-        sql_[refresh_id] = "UPDATE " + table + " SET expires_ms = " LS_NOW
+        sql_[refresh_id] = "UPDATE " + table +
+                           " SET expires_ms = " LS_NOW
                            " + ? WHERE key_id = ? AND token = ? AND expires_ms > " LS_NOW;
         sql_[release_id] =
             "UPDATE " + table + " SET token = '', expires_ms = 0 WHERE key_id = ? AND token = ?";
-        sql_[holds_id] = "SELECT 1 FROM " + table +
-                         " WHERE key_id = ? AND token = ? AND expires_ms > " LS_NOW;
+        sql_[holds_id] =
+            "SELECT 1 FROM " + table + " WHERE key_id = ? AND token = ? AND expires_ms > " LS_NOW;
         sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
                              " WHERE key_id = ? AND token <> '' AND expires_ms > " LS_NOW;
         db_ = my_.mysql_init(nullptr);
@@ -89,14 +98,15 @@ class mariadb_connection final : public connection {
         // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only those it changed,
         // so a refresh within the same millisecond still counts.
         if (!my_.mysql_real_connect(db_, d.host.empty() ? "localhost" : d.host.c_str(),
-                                d.user.empty() ? nullptr : d.user.c_str(),
-                                d.password.empty() ? nullptr : d.password.c_str(),
-                                d.database.c_str(), unsigned(d.port), nullptr, CLIENT_FOUND_ROWS)) {
+                                    d.user.empty() ? nullptr : d.user.c_str(),
+                                    d.password.empty() ? nullptr : d.password.c_str(),
+                                    d.database.c_str(), unsigned(d.port), nullptr,
+                                    CLIENT_FOUND_ROWS)) {
             const unsigned code = my_.mysql_errno(db_);
             throw backend_error("sql", "mysql " + std::to_string(code),
-                                "sql: connecting to " + where() + " failed: " +
-                                    scrub(my_.mysql_error(db_), d.password) + " (error " +
-                                    std::to_string(code) + ")");
+                                "sql: connecting to " + where() +
+                                    " failed: " + scrub(my_.mysql_error(db_), d.password) +
+                                    " (error " + std::to_string(code) + ")");
         }
     }
     ~mariadb_connection() override {
@@ -179,8 +189,8 @@ class mariadb_connection final : public connection {
         if (code >= 2000 && code < 3000) usable_ = false;
         const bool timeout = code == CR_SERVER_LOST || code == 2062 /* CR_NET_READ_TIMEOUT? */;
         throw backend_error("sql", timeout ? "timeout" : native,
-                            "sql: " + doing + " on " + where() + " failed: " + detail +
-                                " (error " + std::to_string(code) + ")");
+                            "sql: " + doing + " on " + where() + " failed: " + detail + " (error " +
+                                std::to_string(code) + ")");
     }
 
     MYSQL_STMT* prepared(statement_id id) {

@@ -1,6 +1,6 @@
-// The sql strategy's PostgreSQL driver (libpq, loaded on first use). Statements are prepared once per connection
-// and run asynchronously, so that connect_timeout and command_timeout bound every wait even when
-// the server stops answering.
+// The sql strategy's PostgreSQL driver (libpq, loaded on first use). Statements are prepared once
+// per connection and run asynchronously, so that connect_timeout and command_timeout bound every
+// wait even when the server stops answering.
 #include <poll.h>
 
 #include <array>
@@ -15,7 +15,12 @@ namespace locksmith::strategies::sql_detail {
 namespace {
 
 // The functions of libpq.so.5 this driver calls, resolved on first use (load_client_library).
-#define LS_LIBPQ_FUNCTIONS(X) X(PQclear) X(PQcmdTuples) X(PQconnectPoll) X(PQconnectStartParams) X(PQconsumeInput) X(PQerrorMessage) X(PQfinish) X(PQflush) X(PQgetResult) X(PQgetvalue) X(PQisBusy) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) X(PQsendPrepare) X(PQsendQuery) X(PQsendQueryPrepared) X(PQsocket) X(PQstatus)
+#define LS_LIBPQ_FUNCTIONS(X)                                                                   \
+    X(PQclear)                                                                                  \
+    X(PQcmdTuples) X(PQconnectPoll) X(PQconnectStartParams) X(PQconsumeInput) X(PQerrorMessage) \
+        X(PQfinish) X(PQflush) X(PQgetResult) X(PQgetvalue) X(PQisBusy) X(PQntuples)            \
+            X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) X(PQsendPrepare)    \
+                X(PQsendQuery) X(PQsendQueryPrepared) X(PQsocket) X(PQstatus)
 struct libpq_api {
 #define LS_DECLARE(f) decltype(&::f) f;
     LS_LIBPQ_FUNCTIONS(LS_DECLARE)
@@ -27,7 +32,8 @@ const libpq_api& libpq() {
     static const libpq_api api = [] {
         void* library = load_client_library("libpq.so.5", "libpq5");
         libpq_api a;
-#define LS_RESOLVE(f) a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libpq.so.5"));
+#define LS_RESOLVE(f) \
+    a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libpq.so.5"));
         LS_LIBPQ_FUNCTIONS(LS_RESOLVE)
 #undef LS_RESOLVE
         return a;
@@ -72,12 +78,14 @@ class pg_connection final : public connection {
                            "l.token = EXCLUDED.token THEN l.fence ELSE l.fence + 1 END WHERE "
                            "l.token = EXCLUDED.token OR l.expires_ms <= " LS_NOW
                            " RETURNING l.fence";
-        sql_[refresh_id] = "UPDATE " + table + " SET expires_ms = " LS_NOW
-                           " + $3::bigint WHERE key_id = $1 AND token = $2 AND expires_ms > " LS_NOW;
+        sql_[refresh_id] =
+            "UPDATE " + table +
+            " SET expires_ms = " LS_NOW
+            " + $3::bigint WHERE key_id = $1 AND token = $2 AND expires_ms > " LS_NOW;
         sql_[release_id] =
             "UPDATE " + table + " SET token = '', expires_ms = 0 WHERE key_id = $1 AND token = $2";
-        sql_[holds_id] = "SELECT 1 FROM " + table +
-                         " WHERE key_id = $1 AND token = $2 AND expires_ms > " LS_NOW;
+        sql_[holds_id] =
+            "SELECT 1 FROM " + table + " WHERE key_id = $1 AND token = $2 AND expires_ms > " LS_NOW;
         sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
                              " WHERE key_id = $1 AND token <> '' AND expires_ms > " LS_NOW;
         connect();
@@ -205,8 +213,10 @@ class pg_connection final : public connection {
             }
             PGresult* r = pq_.PQgetResult(conn_);
             if (!r) break;
-            if (!first) first.reset(r);
-            else pq_.PQclear(r);
+            if (!first)
+                first.reset(r);
+            else
+                pq_.PQclear(r);
         }
         if (!first) fail_connection(what);
         const auto status = pq_.PQresultStatus(first.get());
@@ -219,8 +229,8 @@ class pg_connection final : public connection {
         if (pq_.PQstatus(conn_) != CONNECTION_OK || state.empty()) {
             usable_ = false;
             throw backend_error("sql", "connection",
-                                "sql: " + what + " on " + where() + " failed: " +
-                                    (detail.empty() ? message() : detail));
+                                "sql: " + what + " on " + where() +
+                                    " failed: " + (detail.empty() ? message() : detail));
         }
         const std::string code = "SQLSTATE " + state;
         if (state == "42P01")
@@ -232,9 +242,9 @@ class pg_connection final : public connection {
                                     " does not have the columns locksmith needs (" +
                                     expected_columns + "): " + detail + " (" + code +
                                     "); drop it or choose another with the option 'table'");
-        throw backend_error("sql", code,
-                            "sql: " + what + " on " + where() + " failed: " + detail + " (" +
-                                code + ")");
+        throw backend_error(
+            "sql", code,
+            "sql: " + what + " on " + where() + " failed: " + detail + " (" + code + ")");
     }
 
     result exec(statement_id id, std::initializer_list<const char*> params) {
@@ -247,7 +257,7 @@ class pg_connection final : public connection {
             prepared_[id] = true;
         }
         if (!pq_.PQsendQueryPrepared(conn_, s.name, int(params.size()), params.begin(), nullptr,
-                                 nullptr, 0))
+                                     nullptr, 0))
             fail_connection(s.what);
         return finish(s.what, until);
     }

@@ -92,7 +92,8 @@ sql_dsn parse(std::string_view text) {
     std::string_view host = authority, port;
     if (!authority.empty() && authority.front() == '[') {
         auto close = authority.find(']');
-        if (close == std::string_view::npos) throw invalid_argument_error("unterminated [ in the host");
+        if (close == std::string_view::npos)
+            throw invalid_argument_error("unterminated [ in the host");
         host = authority.substr(1, close - 1);
         auto after = authority.substr(close + 1);
         if (!after.empty()) {
@@ -112,8 +113,8 @@ sql_dsn parse(std::string_view text) {
     }
     if (!tail.empty() && tail.front() == '/') {
         auto q = tail.find_first_of("?#");
-        d.database = percent_decode(tail.substr(1, q == std::string_view::npos ? q : q - 1),
-                                    "database");
+        d.database =
+            percent_decode(tail.substr(1, q == std::string_view::npos ? q : q - 1), "database");
         tail = q == std::string_view::npos ? std::string_view() : tail.substr(q);
     }
     // PostgreSQL's query parameters (sslmode, ...) go to libpq with the DSN; MariaDB takes none.
@@ -121,7 +122,8 @@ sql_dsn parse(std::string_view text) {
         throw invalid_argument_error(
             "query parameters and fragments are not supported in a mysql:// DSN");
     if (d.driver == sql_dsn::kind::mysql && d.database.empty())
-        throw invalid_argument_error("a mysql:// DSN must name the database: mysql://user:password@host:3306/database");
+        throw invalid_argument_error(
+            "a mysql:// DSN must name the database: mysql://user:password@host:3306/database");
     return d;
 }
 

@@ -22,9 +22,12 @@ using namespace sql_detail;
 
 const char* driver_name(sql_dsn::kind k) {
     switch (k) {
-        case sql_dsn::kind::sqlite: return "SQLite";
-        case sql_dsn::kind::postgresql: return "PostgreSQL";
-        case sql_dsn::kind::mysql: return "MariaDB";
+        case sql_dsn::kind::sqlite:
+            return "SQLite";
+        case sql_dsn::kind::postgresql:
+            return "PostgreSQL";
+        case sql_dsn::kind::mysql:
+            return "MariaDB";
     }
     return "?";
 }
@@ -53,7 +56,7 @@ std::unique_ptr<connection> open_connection(const sql_options& options) {
     }
     const char* package = options.dsn.driver == sql_dsn::kind::sqlite       ? "libsqlite3-dev"
                           : options.dsn.driver == sql_dsn::kind::postgresql ? "libpq-dev"
-                                                                             : "libmariadb-dev";
+                                                                            : "libmariadb-dev";
     throw invalid_argument_error(std::string("sql: this build has no ") +
                                  driver_name(options.dsn.driver) +
                                  " driver (rebuild locksmith with " + package + " installed)");
@@ -61,9 +64,10 @@ std::unique_ptr<connection> open_connection(const sql_options& options) {
 
 void check_ttl(milliseconds ttl) {
     if (ttl <= milliseconds(0))
-        throw invalid_argument_error("sql: ttl must be at least 1 ms (the resolution of the "
-                                     "database clock used for expiry), got " +
-                                     std::to_string(ttl.count()) + " ms");
+        throw invalid_argument_error(
+            "sql: ttl must be at least 1 ms (the resolution of the "
+            "database clock used for expiry), got " +
+            std::to_string(ttl.count()) + " ms");
 }
 
 class sql_store final : public store {
@@ -122,7 +126,9 @@ class sql_store final : public store {
 
   private:
     // Fixed-size, stable across processes, hosts and versions (stable_name_hash never changes).
-    static std::string key_id(std::string_view resource) { return stable_name_hash(resource).hex(); }
+    static std::string key_id(std::string_view resource) {
+        return stable_name_hash(resource).hex();
+    }
 
     connection_pool<connection>::settings pool_settings() {
         connection_pool<connection>::settings s;
@@ -149,12 +155,11 @@ class sql_store final : public store {
             return op(*c);
         } catch (const missing_table& e) {
             if (!options_.create_table)
-                throw backend_error(
-                    "sql", e.native_code(),
-                    "sql: table '" + options_.table + "' does not exist in " +
-                        options_.dsn.redacted() +
-                        ": create it with the columns " + expected_columns +
-                        ", or set the option create_table to true");
+                throw backend_error("sql", e.native_code(),
+                                    "sql: table '" + options_.table + "' does not exist in " +
+                                        options_.dsn.redacted() + ": create it with the columns " +
+                                        expected_columns +
+                                        ", or set the option create_table to true");
             c->create_table();
             return op(*c);
         }

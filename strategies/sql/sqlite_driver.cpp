@@ -27,9 +27,9 @@ using clock = std::chrono::steady_clock;
 #define LS_NOW "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
 
 enum statement_id { acquire_id, refresh_id, release_id, holds_id, remaining_id, statement_count };
-constexpr std::array<const char*, statement_count> what = {
-    "acquiring a lock", "refreshing a lock", "releasing a lock", "checking a lock",
-    "reading a lock's status"};
+constexpr std::array<const char*, statement_count> what = {"acquiring a lock", "refreshing a lock",
+                                                           "releasing a lock", "checking a lock",
+                                                           "reading a lock's status"};
 
 class sqlite_connection final : public connection {
   public:
@@ -41,7 +41,8 @@ class sqlite_connection final : public connection {
                            "expires_ms = excluded.expires_ms, fence = CASE WHEN token = "
                            "excluded.token THEN fence ELSE fence + 1 END WHERE token = "
                            "excluded.token OR expires_ms <= " LS_NOW " RETURNING fence";
-        sql_[refresh_id] = "UPDATE " + table + " SET expires_ms = " LS_NOW
+        sql_[refresh_id] = "UPDATE " + table +
+                           " SET expires_ms = " LS_NOW
                            " + ?3 WHERE key_id = ?1 AND token = ?2 AND expires_ms > " LS_NOW;
         sql_[release_id] =
             "UPDATE " + table + " SET token = '', expires_ms = 0 WHERE key_id = ?1 AND token = ?2";
@@ -108,7 +109,8 @@ class sqlite_connection final : public connection {
         if (detail.rfind("no such table", 0) == 0)
             throw missing_table("sql", code,
                                 "sql: table '" + o_.table + "' does not exist in " + where());
-        if (detail.rfind("no such column", 0) == 0 || detail.find("has no column") != std::string::npos ||
+        if (detail.rfind("no such column", 0) == 0 ||
+            detail.find("has no column") != std::string::npos ||
             detail.find("ON CONFLICT clause does not match") != std::string::npos)
             throw backend_error("sql", code,
                                 "sql: table '" + o_.table + "' in " + where() +
@@ -121,9 +123,9 @@ class sqlite_connection final : public connection {
                                     ": the database stayed locked by another connection for " +
                                     std::to_string(o_.command_timeout.count()) +
                                     " ms (command_timeout_s)");
-        throw backend_error("sql", code,
-                            "sql: " + doing + " on " + where() + " failed: " + detail + " (" +
-                                code + ")");
+        throw backend_error(
+            "sql", code,
+            "sql: " + doing + " on " + where() + " failed: " + detail + " (" + code + ")");
     }
 
     void exec_plain(const std::string& sql, const std::string& doing) {
@@ -132,8 +134,8 @@ class sqlite_connection final : public connection {
     }
 
     template <class Row>
-    void run(statement_id id, const std::string& key_id, const std::string& token,
-             long long ttl_ms, Row on_row) {
+    void run(statement_id id, const std::string& key_id, const std::string& token, long long ttl_ms,
+             Row on_row) {
         if (!prepared_[id]) {
             int rc = sqlite3_prepare_v3(db_, sql_[id].c_str(), int(sql_[id].size()),
                                         SQLITE_PREPARE_PERSISTENT, &prepared_[id], nullptr);
@@ -141,7 +143,8 @@ class sqlite_connection final : public connection {
         }
         sqlite3_stmt* s = prepared_[id];
         sqlite3_bind_text(s, 1, key_id.data(), int(key_id.size()), SQLITE_STATIC);
-        if (id != remaining_id) sqlite3_bind_text(s, 2, token.data(), int(token.size()), SQLITE_STATIC);
+        if (id != remaining_id)
+            sqlite3_bind_text(s, 2, token.data(), int(token.size()), SQLITE_STATIC);
         if (ttl_ms >= 0) sqlite3_bind_int64(s, 3, ttl_ms);
         // The busy handler waits for other writers; a snapshot that went stale meanwhile (WAL)
         // is reported at once instead, and the statement simply runs again.
@@ -196,8 +199,8 @@ void prepare_sqlite_file(const sql_options& o) {
                                      " is writable by others; chmod o-w it");
     // WAL is a property of the file: set once, by whichever process comes first.
     sqlite3* db = nullptr;
-    int rc = sqlite3_open_v2(o.dsn.path.c_str(), &db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, nullptr);
+    int rc = sqlite3_open_v2(o.dsn.path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW,
+                             nullptr);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(db, int(std::min<long long>(o.command_timeout.count(), 1 << 30)));
         rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);

@@ -241,7 +241,8 @@ void missing_table(const std::string& dsn) {
 
 void wrong_shape(const std::string& dsn) {
     auto o = options_for(dsn, unique_table("shape"));
-    admin_exec(o, "CREATE TABLE " + o.table + " (key_id VARCHAR(64) PRIMARY KEY, owner VARCHAR(10))");
+    admin_exec(o,
+               "CREATE TABLE " + o.table + " (key_id VARCHAR(64) PRIMARY KEY, owner VARCHAR(10))");
     const auto message = backend_error_of([&] {
         auto s = strategies::make_sql_store(o);
         key k(test::unique_resource("shape"));
@@ -283,8 +284,8 @@ void wrong_password(const std::string& dsn) {
 
 void unreachable_server(const std::string& scheme) {
     // A closed port: refused at once; the password never shows.
-    const std::string dsn = scheme + "://user:Sup3r-Secret@127.0.0.1:" +
-                            std::to_string(test::free_port()) + "/db";
+    const std::string dsn =
+        scheme + "://user:Sup3r-Secret@127.0.0.1:" + std::to_string(test::free_port()) + "/db";
     const auto message = backend_error_of([&] { strategies::make_sql_store(options_for(dsn)); });
     BOOST_TEST_MESSAGE(message);
     BOOST_TEST(message.find("Sup3r-Secret") == std::string::npos);
@@ -318,7 +319,8 @@ void processes_exclude(const std::string& dsn) {
 BOOST_AUTO_TEST_SUITE(options)
 
 BOOST_AUTO_TEST_CASE(dsn_forms_and_errors_without_the_password) {
-    auto pg = strategies::parse_sql_dsn("postgresql://u%40x:p%2Fw@db.example:6543/app?sslmode=disable");
+    auto pg =
+        strategies::parse_sql_dsn("postgresql://u%40x:p%2Fw@db.example:6543/app?sslmode=disable");
     BOOST_TEST(int(pg.driver) == int(strategies::sql_dsn::kind::postgresql));
     BOOST_TEST(pg.user == "u@x");
     BOOST_TEST(pg.password == "p/w");
@@ -331,11 +333,10 @@ BOOST_AUTO_TEST_CASE(dsn_forms_and_errors_without_the_password) {
     BOOST_TEST(my.database == "app");
     auto lite = strategies::parse_sql_dsn("sqlite:///var/lib/app/locks.db");
     BOOST_TEST(lite.path == "/var/lib/app/locks.db");
-    for (const char* bad :
-         {"sqlite://relative.db", "sqlite:///dir/", "oracle://u:Hidden-pw1@h/db",
-          "mysql://u:Hidden-pw1@h:99999/db", "mysql://u:Hidden-pw1@h/db?ssl=1",
-          "mysql://u:Hidden-pw1@h:3306", "postgresql://u:Hidden-pw1@h:x/db",
-          "postgresql://u:Hidden%2-pw1@h/db"}) {
+    for (const char* bad : {"sqlite://relative.db", "sqlite:///dir/", "oracle://u:Hidden-pw1@h/db",
+                            "mysql://u:Hidden-pw1@h:99999/db", "mysql://u:Hidden-pw1@h/db?ssl=1",
+                            "mysql://u:Hidden-pw1@h:3306", "postgresql://u:Hidden-pw1@h:x/db",
+                            "postgresql://u:Hidden%2-pw1@h/db"}) {
         BOOST_TEST_CONTEXT(bad) {
             try {
                 strategies::parse_sql_dsn(bad);
@@ -351,8 +352,9 @@ BOOST_AUTO_TEST_CASE(table_must_be_a_plain_identifier) {
     for (const char* bad : {"x; DROP TABLE y", "a.b", "1abc", "", "quote\"d", "a b",
                             "x123456789012345678901234567890123456789012345678901234567890123"}) {
         BOOST_TEST_CONTEXT(bad) {
-            BOOST_CHECK_THROW(sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"table", bad}}),
-                              config_error);
+            BOOST_CHECK_THROW(
+                sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"table", bad}}),
+                config_error);
         }
     }
     auto o = sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"table", "_Locks_2"}});
@@ -375,7 +377,9 @@ BOOST_AUTO_TEST_CASE(sqlite_is_local_servers_are_distributed) {
     auto r = explain(local, capability::exclusive | capability::distributed);
     bool sql_passed_over = false;
     for (const auto& e : r.entries)
-        if (e.strategy == "sql") sql_passed_over = !e.candidate && e.passed_over.find("distributed") != std::string::npos;
+        if (e.strategy == "sql")
+            sql_passed_over =
+                !e.candidate && e.passed_over.find("distributed") != std::string::npos;
     BOOST_TEST(sql_passed_over, r.to_string());
     r = explain(local, capability::exclusive | capability::fencing);
     BOOST_TEST(r.chosen() != nullptr);
@@ -400,12 +404,24 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sqlite)
 
-BOOST_AUTO_TEST_CASE(odd_names_work) { odd_names(sqlite_dsn()); }
-BOOST_AUTO_TEST_CASE(ttls_below_resolution) { bad_ttls(sqlite_dsn()); }
-BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) { release_keeps_the_counter(sqlite_dsn()); }
-BOOST_AUTO_TEST_CASE(missing_table_without_create_table) { missing_table(sqlite_dsn()); }
-BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) { wrong_shape(sqlite_dsn()); }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) { processes_exclude(sqlite_dsn()); }
+BOOST_AUTO_TEST_CASE(odd_names_work) {
+    odd_names(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(ttls_below_resolution) {
+    bad_ttls(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) {
+    release_keeps_the_counter(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
+    missing_table(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
+    wrong_shape(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(sqlite_dsn());
+}
 
 BOOST_AUTO_TEST_CASE(file_and_folder_follow_the_lock_file_rules) {
     // The folder is created private; the file 0600.
@@ -435,28 +451,60 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // ---------------------------------------------------------------------------------------------
 
-BOOST_AUTO_TEST_SUITE(postgresql, *boost::unit_test::precondition(test::server_precondition{postgres_variable}))
+BOOST_AUTO_TEST_SUITE(postgresql,
+                      *boost::unit_test::precondition(test::server_precondition{postgres_variable}))
 
-BOOST_AUTO_TEST_CASE(odd_names_work) { odd_names(endpoint(postgres_variable)); }
-BOOST_AUTO_TEST_CASE(ttls_below_resolution) { bad_ttls(endpoint(postgres_variable)); }
-BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) { release_keeps_the_counter(endpoint(postgres_variable)); }
-BOOST_AUTO_TEST_CASE(missing_table_without_create_table) { missing_table(endpoint(postgres_variable)); }
-BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) { wrong_shape(endpoint(postgres_variable)); }
-BOOST_AUTO_TEST_CASE(unknown_database_is_named) { unknown_database(endpoint(postgres_variable)); }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) { processes_exclude(endpoint(postgres_variable)); }
+BOOST_AUTO_TEST_CASE(odd_names_work) {
+    odd_names(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(ttls_below_resolution) {
+    bad_ttls(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) {
+    release_keeps_the_counter(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
+    missing_table(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
+    wrong_shape(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
+    unknown_database(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(endpoint(postgres_variable));
+}
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(mariadb, *boost::unit_test::precondition(test::server_precondition{mariadb_variable}))
+BOOST_AUTO_TEST_SUITE(mariadb,
+                      *boost::unit_test::precondition(test::server_precondition{mariadb_variable}))
 
-BOOST_AUTO_TEST_CASE(odd_names_work) { odd_names(endpoint(mariadb_variable)); }
-BOOST_AUTO_TEST_CASE(ttls_below_resolution) { bad_ttls(endpoint(mariadb_variable)); }
-BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) { release_keeps_the_counter(endpoint(mariadb_variable)); }
-BOOST_AUTO_TEST_CASE(missing_table_without_create_table) { missing_table(endpoint(mariadb_variable)); }
-BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) { wrong_shape(endpoint(mariadb_variable)); }
-BOOST_AUTO_TEST_CASE(unknown_database_is_named) { unknown_database(endpoint(mariadb_variable)); }
-BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) { wrong_password(endpoint(mariadb_variable)); }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) { processes_exclude(endpoint(mariadb_variable)); }
+BOOST_AUTO_TEST_CASE(odd_names_work) {
+    odd_names(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(ttls_below_resolution) {
+    bad_ttls(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) {
+    release_keeps_the_counter(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
+    missing_table(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
+    wrong_shape(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
+    unknown_database(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
+    wrong_password(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(endpoint(mariadb_variable));
+}
 
 BOOST_AUTO_TEST_SUITE_END()
 
@@ -477,8 +525,9 @@ std::string postgres_bin_dir() {
 
 bool postgres_installed_or_skip() {
     if (!postgres_bin_dir().empty()) return true;
-    test::skip_case("the PostgreSQL server is not installed (package postgresql; "
-                    "scripts/install-deps.sh)");
+    test::skip_case(
+        "the PostgreSQL server is not installed (package postgresql; "
+        "scripts/install-deps.sh)");
     return false;
 }
 
@@ -502,17 +551,17 @@ class private_postgres {
         }
         std::string prefix;
         for (const auto& a : as) prefix += a + " ";
-        const std::string initdb = prefix + bin + "/initdb -D " + (dir_ / "data").string() +
-                                   " -U postgres -A scram-sha-256 --pwfile=" +
-                                   (dir_ / "pw").string() + " --no-sync -E UTF8 --locale=C >" +
-                                   (dir_ / "initdb.log").string() + " 2>&1";
+        const std::string initdb =
+            prefix + bin + "/initdb -D " + (dir_ / "data").string() +
+            " -U postgres -A scram-sha-256 --pwfile=" + (dir_ / "pw").string() +
+            " --no-sync -E UTF8 --locale=C >" + (dir_ / "initdb.log").string() + " 2>&1";
         BOOST_REQUIRE_MESSAGE(std::system(initdb.c_str()) == 0, "initdb failed: " << initdb);
         std::vector<std::string> argv = as;
-        for (std::string a : {bin + "/postgres", std::string("-D"), (dir_ / "data").string(),
-                              std::string("-c"), std::string("listen_addresses=127.0.0.1"),
-                              std::string("-c"), "port=" + std::to_string(port_),
-                              std::string("-c"), std::string("unix_socket_directories="),
-                              std::string("-c"), std::string("fsync=off")})
+        for (std::string a :
+             {bin + "/postgres", std::string("-D"), (dir_ / "data").string(), std::string("-c"),
+              std::string("listen_addresses=127.0.0.1"), std::string("-c"),
+              "port=" + std::to_string(port_), std::string("-c"),
+              std::string("unix_socket_directories="), std::string("-c"), std::string("fsync=off")})
             argv.push_back(a);
         server_ = std::make_unique<test::private_server>(argv, port_, SIGINT);
         wait_ready();
@@ -641,11 +690,11 @@ class private_mariadb {
 
   private:
     int script(const std::string& command) const {
-        const std::string line = "LOCKSMITH_SERVICES_DIR=" + dir_.string() +
-                                 " LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" +
-                                 std::to_string(port_) + " " LOCKSMITH_SOURCE_DIR
-                                 "/scripts/services.sh " + command + " >>" +
-                                 (dir_ / "script.log").string() + " 2>&1";
+        const std::string line =
+            "LOCKSMITH_SERVICES_DIR=" + dir_.string() +
+            " LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" + std::to_string(port_) +
+            " " LOCKSMITH_SOURCE_DIR "/scripts/services.sh " + command + " >>" +
+            (dir_ / "script.log").string() + " 2>&1";
         return std::system(line.c_str());
     }
     int port_;
@@ -658,8 +707,9 @@ BOOST_AUTO_TEST_SUITE(mariadb_faults)
 
 BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted) {
     if (std::system("command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd") != 0) {
-        test::skip_case("the MariaDB server is not installed (package mariadb-server; "
-                        "scripts/install-deps.sh)");
+        test::skip_case(
+            "the MariaDB server is not installed (package mariadb-server; "
+            "scripts/install-deps.sh)");
         return;
     }
     private_mariadb db;
