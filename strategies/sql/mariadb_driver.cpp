@@ -8,7 +8,6 @@
 #include <cstring>
 #include <string>
 
-#include <errmsg.h>
 #include <mysql.h>
 
 #include "sql_driver.hpp"
@@ -187,8 +186,7 @@ class mariadb_connection final : public connection {
                                     "); drop it or choose another with the option 'table'");
         // Client-side errors (2000-2999: lost connection, timeout) leave the connection unusable.
         if (code >= 2000 && code < 3000) usable_ = false;
-        const bool timeout = code == CR_SERVER_LOST || code == 2062 /* CR_NET_READ_TIMEOUT? */;
-        throw backend_error("sql", timeout ? "timeout" : native,
+        throw backend_error("sql", native,
                             "sql: " + doing + " on " + where() + " failed: " + detail + " (error " +
                                 std::to_string(code) + ")");
     }

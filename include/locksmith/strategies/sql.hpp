@@ -11,7 +11,7 @@
 //  - Drivers, chosen by the DSN's scheme: `sqlite:///abs/path.db` (libsqlite3),
 //    `postgresql://user:pass@host:port/db` (libpq; `postgres://` too, query parameters such as
 //    sslmode go to libpq), `mysql://user:pass@host:port/db` (MariaDB Connector/C, for MariaDB and
-//    MySQL). A driver whose client library was missing at build time says so when used.
+//    MySQL; `mariadb://` too). A driver whose client library was missing at build time says so when used.
 //  - Rows: (key_id, token, expires_ms, fence). key_id is the 128-bit stable_name_hash of the
 //    name (32 hex digits), so any name (any bytes, up to 1 MiB) fits a fixed-size key; two names
 //    with one hash share a row, which costs concurrency, never exclusion. The token is the key's
@@ -41,8 +41,12 @@
 //    idle is dropped, so a restarted server is used again without restarting the process.
 //    Set-up is bounded by connect_timeout and each statement by command_timeout (MariaDB's
 //    client counts both in whole seconds, rounded up).
+//  - Client libraries: SQLite is linked; libpq (libpq.so.5) and libmariadb (libmariadb.so.3) are
+//    loaded with dlopen when a DSN first needs them, so that a program (the statically linked
+//    locksmith command) that never talks to those servers does not load them at every start.
 //  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" (PostgreSQL), "mysql NNNN"
-//    (MariaDB), "sqlite N" (SQLite) or "timeout" / "connection". A password never appears in a
+//    (MariaDB, client errors 2000-2999 included), "sqlite N" (SQLite), "timeout" or
+//    "connection" (PostgreSQL client side), "module" (a client library that cannot be loaded). A password never appears in a
 //    message: DSNs are shown through redact_url and driver messages are scrubbed.
 #pragma once
 
