@@ -47,8 +47,9 @@
 //    locksmith command) that never talks to those servers does not load them at every start.
 //  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" (PostgreSQL), "mysql NNNN"
 //    (MariaDB, client errors 2000-2999 included), "sqlite N" (SQLite), "timeout" or
-//    "connection" (PostgreSQL client side), "module" (a client library that cannot be loaded). A password never appears in a
-//    message: DSNs are shown through redact_url and driver messages are scrubbed.
+//    "connection" (PostgreSQL client side), "module" (a client library that cannot be loaded).
+//    A password never appears in a message: DSNs are shown through redact_url and driver
+//    messages are scrubbed.
 #pragma once
 
 #include <chrono>
