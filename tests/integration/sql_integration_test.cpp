@@ -717,3 +717,16 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted)
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// The SQLite folder goes when the suite ends, so that runs leave nothing in /tmp.
+struct remove_sqlite_dir {
+    ~remove_sqlite_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(sqlite_dir(), ec);
+    }
+};
+BOOST_TEST_GLOBAL_FIXTURE(remove_sqlite_dir);
+
+}  // namespace
