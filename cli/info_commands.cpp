@@ -174,7 +174,7 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
                 {"default_priority", info.descriptor.default_priority},
                 {"priority", info.effective_priority},
                 {"priority_source", info.priority_source},
-                {"capabilities", capability_list(info.descriptor.capabilities)},
+                {"capabilities", capability_list(info.capabilities)},
                 {"enabled", info.enabled},
                 {"enabled_by_default", info.descriptor.enabled_by_default},
                 {"needs_configuration", info.descriptor.needs_configuration},
@@ -200,7 +200,7 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
         if (d.needs_configuration && !info.configured) enabled += " (needs options)";
         table.add({d.name, std::to_string(info.effective_priority),
                    std::to_string(d.default_priority), info.priority_source, enabled,
-                   yes_no(info.support.supported), to_string(d.capabilities), origin_of(d)});
+                   yes_no(info.support.supported), to_string(info.capabilities), origin_of(d)});
         if (!info.support.reason.empty()) {
             notes.push_back(d.name + (info.support.supported ? ": " : ": not supported: ") +
                             info.support.reason);

@@ -91,7 +91,7 @@ private:
         r.ttl = 30s;
         return factory_.create_lock(name, r);
     }
-    bool has_capability(capability c) const { return has(info_.descriptor.capabilities, c); }
+    bool has_capability(capability c) const { return has(info_.capabilities, c); }
     void require(capability c) const {
         if (!has_capability(c)) throw case_skipped{"the strategy lacks " + to_string(c)};
     }
@@ -104,9 +104,9 @@ private:
         auto lock = make(fresh_name("caps"));
         expect(lock.strategy() == subject_.strategy,
                "the store calls itself '" + lock.strategy() + "'");
-        expect(lock.capabilities() == info_.descriptor.capabilities,
+        expect(lock.capabilities() == info_.capabilities,
                "the store offers " + to_string(lock.capabilities()) + ", the descriptor " +
-                   to_string(info_.descriptor.capabilities));
+                   to_string(info_.capabilities));
     }
     void exclusive_between_owners() {
         const auto name = fresh_name("exclusive");

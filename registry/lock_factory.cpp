@@ -118,13 +118,13 @@ std::shared_ptr<store> lock_factory::select_store(capability required, bool fall
                 "the config's defaults or lock rule allows falling back");
         }
     }
-    const bool distributed = has(candidates.front().descriptor.capabilities, capability::distributed);
+    const bool distributed = has(candidates.front().capabilities, capability::distributed);
     std::string failures;  // for the sentence
     std::string errors;    // the errors alone, for the log record's `error`
     for (const auto& candidate : candidates) {
         // Never fall back across scopes: a local lock cannot stand in for a distributed one,
         // and the admin who ranked a local strategy first did not ask for a remote one.
-        if (has(candidate.descriptor.capabilities, capability::distributed) != distributed) continue;
+        if (has(candidate.capabilities, capability::distributed) != distributed) continue;
         try {
             auto s = store_for(candidate.descriptor.name);
             if (!failures.empty()) {

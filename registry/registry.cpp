@@ -114,6 +114,8 @@ strategy_info strategy_registry::info_locked(const strategy_descriptor& d, bool 
         info.options = o.options;
         info.configured = !o.options.is_null();
     }
+    info.capabilities = d.capabilities_for && info.configured ? d.capabilities_for(info.options)
+                                                              : d.capabilities;
     if (probe) info.support = support_locked(d);
     return info;
 }
@@ -159,9 +161,10 @@ selection_report strategy_registry::explain(capability required) const {
         selection_report::entry e;
         e.strategy = info.descriptor.name;
         e.priority = info.effective_priority;
-        const capability missing = required & ~info.descriptor.capabilities;
+        const capability missing = required & ~info.capabilities;
         if (missing != capability::none)
-            e.passed_over = "lacks " + to_string(missing);
+            e.passed_over = "lacks " + to_string(missing) +
+                            (has(info.descriptor.capabilities, missing) ? " with its options" : "");
         else if (!info.enabled)
             e.passed_over = info.descriptor.enabled_by_default
                                 ? "disabled by the config"

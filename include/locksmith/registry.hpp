@@ -40,6 +40,11 @@ struct strategy_descriptor {
     std::string description;  // one line
     int default_priority = 50;
     capability capabilities = capability::none;
+    // For a strategy whose scope depends on its options (`sql` on a SQLite file is host-local):
+    // the capabilities a store built from the configured options has, a subset of
+    // `capabilities`. Selection and fallback go by it. Empty = always `capabilities`. Cheap,
+    // no I/O; must not throw.
+    std::function<capability(const nlohmann::json& options)> capabilities_for;
     // Disabled strategies are never selected unless a config enables them (`memory`).
     bool enabled_by_default = true;
     // A remote strategy: a candidate only when the config gives it options (its endpoint).
@@ -84,6 +89,8 @@ void set_factory(strategy_descriptor& d, Make make) {
 
 struct strategy_info {
     strategy_descriptor descriptor;
+    // What a store with the effective options offers (descriptor.capabilities_for).
+    capability capabilities = capability::none;
     int effective_priority = 0;
     std::string priority_source;  // "default" or the settings' origin
     bool enabled = true;

@@ -173,7 +173,7 @@ void test_release_twice(context& c) {
 void test_reports_its_capabilities(context& c) {
     auto d = default_registry().find(c.entry.name);
     BOOST_REQUIRE(d.has_value());
-    BOOST_TEST(c.s->capabilities() == d->capabilities);
+    BOOST_TEST(c.s->capabilities() == expected_capabilities(*d, c.entry));
     BOOST_TEST(c.s->strategy() == c.entry.name);
 }
 
@@ -181,7 +181,7 @@ void test_status(context& c) {
     auto resource = unique_resource("status");
     auto free_state = c.s->status(resource).held;
     if (free_state == lock_status::state::unknown) {
-        BOOST_TEST_MESSAGE(c.entry.name << " cannot tell the status; nothing to check");
+        BOOST_TEST_MESSAGE(c.entry.id() << " cannot tell the status; nothing to check");
         return;
     }
     BOOST_TEST(free_state == lock_status::state::free);
@@ -770,7 +770,7 @@ void test_readers_and_writers_across_threads(context& c) {
         });
     for (auto& t : threads) t.join();
     BOOST_TEST(violations.load() == 0);
-    BOOST_TEST_MESSAGE(c.entry.name << ": at most " << max_readers.load() << " readers at once");
+    BOOST_TEST_MESSAGE(c.entry.id() << ": at most " << max_readers.load() << " readers at once");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -990,9 +990,9 @@ const case_spec cases[] = {
 void run_case(const strategy_under_test& entry, const case_spec& spec) {
     if (!entry.options) {
         // Only reached under CI: locally the precondition skipped the case.
-        BOOST_FAIL(entry.name << " is not available: " << entry.missing);
+        BOOST_FAIL(entry.id() << " is not available: " << entry.missing);
     }
-    BOOST_TEST_CONTEXT("strategy " << entry.name) {
+    BOOST_TEST_CONTEXT("strategy " << entry.id()) {
         context c(entry);
         spec.run(c);
     }
@@ -1003,8 +1003,8 @@ void run_case(const strategy_under_test& entry, const case_spec& spec) {
 void test_ctest_entries_cover_every_strategy() {
     std::string listed = "," LOCKSMITH_CTEST_STRATEGIES ",";
     for (const auto& entry : strategies_under_test())
-        BOOST_TEST(listed.find("," + entry.name + ",") != std::string::npos,
-                   entry.name << " has no CTest entry: add it to LOCKSMITH_STRATEGIES_UNDER_TEST "
+        BOOST_TEST(listed.find("," + entry.id() + ",") != std::string::npos,
+                   entry.id() << " has no CTest entry: add it to LOCKSMITH_STRATEGIES_UNDER_TEST "
                                  "in tests/CMakeLists.txt");
 }
 
@@ -1027,23 +1027,24 @@ bool init_unit_test() {
     }
     for (const auto& entry : entries) {
         auto descriptor = default_registry().find(entry.name);
-        auto* suite = BOOST_TEST_SUITE(entry.name);
+        auto* suite = BOOST_TEST_SUITE(entry.id());
         master.add(suite);
         if (!descriptor) {
             suite->add(make_test_case(
-                [name = entry.name] { BOOST_FAIL(name << " is listed but not registered"); },
+                [name = entry.id()] { BOOST_FAIL(name << " is listed but not registered"); },
                 "registered", __FILE__, __LINE__));
             continue;
         }
+        const capability caps = expected_capabilities(*descriptor, entry);
         for (const auto& spec : cases) {
-            if (!has(descriptor->capabilities, spec.needs)) continue;
-            if ((descriptor->capabilities & spec.needs_absent) != capability::none) continue;
+            if (!has(caps, spec.needs)) continue;
+            if ((caps & spec.needs_absent) != capability::none) continue;
             if (spec.cross_process && entry.in_process_only) continue;
             const strategy_under_test* e = &entry;
             const case_spec* s = &spec;
             auto* tc = make_test_case([e, s] { run_case(*e, *s); }, spec.name, __FILE__, __LINE__);
             if (!entry.options && !running_in_ci()) {
-                std::string why = entry.name + " skipped: " + entry.missing;
+                std::string why = entry.id() + " skipped: " + entry.missing;
                 tc->add_precondition([why](test_unit_id) {
                     boost::test_tools::assertion_result r(false);
                     r.message() << why;

@@ -79,8 +79,11 @@ inline bool port_answers(int port) {
 
 class private_server {
   public:
-    // `argv` is run as is; it must listen on 127.0.0.1:`port`.
-    private_server(std::vector<std::string> argv, int port) : argv_(std::move(argv)), port_(port) {
+    // `argv` is run as is; it must listen on 127.0.0.1:`port`. stop() sends `stop_signal`
+    // (PostgreSQL needs SIGINT, a fast shutdown: after SIGKILL its orphaned backends keep the
+    // data folder from starting again).
+    private_server(std::vector<std::string> argv, int port, int stop_signal = SIGKILL)
+        : argv_(std::move(argv)), port_(port), stop_signal_(stop_signal) {
         start();
     }
     ~private_server() { stop(); }
@@ -104,7 +107,7 @@ class private_server {
             ::execvp(args[0], args.data());
             ::_exit(127);
         }
-        for (int i = 0; i < 200; ++i) {
+        for (int i = 0; i < 400; ++i) {
             if (port_answers(port_)) return;
             int status = 0;
             if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -113,7 +116,7 @@ class private_server {
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(25));
         }
-        BOOST_FAIL("private server " + argv_[0] + " did not listen within 5 s");
+        BOOST_FAIL("private server " + argv_[0] + " did not listen within 10 s");
     }
 
     // Freezes the server (SIGSTOP): connections stay open but nothing answers, which is what
@@ -123,7 +126,7 @@ class private_server {
 
     void stop() {
         if (pid_ <= 0) return;
-        ::kill(pid_, SIGKILL);
+        ::kill(pid_, stop_signal_);
         int status = 0;
         ::waitpid(pid_, &status, 0);
         pid_ = -1;
@@ -132,6 +135,7 @@ class private_server {
   private:
     std::vector<std::string> argv_;
     int port_;
+    int stop_signal_;
     pid_t pid_ = -1;
 };
 

@@ -3,8 +3,9 @@
 //  - counter: several processes increment a counter file under the lock, with a delay between
 //    read and write to provoke lost updates; the final value must be exact;
 //  - the same with a fresh factory and lock object for every increment (as `locksmith run`);
-//  - crash: a holder killed with SIGKILL releases at once (strategies with crash_release), also
-//    while other processes keep incrementing the counter;
+//  - crash: a holder killed with SIGKILL releases at once (strategies with crash_release), or
+//    after its TTL, while other processes keep counting (expiring strategies without it);
+//  - fencing: tokens increase strictly in grant order across processes (strategies with fencing);
 //  - shared: readers in several processes coexist and exclude a writer (strategies with shared).
 // Processes are forked; they synchronise through pipes, never through sleeps.
 #include <boost/test/unit_test.hpp>
@@ -84,7 +85,7 @@ std::filesystem::path scratch_dir() {
 
 void test_counter(const strategy_under_test& entry) {
     auto resource = unique_resource("counter");
-    counter_file counter(scratch_dir() / (entry.name + ".counter"));
+    counter_file counter(scratch_dir() / (entry.id() + ".counter"));
     BOOST_REQUIRE(counter.write(0));
 
     byte_pipe go;  // closing its write end starts every child at once
@@ -122,7 +123,7 @@ void test_counter(const strategy_under_test& entry) {
 // never let two processes in at once.
 void test_counter_with_fresh_lock_objects(const strategy_under_test& entry) {
     auto resource = unique_resource("fresh_counter");
-    counter_file counter(scratch_dir() / (entry.name + ".fresh_counter"));
+    counter_file counter(scratch_dir() / (entry.id() + ".fresh_counter"));
     BOOST_REQUIRE(counter.write(0));
     constexpr int fresh_increments = 150;
 
@@ -178,53 +179,104 @@ void test_sigkill_releases(const strategy_under_test& entry) {
     BOOST_TEST(lock.try_lock_for(10s));
 }
 
-// The counter again, with a fifth process that takes its turns too and is killed (SIGKILL)
-// while it holds the lock, midway through the others' increments: the lock must come free
-// (crash_release) and exclusion must hold before and after. The victim's completed increments
-// count; the one it was killed in never wrote.
+// The counter run again, with one more process that takes the lock (with a short TTL) midway and
+// is killed with SIGKILL while holding it. The others must get the lock back — at once with
+// crash_release, after that TTL for expiring strategies without it — and lose no update.
 void test_counter_with_a_holder_killed_midway(const strategy_under_test& entry) {
-    auto resource = unique_resource("killed_midway");
-    counter_file counter(scratch_dir() / (entry.name + ".killed_midway"));
+    auto resource = unique_resource("killed_holder");
+    counter_file counter(scratch_dir() / (entry.id() + ".killed_counter"));
     BOOST_REQUIRE(counter.write(0));
-    constexpr int victim_increments = increments / 2;
+    const auto victim_ttl = std::max<std::chrono::milliseconds>(4 * entry.clock_delay, 1s);
 
     byte_pipe go;
     byte_pipe ready;
-    byte_pipe holding;  // the victim says 'H' while it holds the lock for the last time
-    auto worker = [&](bool victim) -> int {
-        go.close_write();
-        ready.close_read();
-        holding.close_read();
-        auto lock = make_lock(entry, resource);
-        ready.put('R');
-        (void)go.get(20s);
-        for (int i = 0; i < (victim ? victim_increments : increments); ++i) {
-            lock.lock();
-            long value = counter.read();
-            if (value < 0) return 3;
-            std::this_thread::sleep_for(50us);
-            if (!counter.write(value + 1)) return 4;
-            lock.unlock();
-        }
-        if (!victim) return 0;
-        lock.lock();
-        holding.put('H');
-        for (;;) ::pause();  // killed while holding
-    };
-    std::vector<pid_t> children;
-    for (int p = 0; p < process_count; ++p)
-        children.push_back(fork_child([&] { return worker(false); }, 120s));
-    pid_t victim = fork_child([&] { return worker(true); }, 120s);
+    byte_pipe progress;  // each worker reports once it is halfway
+    std::vector<pid_t> workers;
+    for (int p = 0; p < process_count; ++p) {
+        workers.push_back(fork_child([&]() -> int {
+            go.close_write();
+            ready.close_read();
+            progress.close_read();
+            auto lock = make_lock(entry, resource);
+            ready.put('R');
+            (void)go.get(20s);
+            for (int i = 0; i < increments; ++i) {
+                lock.lock();
+                long value = counter.read();
+                if (value < 0) return 3;
+                std::this_thread::sleep_for(50us);
+                if (!counter.write(value + 1)) return 4;
+                lock.unlock();
+                if (i == increments / 2) progress.put('P');
+            }
+            return 0;
+        }, 120s));
+    }
     ready.close_write();
-    holding.close_write();
-    for (int p = 0; p <= process_count; ++p)
-        BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
+    progress.close_write();
+    for (int p = 0; p < process_count; ++p)
+        BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "worker " << p << " did not get ready");
     go.close_write();
-    BOOST_REQUIRE_MESSAGE(holding.get(60s) == 'H', "the victim did not report holding the lock");
+    BOOST_REQUIRE_MESSAGE(progress.get(60s) == 'P', "no worker got halfway");
+
+    byte_pipe held;
+    pid_t victim = fork_child([&]() -> int {
+        held.close_read();
+        lock_options o;
+        o.ttl = victim_ttl;
+        named_lock lock(create_store(entry), std::make_shared<key>(resource), o);
+        lock.lock();
+        held.put('H');
+        for (;;) ::pause();  // hold until killed
+    });
+    held.close_write();
+    BOOST_REQUIRE_MESSAGE(held.get(60s) == 'H', "the victim did not get the lock");
     BOOST_REQUIRE(::kill(victim, SIGKILL) == 0);
     BOOST_TEST(wait_child(victim, 10s) == 128 + SIGKILL);
-    for (auto pid : children) BOOST_TEST(wait_child(pid, 120s) == 0, "child " << pid);
-    BOOST_TEST(counter.read() == long(process_count) * increments + victim_increments);
+    for (auto pid : workers) BOOST_TEST(wait_child(pid, 120s) == 0, "worker " << pid);
+    BOOST_TEST(counter.read() == long(process_count) * increments,
+               "lost updates: " << long(process_count) * increments - counter.read());
+}
+
+// Fencing tokens strictly increase in grant order across processes: each process, holding the
+// lock, checks its token against the last one written by any process and writes its own.
+void test_fencing_tokens_across_processes(const strategy_under_test& entry) {
+    auto resource = unique_resource("fencing");
+    counter_file last(scratch_dir() / (entry.id() + ".last_token"));
+    BOOST_REQUIRE(last.write(0));
+    constexpr int grants = 250;  // x process_count = 1,000 grants
+
+    byte_pipe go;
+    byte_pipe ready;
+    std::vector<pid_t> children;
+    for (int p = 0; p < process_count; ++p) {
+        children.push_back(fork_child([&]() -> int {
+            go.close_write();
+            ready.close_read();
+            auto lock = make_lock(entry, resource);
+            ready.put('R');
+            (void)go.get(20s);
+            for (int i = 0; i < grants; ++i) {
+                lock.lock();
+                const auto token = lock.fencing_token();
+                if (!token) return 5;
+                const long previous = last.read();
+                if (previous < 0) return 3;
+                if (long(*token) <= previous) return 6;  // not larger than an earlier grant's
+                if (!last.write(long(*token))) return 4;
+                lock.unlock();
+            }
+            return 0;
+        }, 120s));
+    }
+    ready.close_write();
+    for (int p = 0; p < process_count; ++p)
+        BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
+    go.close_write();
+    for (auto pid : children)
+        BOOST_TEST(wait_child(pid, 120s) == 0,
+                   "child " << pid << " (exit 6: a token not larger than the one before)");
+    BOOST_TEST(last.read() >= long(process_count) * grants);
 }
 
 void test_shared_holders(const strategy_under_test& entry) {
@@ -290,6 +342,7 @@ struct case_spec {
     const char* name;
     capability needs;
     void (*run)(const strategy_under_test&);
+    capability needs_absent = capability::none;
 };
 
 const case_spec cases[] = {
@@ -300,6 +353,10 @@ const case_spec cases[] = {
      test_sigkill_releases},
     {"counter_with_a_holder_killed_midway", capability::exclusive | capability::crash_release,
      test_counter_with_a_holder_killed_midway},
+    {"counter_with_a_holder_killed_midway", capability::exclusive | capability::expiring,
+     test_counter_with_a_holder_killed_midway, capability::crash_release},
+    {"fencing_tokens_increase_across_processes", capability::exclusive | capability::fencing,
+     test_fencing_tokens_across_processes},
     {"shared_holders_coexist_and_exclude_a_writer", capability::shared, test_shared_holders},
 };
 
@@ -316,20 +373,22 @@ bool init_unit_test() {
         if (entry.in_process_only) continue;
         auto descriptor = default_registry().find(entry.name);
         if (!descriptor) continue;
-        auto* suite = BOOST_TEST_SUITE(entry.name);
+        auto* suite = BOOST_TEST_SUITE(entry.id());
         master.add(suite);
+        const capability caps = expected_capabilities(*descriptor, entry);
         for (const auto& spec : cases) {
-            if (!has(descriptor->capabilities, spec.needs)) continue;
+            if (!has(caps, spec.needs)) continue;
+            if ((caps & spec.needs_absent) != capability::none) continue;
             const strategy_under_test* e = &entry;
             auto run = spec.run;
             auto* tc = make_test_case(
                 [e, run] {
-                    if (!e->options) BOOST_FAIL(e->name << " is not available: " << e->missing);
+                    if (!e->options) BOOST_FAIL(e->id() << " is not available: " << e->missing);
                     run(*e);
                 },
                 spec.name, __FILE__, __LINE__);
             if (!entry.options && !running_in_ci()) {
-                std::string why = entry.name + " skipped: " + entry.missing;
+                std::string why = entry.id() + " skipped: " + entry.missing;
                 tc->add_precondition([why](test_unit_id) {
                     boost::test_tools::assertion_result r(false);
                     r.message() << why;

@@ -103,6 +103,21 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"pg_advisory", std::nullopt,
                        "LOCKSMITH_TEST_POSTGRES_DSN is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    // sql, once per driver: SQLite in the private lock directory, the servers from the
+    // environment, each in a table of its own so that a test run never meets a user's table.
+    const std::string run_hint =
+        " is unset (run scripts/services.sh start, then eval \"$(scripts/services.sh env)\")";
+    auto sql = [&](const char* label, std::optional<std::string> dsn, const char* variable) {
+        if (dsn)
+            all.push_back({"sql", nlohmann::json{{"dsn", *dsn}, {"table", "locksmith_test_keys"}},
+                           "", false, std::chrono::milliseconds(100), label});
+        else
+            all.push_back({"sql", std::nullopt, variable + run_hint, false,
+                           std::chrono::milliseconds(100), label});
+    };
+    sql("sql.sqlite", "sqlite://" + private_lock_dir() + "/sql-test.db", "");
+    sql("sql.postgresql", env("LOCKSMITH_TEST_POSTGRES_DSN"), "LOCKSMITH_TEST_POSTGRES_DSN");
+    sql("sql.mariadb", env("LOCKSMITH_TEST_MARIADB_DSN"), "LOCKSMITH_TEST_MARIADB_DSN");
     // Keep only the strategies this build has.
     std::vector<strategy_under_test> built;
     for (auto& s : all)

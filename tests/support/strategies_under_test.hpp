@@ -23,6 +23,11 @@ struct strategy_under_test {
     // For strategies with `expiring`: the shortest TTL the backend honours precisely (Symfony's
     // getClockDelay()). The expiring cases use TTLs of a few times this.
     std::chrono::milliseconds clock_delay{100};
+    // Names the entry in test names and CTest entries when one strategy has several (`sql`
+    // with each driver: "sql.sqlite"); empty = the strategy's name.
+    std::string label;
+
+    const std::string& id() const { return label.empty() ? name : label; }
 };
 
 // Every built-in strategy of this build that the suites should cover.

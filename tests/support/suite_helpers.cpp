@@ -16,6 +16,10 @@ std::shared_ptr<store> create_store(const strategy_under_test& s) {
     return descriptor->create(s.options.value());
 }
 
+capability expected_capabilities(const strategy_descriptor& d, const strategy_under_test& s) {
+    return d.capabilities_for && s.options ? d.capabilities_for(*s.options) : d.capabilities;
+}
+
 std::string unique_resource(std::string_view label) {
     static std::atomic<int> counter{0};
     return std::string(label) + "." + std::to_string(::getpid()) + "." + std::to_string(++counter);

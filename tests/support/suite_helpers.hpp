@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include <locksmith/author/store.hpp>
+#include <locksmith/registry.hpp>
 
 #include "support/strategies_under_test.hpp"
 
@@ -15,6 +16,10 @@ namespace locksmith::test {
 // registry's descriptor and the entry's options.
 // Requires: s.options has a value. Throws invalid_argument_error for a strategy this build lacks.
 std::shared_ptr<store> create_store(const strategy_under_test& s);
+
+// What a store of the entry offers: the descriptor's capabilities for the entry's options
+// (strategy_descriptor::capabilities_for: `sql` on SQLite is not distributed).
+capability expected_capabilities(const strategy_descriptor& d, const strategy_under_test& s);
 
 // A resource name no other test (or test process) uses: "<label>.<pid>.<counter>".
 std::string unique_resource(std::string_view label);

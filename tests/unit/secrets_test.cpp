@@ -1,4 +1,4 @@
-// No secret in any message: every URL form the redis and memcached parsers see, with a password
+// No secret in any message: every URL form the redis, memcached and sql parsers see, with a password
 // in its userinfo, a query parameter, a fragment or percent-encoded, through every path that can
 // echo it (the URL parser, the options reader, config check, the factory, a JSON syntax error),
 // and redact_url, the one function that prints a URL.
@@ -106,6 +106,27 @@ BOOST_AUTO_TEST_CASE(memcached_server_forms) {
         expect_no_secret(message_of([&] { strategies::parse_memcached_servers(servers); }),
                          servers + ", parse");
         expect_no_secret_anywhere("memcached", {{"servers", servers}});
+    }
+}
+
+BOOST_AUTO_TEST_CASE(sql_dsn_forms) {
+    // Port 1 on the loopback refuses at once: the driver's own connection error is checked too.
+    const std::vector<std::string> dsns = {
+        "postgresql://u:" + secret + "@127.0.0.1:1/db",
+        "postgresql://u:" + encoded + "@127.0.0.1:1/db?sslmode=disable",
+        "postgresql://u:" + secret + "@127.0.0.1:1/db?password=" + secret,
+        "postgres://u:" + secret + "@127.0.0.1:notaport/db",
+        "mysql://u:" + secret + "@127.0.0.1:1/db",
+        "mysql://u:" + encoded + "@127.0.0.1:1/db",
+        "mysql://u:" + secret + "@127.0.0.1:1/db?password=" + secret,
+        "mysql://u:" + secret + "@127.0.0.1:1",
+        "mysql://u:" + secret + "/x@h/db",
+        "mysql://u:" + encoded + "%zz@h/db",
+        "oracle://u:" + secret + "@h/db",
+    };
+    for (const auto& dsn : dsns) {
+        expect_no_secret_anywhere("sql", {{"dsn", dsn}});
+        expect_no_secret(redact_url(dsn), dsn + ", redact_url");
     }
 }
 

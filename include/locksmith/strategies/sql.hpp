@@ -1,0 +1,117 @@
+// The `sql` strategy: locks kept as rows of one table in an SQL database, shared by every
+// process (SQLite file) or every host (PostgreSQL, MariaDB/MySQL server) that uses the table.
+//
+//   sql_options     the strategy's JSON options
+//   sql_dsn         a parsed `dsn`
+//   parse_sql_dsn
+//   sql_capabilities_for
+//   make_sql_store
+//
+// Contract:
+//  - Drivers, chosen by the DSN's scheme: `sqlite:///abs/path.db` (libsqlite3),
+//    `postgresql://user:pass@host:port/db` (libpq; `postgres://` too, query parameters such as
+//    sslmode go to libpq), `mysql://user:pass@host:port/db` (MariaDB Connector/C, for MariaDB and
+//    MySQL; `mariadb://` too). A driver whose client library was missing at build time says so
+//    when used.
+//  - Rows: (key_id, token, expires_ms, fence). key_id is the 128-bit stable_name_hash of the
+//    name (32 hex digits), so any name (any bytes, up to 1 MiB) fits a fixed-size key; two names
+//    with one hash share a row, which costs concurrency, never exclusion. The token is the key's
+//    owner token; '' while nobody holds the row.
+//  - Acquire is ONE statement: an insert, or an update of a row that is free, expired or ours
+//    (PostgreSQL and SQLite INSERT .. ON CONFLICT DO UPDATE .. WHERE, MariaDB INSERT .. ON
+//    DUPLICATE KEY UPDATE with IF()). Refresh and release are one UPDATE each, matching our
+//    token (refresh also requires the grant not to have expired). Every statement is
+//    parameterised; the table name is a plain identifier checked at configuration.
+//  - Expiry is computed by the database's clock, in milliseconds: hosts need no synchronised
+//    clocks. A holder that dies keeps the lock until its TTL runs out (no crash_release).
+//  - Fencing: `fence` counts the grants of the row, incremented in the granting statement
+//    (a re-acquire by the holder keeps its token). Release clears the token and keeps the row,
+//    so the counter survives and tokens strictly increase across release, expiry and re-grant.
+//    The table therefore keeps one small row per name ever locked.
+//  - Exclusive only (a shared request takes the exclusive lock); waiting is polled by
+//    named_lock with the core's backoff (no native_wait).
+//  - The table is created on first use when missing (`create_table`, default true), detected by
+//    each driver's own error (PostgreSQL SQLSTATE 42P01, MariaDB error 1146, SQLite "no such
+//    table"). A table without the expected columns is a backend_error naming them.
+//  - SQLite: the file's folder must be safe like a lock directory (open_lock_directory: not a
+//    symlink, writable by nobody but its owner); the folder is created 0700 when missing and the
+//    file 0600; the file is never opened through a symlink. WAL mode and a busy timeout let many
+//    processes share it. A SQLite-backed store is host-local: it lacks `distributed`, and
+//    selection (sql_capabilities_for) treats it as a local strategy.
+//  - Connections: a pool of at most pool_size; one that failed or that the server closed while
+//    idle is dropped, so a restarted server is used again without restarting the process.
+//    Set-up is bounded by connect_timeout and each statement by command_timeout (MariaDB's
+//    client counts both in whole seconds, rounded up).
+//  - Client libraries: SQLite is linked; libpq (libpq.so.5) and libmariadb (libmariadb.so.3) are
+//    loaded with dlopen when a DSN first needs them, so that a program (the statically linked
+//    locksmith command) that never talks to those servers does not load them at every start.
+//  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" (PostgreSQL), "mysql NNNN"
+//    (MariaDB, client errors 2000-2999 included), "sqlite N" (SQLite), "timeout" or
+//    "connection" (PostgreSQL client side), "module" (a client library that cannot be loaded).
+//    A password never appears in a message: DSNs are shown through redact_url and driver
+//    messages are scrubbed.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/author/store.hpp>
+
+namespace locksmith::strategies {
+
+// Everything the sql strategy can offer; a SQLite-backed store lacks `distributed`.
+inline constexpr capability sql_capabilities = capability::exclusive | capability::noblock |
+                                               capability::expiring | capability::distributed |
+                                               capability::serializable | capability::fencing;
+
+struct sql_dsn {
+    enum class kind { sqlite, postgresql, mysql };
+    kind driver = kind::sqlite;
+    std::string text;      // the DSN as given (contains the password: never print it)
+    std::string path;      // sqlite: the absolute file path
+    std::string user;      // server drivers, percent-decoded
+    std::string password;  // percent-decoded; never printed
+    std::string host;
+    int port = 0;  // 0: the driver's default
+    std::string database;
+
+    // The DSN fit to print (redact_url).
+    std::string redacted() const;
+};
+
+// Parses the forms above. Throws invalid_argument_error naming what is wrong, never the password.
+sql_dsn parse_sql_dsn(std::string_view dsn);
+
+struct sql_options {
+    sql_dsn dsn;
+    // Table name: a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 characters).
+    std::string table = "locksmith_keys";
+    // Create the table on first use when it is missing.
+    bool create_table = true;
+    // Longest wait for a connection to be set up. Must be > 0.
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
+    // Longest wait for one statement (SQLite: for the file's write lock). Must be > 0.
+    std::chrono::milliseconds command_timeout{std::chrono::seconds(5)};
+    // Most connections kept open. >= 1.
+    std::size_t pool_size = 4;
+
+    // Reads {"dsn": "...", "table": "locksmith_keys", "create_table": true,
+    // "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required.
+    // Throws config_error (never naming the password).
+    static sql_options from_json(const nlohmann::json& options);
+};
+
+// The capabilities a store built from `options` has: sql_capabilities, without `distributed`
+// for a SQLite DSN. Options it cannot read give sql_capabilities (their error comes later).
+capability sql_capabilities_for(const nlohmann::json& options) noexcept;
+
+// Connects once and checks (or creates) the table, so that a wrong endpoint, password,
+// database or table fails here. Throws backend_error; invalid_argument_error for bad options.
+std::shared_ptr<store> make_sql_store(const sql_options& options);
+
+}  // namespace locksmith::strategies

@@ -1,0 +1,253 @@
+// The sql strategy's MariaDB/MySQL driver (MariaDB Connector/C, loaded on first use), with
+// server-side prepared statements. MariaDB has no INSERT .. ON CONFLICT .. WHERE .. RETURNING: the
+// grant is an INSERT .. ON DUPLICATE KEY UPDATE whose IF()s take the row over only when it is free,
+// expired or ours, and which reports the grant's fence through LAST_INSERT_ID(expr) (0: not
+// granted), in the same statement.
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include <mysql.h>
+
+#include "sql_driver.hpp"
+
+namespace locksmith::strategies::sql_detail {
+namespace {
+
+// The functions of libmariadb.so.3 this driver calls, resolved on first use (load_client_library).
+#define LS_MARIADB_FUNCTIONS(X)                                                                   \
+    X(mysql_close)                                                                                \
+    X(mysql_errno) X(mysql_error) X(mysql_get_socket) X(mysql_init) X(mysql_options)              \
+        X(mysql_real_connect) X(mysql_real_query) X(mysql_stmt_affected_rows)                     \
+            X(mysql_stmt_bind_param) X(mysql_stmt_bind_result) X(mysql_stmt_close)                \
+                X(mysql_stmt_errno) X(mysql_stmt_error) X(mysql_stmt_execute) X(mysql_stmt_fetch) \
+                    X(mysql_stmt_free_result) X(mysql_stmt_init) X(mysql_stmt_insert_id)          \
+                        X(mysql_stmt_prepare) X(mysql_stmt_store_result)
+struct mariadb_api {
+#define LS_DECLARE(f) decltype(&::f) f;
+    LS_MARIADB_FUNCTIONS(LS_DECLARE)
+#undef LS_DECLARE
+};
+
+const mariadb_api& libmariadb() {
+    // A failed load throws out of the initialisation, so the next call tries again.
+    static const mariadb_api api = [] {
+        void* library = load_client_library("libmariadb.so.3", "libmariadb3");
+        mariadb_api a;
+#define LS_RESOLVE(f) \
+    a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libmariadb.so.3"));
+        LS_MARIADB_FUNCTIONS(LS_RESOLVE)
+#undef LS_RESOLVE
+        return a;
+    }();
+    return api;
+}
+
+// The database's clock in ms (the session's time zone is UTC: no DST jumps). NOW(3) is one value
+// for the whole statement.
+#define LS_NOW "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+
+enum statement_id { acquire_id, refresh_id, release_id, holds_id, remaining_id, statement_count };
+constexpr std::array<const char*, statement_count> what = {"acquiring a lock", "refreshing a lock",
+                                                           "releasing a lock", "checking a lock",
+                                                           "reading a lock's status"};
+
+bool wrong_shape(unsigned code) {
+    return code == 1054 || code == 1364 || code == 1406 || code == 1366 || code == 1265;
+}
+
+unsigned seconds_up(milliseconds d) {
+    return unsigned(std::max<long long>(1, (d.count() + 999) / 1000));
+}
+
+class mariadb_connection final : public connection {
+  public:
+    explicit mariadb_connection(const sql_options& o) : o_(o) {
+        const std::string table = "`" + o.table + "`";
+        // Assignments run left to right and later ones see earlier results: fence and token
+        // are decided on the old row, expires_ms follows the token just written.
+        sql_[acquire_id] =
+            "INSERT INTO " + table +
+            " (key_id, token, expires_ms, fence) VALUES (?, ?, " LS_NOW
+            " + ?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE fence = IF(token = VALUES(token), "
+            "LAST_INSERT_ID(fence), IF(expires_ms <= " LS_NOW
+            ", LAST_INSERT_ID(fence + 1), fence + LAST_INSERT_ID(0))), token = IF(token = "
+            "VALUES(token) OR expires_ms <= " LS_NOW
+            ", VALUES(token), token), expires_ms = IF(token = VALUES(token), "
+            "VALUES(expires_ms), expires_ms)";
+        sql_[refresh_id] = "UPDATE " + table +
+                           " SET expires_ms = " LS_NOW
+                           " + ? WHERE key_id = ? AND token = ? AND expires_ms > " LS_NOW;
+        sql_[release_id] =
+            "UPDATE " + table + " SET token = '', expires_ms = 0 WHERE key_id = ? AND token = ?";
+        sql_[holds_id] =
+            "SELECT 1 FROM " + table + " WHERE key_id = ? AND token = ? AND expires_ms > " LS_NOW;
+        sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
+                             " WHERE key_id = ? AND token <> '' AND expires_ms > " LS_NOW;
+        db_ = my_.mysql_init(nullptr);
+        if (!db_) throw backend_error("sql", "connection", "sql: out of memory connecting");
+        unsigned connect = seconds_up(o.connect_timeout), command = seconds_up(o.command_timeout);
+        my_.mysql_options(db_, MYSQL_OPT_CONNECT_TIMEOUT, &connect);
+        my_.mysql_options(db_, MYSQL_OPT_READ_TIMEOUT, &command);
+        my_.mysql_options(db_, MYSQL_OPT_WRITE_TIMEOUT, &command);
+        my_.mysql_options(db_, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
+        my_.mysql_options(db_, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+        const auto& d = o.dsn;
+        // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only those it changed,
+        // so a refresh within the same millisecond still counts.
+        if (!my_.mysql_real_connect(db_, d.host.empty() ? "localhost" : d.host.c_str(),
+                                    d.user.empty() ? nullptr : d.user.c_str(),
+                                    d.password.empty() ? nullptr : d.password.c_str(),
+                                    d.database.c_str(), unsigned(d.port), nullptr,
+                                    CLIENT_FOUND_ROWS)) {
+            const unsigned code = my_.mysql_errno(db_);
+            throw backend_error("sql", "mysql " + std::to_string(code),
+                                "sql: connecting to " + where() +
+                                    " failed: " + scrub(my_.mysql_error(db_), d.password) +
+                                    " (error " + std::to_string(code) + ")");
+        }
+    }
+    ~mariadb_connection() override {
+        for (auto* s : statements_)
+            if (s) my_.mysql_stmt_close(s);
+        if (db_) my_.mysql_close(db_);
+    }
+
+    std::optional<std::int64_t> acquire(const std::string& id, const std::string& token,
+                                        milliseconds ttl) override {
+        long long ttl_ms = ttl.count();
+        auto* s = execute(acquire_id, {text(id), text(token), number(ttl_ms)});
+        const auto fence = std::int64_t(my_.mysql_stmt_insert_id(s));
+        if (fence <= 0) return std::nullopt;
+        return fence;
+    }
+    bool refresh(const std::string& id, const std::string& token, milliseconds ttl) override {
+        long long ttl_ms = ttl.count();
+        auto* s = execute(refresh_id, {number(ttl_ms), text(id), text(token)});
+        return my_.mysql_stmt_affected_rows(s) == 1;
+    }
+    void release(const std::string& id, const std::string& token) override {
+        execute(release_id, {text(id), text(token)});
+    }
+    bool holds(const std::string& id, const std::string& token) override {
+        return fetch(holds_id, {text(id), text(token)}).has_value();
+    }
+    std::optional<milliseconds> remaining(const std::string& id) override {
+        auto left = fetch(remaining_id, {text(id)});
+        if (!left) return std::nullopt;
+        return milliseconds(*left);
+    }
+    void create_table() override {
+        const std::string sql =
+            "CREATE TABLE IF NOT EXISTS `" + o_.table +
+            "` (key_id VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
+            "token VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, expires_ms BIGINT "
+            "NOT NULL, fence BIGINT NOT NULL) ENGINE = InnoDB";
+        if (my_.mysql_real_query(db_, sql.c_str(), sql.size()) != 0)
+            fail("creating the table", my_.mysql_errno(db_), my_.mysql_error(db_));
+    }
+    bool usable() const override { return usable_; }
+    bool still_open() const override {
+        return !socket_closed_by_peer(int(my_.mysql_get_socket(db_)));
+    }
+
+  private:
+    std::string where() const { return o_.dsn.redacted(); }
+
+    static MYSQL_BIND text(const std::string& s) {
+        MYSQL_BIND b;
+        std::memset(&b, 0, sizeof b);
+        b.buffer_type = MYSQL_TYPE_STRING;
+        b.buffer = const_cast<char*>(s.data());
+        b.buffer_length = s.size();
+        return b;
+    }
+    static MYSQL_BIND number(long long& v) {
+        MYSQL_BIND b;
+        std::memset(&b, 0, sizeof b);
+        b.buffer_type = MYSQL_TYPE_LONGLONG;
+        b.buffer = &v;
+        return b;
+    }
+
+    [[noreturn]] void fail(const std::string& doing, unsigned code, const char* message) {
+        const std::string detail = scrub(message ? message : "", o_.dsn.password);
+        const std::string native = "mysql " + std::to_string(code);
+        if (code == 1146)
+            throw missing_table("sql", native,
+                                "sql: table '" + o_.table + "' does not exist in " + where());
+        if (wrong_shape(code))
+            throw backend_error("sql", native,
+                                "sql: table '" + o_.table + "' in " + where() +
+                                    " does not have the columns locksmith needs (" +
+                                    expected_columns + "): " + detail + " (error " +
+                                    std::to_string(code) +
+                                    "); drop it or choose another with the option 'table'");
+        // Client-side errors (2000-2999: lost connection, timeout) leave the connection unusable.
+        if (code >= 2000 && code < 3000) usable_ = false;
+        throw backend_error("sql", native,
+                            "sql: " + doing + " on " + where() + " failed: " + detail + " (error " +
+                                std::to_string(code) + ")");
+    }
+
+    MYSQL_STMT* prepared(statement_id id) {
+        if (statements_[id]) return statements_[id];
+        MYSQL_STMT* s = my_.mysql_stmt_init(db_);
+        if (!s) fail(what[id], my_.mysql_errno(db_), my_.mysql_error(db_));
+        if (my_.mysql_stmt_prepare(s, sql_[id].c_str(), sql_[id].size()) != 0) {
+            const unsigned code = my_.mysql_stmt_errno(s);
+            const std::string message = my_.mysql_stmt_error(s);
+            my_.mysql_stmt_close(s);
+            fail(what[id], code, message.c_str());
+        }
+        return statements_[id] = s;
+    }
+
+    MYSQL_STMT* execute(statement_id id, std::initializer_list<MYSQL_BIND> params) {
+        MYSQL_STMT* s = prepared(id);
+        std::array<MYSQL_BIND, 3> binds{};
+        std::copy(params.begin(), params.end(), binds.begin());
+        if (my_.mysql_stmt_bind_param(s, binds.data()) != 0 || my_.mysql_stmt_execute(s) != 0) {
+            const unsigned code = my_.mysql_stmt_errno(s);
+            const std::string message = my_.mysql_stmt_error(s);
+            // A statement whose server side is gone (restart, lost connection) is prepared anew.
+            my_.mysql_stmt_close(s);
+            statements_[id] = nullptr;
+            fail(what[id], code, message.c_str());
+        }
+        return s;
+    }
+
+    // The first column of the first row, or nullopt when there is no row.
+    std::optional<long long> fetch(statement_id id, std::initializer_list<MYSQL_BIND> params) {
+        MYSQL_STMT* s = execute(id, params);
+        long long value = 0;
+        MYSQL_BIND out;
+        std::memset(&out, 0, sizeof out);
+        out.buffer_type = MYSQL_TYPE_LONGLONG;
+        out.buffer = &value;
+        if (my_.mysql_stmt_bind_result(s, &out) != 0 || my_.mysql_stmt_store_result(s) != 0)
+            fail(what[id], my_.mysql_stmt_errno(s), my_.mysql_stmt_error(s));
+        const int rc = my_.mysql_stmt_fetch(s);
+        my_.mysql_stmt_free_result(s);
+        if (rc == MYSQL_NO_DATA) return std::nullopt;
+        if (rc == 1) fail(what[id], my_.mysql_stmt_errno(s), my_.mysql_stmt_error(s));
+        return value;
+    }
+
+    const sql_options& o_;
+    const mariadb_api& my_ = libmariadb();
+    MYSQL* db_ = nullptr;
+    bool usable_ = true;
+    std::array<std::string, statement_count> sql_;
+    std::array<MYSQL_STMT*, statement_count> statements_{};
+};
+
+}  // namespace
+
+std::unique_ptr<connection> open_mariadb(const sql_options& options) {
+    return std::make_unique<mariadb_connection>(options);
+}
+
+}  // namespace locksmith::strategies::sql_detail

@@ -1,0 +1,79 @@
+// Private to the sql strategy: what the store asks of a driver, and the helpers the drivers
+// share (error messages without secrets, the table's columns).
+//
+//   connection       one open database connection speaking its database's dialect
+//   missing_table    thrown by a driver when the table does not exist
+//   open_sqlite / open_postgresql / open_mariadb   the drivers built into this module
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/strategies/sql.hpp>
+
+namespace locksmith::strategies::sql_detail {
+
+using std::chrono::milliseconds;
+
+// The columns every driver creates and expects, for messages about a table of the wrong shape.
+inline constexpr const char* expected_columns =
+    "key_id (text, primary key), token (text), expires_ms (64-bit integer), fence (64-bit "
+    "integer)";
+
+class missing_table : public backend_error {
+  public:
+    using backend_error::backend_error;
+};
+
+class connection {
+  public:
+    virtual ~connection() = default;
+    // The grant, in one statement: inserts the row, or takes it over when it is free, expired
+    // or ours, counting a new grant in `fence` unless it is ours already.
+    // Returns the grant's fence, or nullopt when another owner holds the row.
+    virtual std::optional<std::int64_t> acquire(const std::string& id, const std::string& token,
+                                                milliseconds ttl) = 0;
+    // Extends our unexpired grant to now + ttl; false when the row is not ours or expired.
+    virtual bool refresh(const std::string& id, const std::string& token, milliseconds ttl) = 0;
+    // Clears the row's token and expiry when it is ours; keeps the row and its fence.
+    virtual void release(const std::string& id, const std::string& token) = 0;
+    virtual bool holds(const std::string& id, const std::string& token) = 0;
+    // Time left of the row's current grant; nullopt when nobody holds it.
+    virtual std::optional<milliseconds> remaining(const std::string& id) = 0;
+    // CREATE TABLE IF NOT EXISTS.
+    virtual void create_table() = 0;
+    // False after an error that may have left the connection unusable: it is then dropped.
+    virtual bool usable() const = 0;
+    // False when the server closed the idle connection (a restart): checked before reuse.
+    virtual bool still_open() const { return true; }
+};
+
+// `text` with every occurrence of `secret` (when it is not empty) replaced by "***": driver
+// messages are passed on, and none must show the password even if a driver quoted it.
+std::string scrub(std::string text, const std::string& secret);
+
+// True when `fd` (an idle client socket) has data or a hang-up pending: the server closed it.
+bool socket_closed_by_peer(int fd);
+
+// The client library `soname` (e.g. "libpq.so.5"), loaded on first use rather than linked: a
+// program (the statically linked locksmith command) that never talks to that database does not
+// load it and what it pulls in (Kerberos, LDAP, TLS) at every start. `package` is named in the
+// error when it is missing. Throws backend_error.
+void* load_client_library(const char* soname, const char* package);
+// The function `name` of a library load_client_library returned. Throws backend_error.
+void* client_symbol(void* library, const char* name, const char* soname);
+
+std::unique_ptr<connection> open_sqlite(const sql_options& options);
+std::unique_ptr<connection> open_postgresql(const sql_options& options);
+std::unique_ptr<connection> open_mariadb(const sql_options& options);
+
+// Prepares a SQLite file before its first connection: checks its folder like a lock
+// directory (creating it), creates the file 0600 without following a symlink, switches it to
+// WAL. Throws invalid_argument_error or backend_error.
+void prepare_sqlite_file(const sql_options& options);
+
+}  // namespace locksmith::strategies::sql_detail

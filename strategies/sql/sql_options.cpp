@@ -1,0 +1,215 @@
+// Parsing of the sql strategy's DSN and JSON options, and the helpers its drivers share.
+// Messages never contain the password: the DSN is only ever shown through redact_url.
+#include <dlfcn.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cctype>
+#include <charconv>
+#include <string>
+#include <string_view>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
+#include <locksmith/strategies/sql.hpp>
+
+#include "sql_driver.hpp"
+
+namespace locksmith::strategies {
+namespace {
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// `what` names the part for the message; the part itself is not shown (it may be the password).
+std::string percent_decode(std::string_view text, const char* what) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '%') {
+            out += text[i];
+            continue;
+        }
+        const bool complete = i + 2 < text.size();
+        const int hi = complete ? hex_value(text[i + 1]) : -1;
+        const int lo = complete ? hex_value(text[i + 2]) : -1;
+        if (hi < 0 || lo < 0)
+            throw invalid_argument_error(std::string("malformed %-escape in the ") + what);
+        out += char(hi * 16 + lo);
+        i += 2;
+    }
+    return out;
+}
+
+sql_dsn parse(std::string_view text) {
+    sql_dsn d;
+    d.text = std::string(text);
+    constexpr std::string_view sqlite = "sqlite://";
+    if (text.rfind(sqlite, 0) == 0) {
+        d.driver = sql_dsn::kind::sqlite;
+        d.path = std::string(text.substr(sqlite.size()));
+        if (d.path.empty() || d.path.front() != '/')
+            throw invalid_argument_error(
+                "a SQLite DSN needs an absolute file path: sqlite:///path/to/locks.db");
+        if (d.path.find_first_of("?#") != std::string::npos || d.path.back() == '/')
+            throw invalid_argument_error(
+                "a SQLite DSN is sqlite:///path/to/locks.db, without query or trailing '/'");
+        if (d.path.find('\0') != std::string::npos)
+            throw invalid_argument_error("the SQLite file path contains a NUL byte");
+        return d;
+    }
+    std::string_view rest;
+    if (text.rfind("postgresql://", 0) == 0 || text.rfind("postgres://", 0) == 0) {
+        d.driver = sql_dsn::kind::postgresql;
+        rest = text.substr(text.find("://") + 3);
+    } else if (text.rfind("mysql://", 0) == 0 || text.rfind("mariadb://", 0) == 0) {
+        d.driver = sql_dsn::kind::mysql;
+        rest = text.substr(text.find("://") + 3);
+    } else {
+        throw invalid_argument_error(
+            "must start with sqlite:///, postgresql:// or mysql:// (e.g. "
+            "postgresql://user:password@host:5432/database)");
+    }
+    // The authority ends at the first '/', '?' or '#'; the userinfo at the last '@' before it.
+    auto end = rest.find_first_of("/?#");
+    if (end != std::string_view::npos && rest.find('@', end) != std::string_view::npos)
+        throw invalid_argument_error(
+            "'@' after the host: percent-encode '/', '?', '#' in a user or password (%2F, %3F, "
+            "%23)");
+    auto authority = rest.substr(0, end);
+    auto tail = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+    if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+        auto userinfo = authority.substr(0, at);
+        authority = authority.substr(at + 1);
+        auto colon = userinfo.find(':');
+        d.user = percent_decode(userinfo.substr(0, colon), "user");
+        if (colon != std::string_view::npos)
+            d.password = percent_decode(userinfo.substr(colon + 1), "password");
+    }
+    std::string_view host = authority, port;
+    if (!authority.empty() && authority.front() == '[') {
+        auto close = authority.find(']');
+        if (close == std::string_view::npos)
+            throw invalid_argument_error("unterminated [ in the host");
+        host = authority.substr(1, close - 1);
+        auto after = authority.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':') throw invalid_argument_error("unexpected text after ]");
+            port = after.substr(1);
+        }
+    } else if (auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+        host = authority.substr(0, colon);
+        port = authority.substr(colon + 1);
+    }
+    d.host = std::string(host);
+    if (!port.empty() || authority.find(':') != std::string_view::npos) {
+        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), d.port);
+        if (port.empty() || ec != std::errc() || p != port.data() + port.size() || d.port < 1 ||
+            d.port > 65535)
+            throw invalid_argument_error("the port is not a number in [1, 65535]");
+    }
+    if (!tail.empty() && tail.front() == '/') {
+        auto q = tail.find_first_of("?#");
+        d.database =
+            percent_decode(tail.substr(1, q == std::string_view::npos ? q : q - 1), "database");
+        tail = q == std::string_view::npos ? std::string_view() : tail.substr(q);
+    }
+    // PostgreSQL's query parameters (sslmode, ...) go to libpq with the DSN; MariaDB takes none.
+    if (!tail.empty() && d.driver == sql_dsn::kind::mysql)
+        throw invalid_argument_error(
+            "query parameters and fragments are not supported in a mysql:// DSN");
+    if (d.driver == sql_dsn::kind::mysql && d.database.empty())
+        throw invalid_argument_error(
+            "a mysql:// DSN must name the database: mysql://user:password@host:3306/database");
+    return d;
+}
+
+bool plain_identifier(const std::string& s) {
+    if (s.empty() || s.size() > 63) return false;
+    if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+    for (unsigned char c : s)
+        if (!(std::isalnum(c) || c == '_')) return false;
+    return true;
+}
+
+}  // namespace
+
+std::string sql_dsn::redacted() const {
+    return redact_url(text);
+}
+
+sql_dsn parse_sql_dsn(std::string_view dsn) {
+    try {
+        return parse(dsn);
+    } catch (const invalid_argument_error& e) {
+        throw invalid_argument_error("sql dsn " + redact_url(dsn) + ": " + e.what());
+    }
+}
+
+sql_options sql_options::from_json(const nlohmann::json& options) {
+    options_reader r(options);
+    sql_options o;
+    auto dsn = r.string("dsn");
+    if (!dsn)
+        throw config_error("config.missing", "/dsn",
+                           "option 'dsn' is required (sqlite:///path/to/locks.db, "
+                           "postgresql://user:password@host:5432/db or "
+                           "mysql://user:password@host:3306/db)");
+    try {
+        o.dsn = parse_sql_dsn(*dsn);
+    } catch (const invalid_argument_error& e) {
+        throw config_error("config.value", "/dsn", e.what());
+    }
+    if (auto v = r.string("table")) {
+        if (!plain_identifier(*v))
+            throw config_error("config.value", "/table",
+                               "option 'table' must be a plain identifier (letters, digits and "
+                               "_, not starting with a digit, at most 63 characters)");
+        o.table = *v;
+    }
+    if (auto v = r.boolean("create_table")) o.create_table = *v;
+    if (auto v = r.seconds("connect_timeout_s", 0.001, 3600)) o.connect_timeout = *v;
+    if (auto v = r.seconds("command_timeout_s", 0.001, 3600)) o.command_timeout = *v;
+    if (auto v = r.integer("pool_size", 1, 1024)) o.pool_size = std::size_t(*v);
+    r.finish();
+    return o;
+}
+
+namespace sql_detail {
+
+std::string scrub(std::string text, const std::string& secret) {
+    if (secret.empty()) return text;
+    for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3))
+        text.replace(at, secret.size(), "***");
+    return text;
+}
+
+void* load_client_library(const char* soname, const char* package) {
+    void* library = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!library)
+        throw backend_error("sql", "module",
+                            std::string("sql: cannot load ") + soname + " (install " + package +
+                                "): " + ::dlerror());
+    return library;
+}
+
+void* client_symbol(void* library, const char* name, const char* soname) {
+    void* f = ::dlsym(library, name);
+    if (!f)
+        throw backend_error("sql", "module",
+                            std::string("sql: ") + soname + " has no function " + name +
+                                " (a client library too old?)");
+    return f;
+}
+
+bool socket_closed_by_peer(int fd) {
+    if (fd < 0) return true;
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) != 0;
+}
+
+}  // namespace sql_detail
+}  // namespace locksmith::strategies

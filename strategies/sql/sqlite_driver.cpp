@@ -1,0 +1,219 @@
+// The sql strategy's SQLite driver (libsqlite3). One file shared by the processes of one host:
+// WAL mode lets readers run beside the writer, and the busy timeout (command_timeout) makes a
+// statement wait for another process's write instead of failing.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+#include <sqlite3.h>
+
+#include <locksmith/author/strategy_support.hpp>
+
+#include "sql_driver.hpp"
+
+namespace locksmith::strategies::sql_detail {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// The database's clock in ms; 'now' is one value for the whole statement.
+#define LS_NOW "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+
+enum statement_id { acquire_id, refresh_id, release_id, holds_id, remaining_id, statement_count };
+constexpr std::array<const char*, statement_count> what = {"acquiring a lock", "refreshing a lock",
+                                                           "releasing a lock", "checking a lock",
+                                                           "reading a lock's status"};
+
+class sqlite_connection final : public connection {
+  public:
+    explicit sqlite_connection(const sql_options& o) : o_(o) {
+        const std::string table = "\"" + o.table + "\"";
+        sql_[acquire_id] = "INSERT INTO " + table +
+                           " (key_id, token, expires_ms, fence) VALUES (?1, ?2, " LS_NOW
+                           " + ?3, 1) ON CONFLICT (key_id) DO UPDATE SET token = excluded.token, "
+                           "expires_ms = excluded.expires_ms, fence = CASE WHEN token = "
+                           "excluded.token THEN fence ELSE fence + 1 END WHERE token = "
+                           "excluded.token OR expires_ms <= " LS_NOW " RETURNING fence";
+        sql_[refresh_id] = "UPDATE " + table +
+                           " SET expires_ms = " LS_NOW
+                           " + ?3 WHERE key_id = ?1 AND token = ?2 AND expires_ms > " LS_NOW;
+        sql_[release_id] =
+            "UPDATE " + table + " SET token = '', expires_ms = 0 WHERE key_id = ?1 AND token = ?2";
+        sql_[holds_id] =
+            "SELECT 1 FROM " + table + " WHERE key_id = ?1 AND token = ?2 AND expires_ms > " LS_NOW;
+        sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
+                             " WHERE key_id = ?1 AND token <> '' AND expires_ms > " LS_NOW;
+        // NOFOLLOW: never through a symlink (prepare_sqlite_file checked the real file).
+        int rc = sqlite3_open_v2(o.dsn.path.c_str(), &db_,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                                 nullptr);
+        if (rc != SQLITE_OK) fail("opening the database", rc);
+        sqlite3_extended_result_codes(db_, 1);
+        sqlite3_busy_timeout(db_, int(std::min<long long>(o.command_timeout.count(), 1 << 30)));
+        // WAL is the file's (prepare_sqlite_file); NORMAL sync is safe with it and the lock
+        // table needs no durability beyond a crash of the processes that use it.
+        exec_plain("PRAGMA synchronous = NORMAL", "setting up the connection");
+    }
+    ~sqlite_connection() override {
+        for (auto* s : prepared_)
+            if (s) sqlite3_finalize(s);
+        if (db_) sqlite3_close_v2(db_);
+    }
+
+    std::optional<std::int64_t> acquire(const std::string& id, const std::string& token,
+                                        milliseconds ttl) override {
+        std::optional<std::int64_t> fence;
+        run(acquire_id, id, token, ttl.count(),
+            [&](sqlite3_stmt* s) { fence = sqlite3_column_int64(s, 0); });
+        return fence;
+    }
+    bool refresh(const std::string& id, const std::string& token, milliseconds ttl) override {
+        run(refresh_id, id, token, ttl.count(), nullptr);
+        return sqlite3_changes(db_) == 1;
+    }
+    void release(const std::string& id, const std::string& token) override {
+        run(release_id, id, token, -1, nullptr);
+    }
+    bool holds(const std::string& id, const std::string& token) override {
+        bool found = false;
+        run(holds_id, id, token, -1, [&](sqlite3_stmt*) { found = true; });
+        return found;
+    }
+    std::optional<milliseconds> remaining(const std::string& id) override {
+        std::optional<milliseconds> left;
+        run(remaining_id, id, std::string(), -1,
+            [&](sqlite3_stmt* s) { left = milliseconds(sqlite3_column_int64(s, 0)); });
+        return left;
+    }
+    void create_table() override {
+        exec_plain("CREATE TABLE IF NOT EXISTS \"" + o_.table +
+                       "\" (key_id TEXT NOT NULL PRIMARY KEY, token TEXT NOT NULL, expires_ms "
+                       "INTEGER NOT NULL, fence INTEGER NOT NULL) WITHOUT ROWID",
+                   "creating the table");
+    }
+    bool usable() const override { return db_ != nullptr; }
+
+  private:
+    std::string where() const { return o_.dsn.redacted(); }
+
+    [[noreturn]] void fail(const std::string& doing, int rc) {
+        std::string detail = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+        const std::string code = "sqlite " + std::to_string(rc);
+        if (detail.rfind("no such table", 0) == 0)
+            throw missing_table("sql", code,
+                                "sql: table '" + o_.table + "' does not exist in " + where());
+        if (detail.rfind("no such column", 0) == 0 ||
+            detail.find("has no column") != std::string::npos ||
+            detail.find("ON CONFLICT clause does not match") != std::string::npos)
+            throw backend_error("sql", code,
+                                "sql: table '" + o_.table + "' in " + where() +
+                                    " does not have the columns locksmith needs (" +
+                                    expected_columns + "): " + detail +
+                                    "; drop it or choose another with the option 'table'");
+        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+            throw backend_error("sql", code,
+                                "sql: " + doing + " on " + where() +
+                                    ": the database stayed locked by another connection for " +
+                                    std::to_string(o_.command_timeout.count()) +
+                                    " ms (command_timeout_s)");
+        throw backend_error(
+            "sql", code,
+            "sql: " + doing + " on " + where() + " failed: " + detail + " (" + code + ")");
+    }
+
+    void exec_plain(const std::string& sql, const std::string& doing) {
+        int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(doing, rc);
+    }
+
+    template <class Row>
+    void run(statement_id id, const std::string& key_id, const std::string& token, long long ttl_ms,
+             Row on_row) {
+        if (!prepared_[id]) {
+            int rc = sqlite3_prepare_v3(db_, sql_[id].c_str(), int(sql_[id].size()),
+                                        SQLITE_PREPARE_PERSISTENT, &prepared_[id], nullptr);
+            if (rc != SQLITE_OK) fail(what[id], rc);
+        }
+        sqlite3_stmt* s = prepared_[id];
+        sqlite3_bind_text(s, 1, key_id.data(), int(key_id.size()), SQLITE_STATIC);
+        if (id != remaining_id)
+            sqlite3_bind_text(s, 2, token.data(), int(token.size()), SQLITE_STATIC);
+        if (ttl_ms >= 0) sqlite3_bind_int64(s, 3, ttl_ms);
+        // The busy handler waits for other writers; a snapshot that went stale meanwhile (WAL)
+        // is reported at once instead, and the statement simply runs again.
+        const auto until = clock::now() + o_.command_timeout;
+        for (;;) {
+            int rc = sqlite3_step(s);
+            if (rc == SQLITE_ROW) {
+                if constexpr (!std::is_same_v<Row, std::nullptr_t>) on_row(s);
+                continue;
+            }
+            if (rc == SQLITE_DONE) break;
+            sqlite3_reset(s);
+            if (rc == SQLITE_BUSY_SNAPSHOT && clock::now() < until) {
+                std::this_thread::yield();
+                continue;
+            }
+            sqlite3_clear_bindings(s);
+            fail(what[id], rc);
+        }
+        sqlite3_reset(s);
+    }
+
+    const sql_options& o_;
+    sqlite3* db_ = nullptr;
+    std::array<std::string, statement_count> sql_;
+    std::array<sqlite3_stmt*, statement_count> prepared_{};
+};
+
+}  // namespace
+
+void prepare_sqlite_file(const sql_options& o) {
+    const std::filesystem::path path(o.dsn.path);
+    // The folder obeys the lock-directory rules; it is created 0700 when missing.
+    auto dir = open_lock_directory(path.parent_path(), "", "sql");
+    const std::string name = path.filename().string();
+    int fd = ::openat(dir->fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ELOOP)
+            throw invalid_argument_error("sql: the SQLite file " + o.dsn.path +
+                                         " is a symlink; give the real path");
+        throw_errno("sql", "opening the SQLite file " + o.dsn.path, err);
+    }
+    struct stat st {};
+    const int stat_rc = ::fstat(fd, &st);
+    ::close(fd);
+    if (stat_rc != 0) throw_errno("sql", "checking the SQLite file " + o.dsn.path, errno);
+    if (auto why = dir->refusal(st); !why.empty())
+        throw invalid_argument_error("sql: refusing the SQLite file " + o.dsn.path + ": " + why);
+    if (st.st_mode & S_IWOTH)
+        throw invalid_argument_error("sql: the SQLite file " + o.dsn.path +
+                                     " is writable by others; chmod o-w it");
+    // WAL is a property of the file: set once, by whichever process comes first.
+    sqlite3* db = nullptr;
+    int rc = sqlite3_open_v2(o.dsn.path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW,
+                             nullptr);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(db, int(std::min<long long>(o.command_timeout.count(), 1 << 30)));
+        rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+    }
+    std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    if (rc != SQLITE_OK)
+        throw backend_error("sql", "sqlite " + std::to_string(rc),
+                            "sql: setting up the SQLite file " + o.dsn.path + " failed: " + detail);
+}
+
+std::unique_ptr<connection> open_sqlite(const sql_options& options) {
+    return std::make_unique<sqlite_connection>(options);
+}
+
+}  // namespace locksmith::strategies::sql_detail

@@ -1,0 +1,732 @@
+// The sql strategy against real databases: a SQLite file of the test's own, the shared
+// PostgreSQL and MariaDB of scripts/services.sh (LOCKSMITH_TEST_POSTGRES_DSN,
+// LOCKSMITH_TEST_MARIADB_DSN) and, for the fault and password cases, a private PostgreSQL this
+// test initialises, starts and stops itself.
+#define BOOST_TEST_MODULE sql_integration
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+
+#include <locksmith/locksmith.hpp>
+#include <locksmith/strategies/sql.hpp>
+
+#ifdef LOCKSMITH_TEST_SQLITE
+#include <sqlite3.h>
+#endif
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+#include <libpq-fe.h>
+#endif
+#ifdef LOCKSMITH_TEST_MARIADB
+#include <mysql.h>
+#endif
+
+#include "integration/integration_support.hpp"
+#include "support/child_process.hpp"
+#include "support/forwarding_store.hpp"
+#include "support/printers.hpp"
+#include "support/skip_report.hpp"
+#include "support/suite_helpers.hpp"
+
+using namespace locksmith;
+using namespace std::chrono_literals;
+using locksmith::test::endpoint;
+using strategies::sql_options;
+
+namespace {
+
+constexpr const char* postgres_variable = "LOCKSMITH_TEST_POSTGRES_DSN";
+constexpr const char* mariadb_variable = "LOCKSMITH_TEST_MARIADB_DSN";
+
+// A folder of the test's own for SQLite files (0700, as the strategy requires).
+const std::filesystem::path& sqlite_dir() {
+    static const std::filesystem::path dir = [] {
+        auto d = std::filesystem::temp_directory_path() /
+                 ("locksmith-sql-it-" + std::to_string(::getpid()));
+        std::filesystem::create_directories(d);
+        std::filesystem::permissions(d, std::filesystem::perms::owner_all,
+                                     std::filesystem::perm_options::replace);
+        return d;
+    }();
+    return dir;
+}
+
+sql_options options_for(const std::string& dsn, const std::string& table = "locksmith_it_keys") {
+    sql_options o;
+    o.dsn = strategies::parse_sql_dsn(dsn);
+    o.table = table;
+    o.connect_timeout = 1000ms;
+    o.command_timeout = 2000ms;
+    return o;
+}
+
+std::string sqlite_dsn() {
+    return "sqlite://" + (sqlite_dir() / "it.db").string();
+}
+
+named_lock make_lock(std::shared_ptr<store> s, const std::string& name,
+                     std::chrono::milliseconds ttl = 30s) {
+    lock_options o;
+    o.ttl = ttl;
+    return named_lock(std::move(s), std::make_shared<key>(name), o);
+}
+
+// Runs one statement on the database directly, for the set-up of the table cases.
+void admin_exec(const sql_options& o, const std::string& sql) {
+    switch (o.dsn.driver) {
+        case strategies::sql_dsn::kind::sqlite: {
+#ifdef LOCKSMITH_TEST_SQLITE
+            sqlite3* db = nullptr;
+            BOOST_REQUIRE(sqlite3_open(o.dsn.path.c_str(), &db) == SQLITE_OK);
+            char* error = nullptr;
+            int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+            std::string message = error ? error : "";
+            sqlite3_free(error);
+            sqlite3_close(db);
+            BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, sql << ": " << message);
+#endif
+            return;
+        }
+        case strategies::sql_dsn::kind::postgresql: {
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+            PGconn* c = PQconnectdb(o.dsn.text.c_str());
+            BOOST_REQUIRE(PQstatus(c) == CONNECTION_OK);
+            PGresult* r = PQexec(c, sql.c_str());
+            const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+            std::string message = PQresultErrorMessage(r);
+            PQclear(r);
+            PQfinish(c);
+            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
+#endif
+            return;
+        }
+        case strategies::sql_dsn::kind::mysql: {
+#ifdef LOCKSMITH_TEST_MARIADB
+            MYSQL* c = mysql_init(nullptr);
+            BOOST_REQUIRE(mysql_real_connect(c, o.dsn.host.c_str(), o.dsn.user.c_str(),
+                                             o.dsn.password.c_str(), o.dsn.database.c_str(),
+                                             unsigned(o.dsn.port), nullptr, 0));
+            const bool ok = mysql_query(c, sql.c_str()) == 0;
+            std::string message = mysql_error(c);
+            mysql_close(c);
+            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
+#endif
+            return;
+        }
+    }
+}
+
+// The message of the backend_error `f` throws ("" and a test failure when it throws none).
+template <class F>
+std::string backend_error_of(F f) {
+    try {
+        f();
+    } catch (const backend_error& e) {
+        BOOST_TEST(e.backend() == "sql");
+        return e.what();
+    }
+    BOOST_ERROR("no backend_error");
+    return "";
+}
+
+std::string unique_table(const char* what) {
+    return std::string("locksmith_") + what + "_" + std::to_string(::getpid());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases every driver runs.
+
+void odd_names(const std::string& dsn) {
+    auto s = strategies::make_sql_store(options_for(dsn));
+    const std::string pid = std::to_string(::getpid());
+    const std::vector<std::string> names = {
+        "quote ' and \" and ` and \\ " + pid,
+        "'; DROP TABLE locksmith_it_keys; -- " + pid,
+        std::string("nul\0byte", 8) + pid,
+        std::string("nul\0other", 9) + pid,
+        "ünïcödé ✓ " + pid,
+        std::string(max_name_length, 'x'),
+    };
+    for (const auto& name : names) {
+        BOOST_TEST_CONTEXT("name of " << name.size() << " bytes") {
+            auto a = make_lock(s, name);
+            auto b = make_lock(s, name);
+            BOOST_TEST(a.try_lock());
+            BOOST_TEST(!b.try_lock());
+            a.unlock();
+            BOOST_TEST(b.try_lock());
+            b.unlock();
+        }
+    }
+    // Names that differ only after a NUL are different locks.
+    auto first = make_lock(s, names[2]);
+    auto second = make_lock(s, names[3]);
+    BOOST_TEST(first.try_lock());
+    BOOST_TEST(second.try_lock());
+    first.unlock();
+    second.unlock();
+    // The table survived the name that tried to drop it.
+    auto after = make_lock(s, "after." + pid);
+    BOOST_TEST(after.try_lock());
+    after.unlock();
+}
+
+void bad_ttls(const std::string& dsn) {
+    auto s = strategies::make_sql_store(options_for(dsn));
+    key k(test::unique_resource("ttl"));
+    // Below the database clock's resolution (1 ms): refused, never a lock without expiry.
+    BOOST_CHECK_THROW(s->try_acquire(k, lock_mode::exclusive, 0ms), invalid_argument_error);
+    BOOST_CHECK_THROW(s->try_acquire(k, lock_mode::exclusive, -5ms), invalid_argument_error);
+    BOOST_TEST(!s->holds(k));
+    // 1 ms is honoured: the grant expires, and another owner gets it with a larger token.
+    BOOST_REQUIRE(s->try_acquire(k, lock_mode::exclusive, 1ms));
+    const auto first = s->fencing_token(k);
+    BOOST_CHECK_THROW(s->refresh(k, 0ms), invalid_argument_error);
+    key other(k.resource());
+    bool granted = false;
+    for (int i = 0; i < 1000 && !granted; ++i) {
+        granted = s->try_acquire(other, lock_mode::exclusive, 30s);
+        if (!granted) std::this_thread::sleep_for(2ms);
+    }
+    BOOST_TEST(granted);
+    BOOST_TEST(*s->fencing_token(other) > *first);
+    BOOST_TEST(!s->refresh(k, 30s));
+    s->release(other);
+}
+
+// Release keeps the row: its fence survives, and a later grant's token is larger.
+void release_keeps_the_counter(const std::string& dsn) {
+    auto s = strategies::make_sql_store(options_for(dsn));
+    const auto name = test::unique_resource("counter");
+    std::uint64_t previous = 0;
+    for (int i = 0; i < 5; ++i) {
+        auto lock = make_lock(s, name);
+        BOOST_REQUIRE(lock.try_lock());
+        const auto token = lock.fencing_token();
+        BOOST_REQUIRE(token.has_value());
+        BOOST_TEST(*token > previous);
+        previous = *token;
+        BOOST_TEST(s->status(name).held == lock_status::state::held_exclusive);
+        lock.unlock();
+        BOOST_TEST(s->status(name).held == lock_status::state::free);
+    }
+}
+
+void missing_table(const std::string& dsn) {
+    auto o = options_for(dsn, unique_table("missing"));
+    o.create_table = false;
+    const auto message = backend_error_of([&] { strategies::make_sql_store(o); });
+    BOOST_TEST_MESSAGE(message);
+    BOOST_TEST(message.find(o.table) != std::string::npos);
+    BOOST_TEST(message.find("create_table") != std::string::npos);
+    if (!o.dsn.password.empty()) BOOST_TEST(message.find(o.dsn.password) == std::string::npos);
+    // With create_table (the default) the same table is made on first use.
+    o.create_table = true;
+    auto s = strategies::make_sql_store(o);
+    auto lock = make_lock(s, test::unique_resource("created"));
+    BOOST_TEST(lock.try_lock());
+    lock.unlock();
+    admin_exec(o, "DROP TABLE " + o.table);
+}
+
+void wrong_shape(const std::string& dsn) {
+    auto o = options_for(dsn, unique_table("shape"));
+    admin_exec(o,
+               "CREATE TABLE " + o.table + " (key_id VARCHAR(64) PRIMARY KEY, owner VARCHAR(10))");
+    const auto message = backend_error_of([&] {
+        auto s = strategies::make_sql_store(o);
+        key k(test::unique_resource("shape"));
+        s->try_acquire(k, lock_mode::exclusive, 30s);
+    });
+    BOOST_TEST_MESSAGE(message);
+    BOOST_TEST(message.find(o.table) != std::string::npos);
+    BOOST_TEST(message.find("does not have the columns") != std::string::npos);
+    if (!o.dsn.password.empty()) BOOST_TEST(message.find(o.dsn.password) == std::string::npos);
+    admin_exec(o, "DROP TABLE " + o.table);
+}
+
+// `dsn` with its database replaced.
+std::string with_database(const std::string& dsn, const std::string& database) {
+    return dsn.substr(0, dsn.rfind('/') + 1) + database;
+}
+// `dsn` with its password (which must be there) replaced.
+std::string with_password(const std::string& dsn, const std::string& password) {
+    const auto start = dsn.find(':', dsn.find("://") + 3) + 1;
+    return dsn.substr(0, start) + password + dsn.substr(dsn.rfind('@'));
+}
+
+void unknown_database(const std::string& dsn) {
+    auto o = options_for(with_database(dsn, "locksmith_no_such_db"));
+    const auto message = backend_error_of([&] { strategies::make_sql_store(o); });
+    BOOST_TEST_MESSAGE(message);
+    BOOST_TEST(message.find("locksmith_no_such_db") != std::string::npos);
+    if (!o.dsn.password.empty()) BOOST_TEST(message.find(o.dsn.password) == std::string::npos);
+}
+
+void wrong_password(const std::string& dsn) {
+    const std::string wrong = "wr0ng-Secret-pw";
+    auto o = options_for(with_password(dsn, wrong));
+    const auto message = backend_error_of([&] { strategies::make_sql_store(o); });
+    BOOST_TEST_MESSAGE(message);
+    BOOST_TEST(message.find(wrong) == std::string::npos);
+    BOOST_TEST(message.find("***") != std::string::npos);  // the DSN, redacted
+}
+
+void unreachable_server(const std::string& scheme) {
+    // A closed port: refused at once; the password never shows.
+    const std::string dsn =
+        scheme + "://user:Sup3r-Secret@127.0.0.1:" + std::to_string(test::free_port()) + "/db";
+    const auto message = backend_error_of([&] { strategies::make_sql_store(options_for(dsn)); });
+    BOOST_TEST_MESSAGE(message);
+    BOOST_TEST(message.find("Sup3r-Secret") == std::string::npos);
+    BOOST_TEST(message.find("127.0.0.1") != std::string::npos);
+}
+
+// Different processes exclude each other through the database (one store each).
+void processes_exclude(const std::string& dsn) {
+    const auto name = test::unique_resource("processes");
+    test::shared_counter counter;
+    std::vector<pid_t> children;
+    for (int p = 0; p < 4; ++p)
+        children.push_back(test::fork_child([&]() -> int {
+            auto s = strategies::make_sql_store(options_for(dsn));
+            auto lock = make_lock(s, name);
+            for (int i = 0; i < 100; ++i) {
+                if (!lock.try_lock_for(60s)) return 2;
+                counter.increment();
+                lock.unlock();
+            }
+            return 0;
+        }));
+    for (auto pid : children) BOOST_TEST(test::wait_child(pid, 120s) == 0);
+    BOOST_TEST(counter.read() == 400);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(options)
+
+BOOST_AUTO_TEST_CASE(dsn_forms_and_errors_without_the_password) {
+    auto pg =
+        strategies::parse_sql_dsn("postgresql://u%40x:p%2Fw@db.example:6543/app?sslmode=disable");
+    BOOST_TEST(int(pg.driver) == int(strategies::sql_dsn::kind::postgresql));
+    BOOST_TEST(pg.user == "u@x");
+    BOOST_TEST(pg.password == "p/w");
+    BOOST_TEST(pg.host == "db.example");
+    BOOST_TEST(pg.port == 6543);
+    BOOST_TEST(pg.database == "app");
+    BOOST_TEST(pg.redacted().find("p%2Fw") == std::string::npos);
+    auto my = strategies::parse_sql_dsn("mysql://u:pw@[::1]:3306/app");
+    BOOST_TEST(my.host == "::1");
+    BOOST_TEST(my.database == "app");
+    auto lite = strategies::parse_sql_dsn("sqlite:///var/lib/app/locks.db");
+    BOOST_TEST(lite.path == "/var/lib/app/locks.db");
+    for (const char* bad : {"sqlite://relative.db", "sqlite:///dir/", "oracle://u:Hidden-pw1@h/db",
+                            "mysql://u:Hidden-pw1@h:99999/db", "mysql://u:Hidden-pw1@h/db?ssl=1",
+                            "mysql://u:Hidden-pw1@h:3306", "postgresql://u:Hidden-pw1@h:x/db",
+                            "postgresql://u:Hidden%2-pw1@h/db"}) {
+        BOOST_TEST_CONTEXT(bad) {
+            try {
+                strategies::parse_sql_dsn(bad);
+                BOOST_ERROR("accepted");
+            } catch (const invalid_argument_error& e) {
+                BOOST_TEST(std::string(e.what()).find("Hidden") == std::string::npos, e.what());
+            }
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(table_must_be_a_plain_identifier) {
+    for (const char* bad : {"x; DROP TABLE y", "a.b", "1abc", "", "quote\"d", "a b",
+                            "x123456789012345678901234567890123456789012345678901234567890123"}) {
+        BOOST_TEST_CONTEXT(bad) {
+            BOOST_CHECK_THROW(
+                sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"table", bad}}),
+                config_error);
+        }
+    }
+    auto o = sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"table", "_Locks_2"}});
+    BOOST_TEST(o.table == "_Locks_2");
+    BOOST_CHECK_THROW(sql_options::from_json({{"table", "t"}}), config_error);  // no dsn
+    BOOST_CHECK_THROW(sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"nope", 1}}),
+                      config_error);
+}
+
+// A SQLite-backed sql is host-local: selection neither picks it for a distributed request nor
+// falls back from it to a remote strategy, while a server-backed one is distributed.
+BOOST_AUTO_TEST_CASE(sqlite_is_local_servers_are_distributed) {
+    auto explain = [](const std::string& dsn, capability c) {
+        auto cfg = config::parse(
+            nlohmann::json{{"strategies", {{"sql", {{"options", {{"dsn", dsn}}}}}}}}.dump());
+        lock_factory f(cfg);
+        return f.explain(c);
+    };
+    const auto local = "sqlite://" + (sqlite_dir() / "scope.db").string();
+    auto r = explain(local, capability::exclusive | capability::distributed);
+    bool sql_passed_over = false;
+    for (const auto& e : r.entries)
+        if (e.strategy == "sql")
+            sql_passed_over =
+                !e.candidate && e.passed_over.find("distributed") != std::string::npos;
+    BOOST_TEST(sql_passed_over, r.to_string());
+    r = explain(local, capability::exclusive | capability::fencing);
+    BOOST_TEST(r.chosen() != nullptr);
+    auto remote = explain("postgresql://u:p@127.0.0.1:1/db",
+                          capability::exclusive | capability::distributed | capability::fencing);
+    BOOST_REQUIRE(remote.chosen() != nullptr);
+    BOOST_TEST(remote.chosen()->strategy == "sql");
+    // The store agrees with the descriptor.
+    auto s = strategies::make_sql_store(options_for(local));
+    BOOST_TEST(!has(s->capabilities(), capability::distributed));
+    BOOST_TEST(has(s->capabilities(), capability::fencing));
+}
+
+BOOST_AUTO_TEST_CASE(unreachable_servers_give_clear_errors) {
+    unreachable_server("postgresql");
+    unreachable_server("mysql");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(sqlite)
+
+BOOST_AUTO_TEST_CASE(odd_names_work) {
+    odd_names(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(ttls_below_resolution) {
+    bad_ttls(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) {
+    release_keeps_the_counter(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
+    missing_table(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
+    wrong_shape(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(sqlite_dsn());
+}
+
+BOOST_AUTO_TEST_CASE(file_and_folder_follow_the_lock_file_rules) {
+    // The folder is created private; the file 0600.
+    auto dir = sqlite_dir() / "made";
+    auto s = strategies::make_sql_store(options_for("sqlite://" + (dir / "l.db").string()));
+    struct stat st {};
+    BOOST_REQUIRE(::stat(dir.c_str(), &st) == 0);
+    BOOST_TEST((st.st_mode & 0777) == 0700);
+    BOOST_REQUIRE(::stat((dir / "l.db").c_str(), &st) == 0);
+    BOOST_TEST((st.st_mode & 0077) == 0);
+    // A symlink in place of the file is refused, not followed.
+    std::filesystem::create_symlink(dir / "l.db", dir / "link.db");
+    BOOST_CHECK_THROW(
+        strategies::make_sql_store(options_for("sqlite://" + (dir / "link.db").string())), error);
+    // A folder others may write to is refused.
+    auto open_dir = sqlite_dir() / "open";
+    std::filesystem::create_directories(open_dir);
+    std::filesystem::permissions(open_dir, std::filesystem::perms::all,
+                                 std::filesystem::perm_options::replace);
+    BOOST_CHECK_THROW(
+        strategies::make_sql_store(options_for("sqlite://" + (open_dir / "l.db").string())),
+        invalid_argument_error);
+    BOOST_TEST(!std::filesystem::exists(open_dir / "l.db"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_SUITE(postgresql,
+                      *boost::unit_test::precondition(test::server_precondition{postgres_variable}))
+
+BOOST_AUTO_TEST_CASE(odd_names_work) {
+    odd_names(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(ttls_below_resolution) {
+    bad_ttls(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) {
+    release_keeps_the_counter(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
+    missing_table(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
+    wrong_shape(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
+    unknown_database(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(endpoint(postgres_variable));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(mariadb,
+                      *boost::unit_test::precondition(test::server_precondition{mariadb_variable}))
+
+BOOST_AUTO_TEST_CASE(odd_names_work) {
+    odd_names(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(ttls_below_resolution) {
+    bad_ttls(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(release_keeps_the_fencing_counter) {
+    release_keeps_the_counter(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
+    missing_table(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
+    wrong_shape(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
+    unknown_database(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
+    wrong_password(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(endpoint(mariadb_variable));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// Faults, on a private PostgreSQL: initialised with password authentication in a folder of the
+// test's own, stopped (fast shutdown) and started again on the same data.
+
+namespace {
+
+std::string postgres_bin_dir() {
+    std::string best;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/usr/lib/postgresql", ec))
+        if (std::filesystem::exists(e.path() / "bin/postgres") && e.path().string() > best)
+            best = e.path().string();
+    return best.empty() ? "" : best + "/bin";
+}
+
+bool postgres_installed_or_skip() {
+    if (!postgres_bin_dir().empty()) return true;
+    test::skip_case(
+        "the PostgreSQL server is not installed (package postgresql; "
+        "scripts/install-deps.sh)");
+    return false;
+}
+
+class private_postgres {
+  public:
+    static constexpr const char* password = "Pg-Private-Secret-7";
+
+    private_postgres() : port_(test::free_port()) {
+        const auto bin = postgres_bin_dir();
+        if (bin.empty()) BOOST_FAIL("PostgreSQL is not installed (package postgresql)");
+        char templ[] = "/tmp/locksmith-pg-XXXXXX";
+        BOOST_REQUIRE(::mkdtemp(templ));
+        dir_ = templ;
+        std::ofstream(dir_ / "pw") << password << "\n";
+        // As root, the server runs as postgres (it refuses root).
+        std::vector<std::string> as;
+        if (::getuid() == 0) {
+            const std::string chown = "chown -R postgres: " + dir_.string();
+            BOOST_REQUIRE(std::system(chown.c_str()) == 0);
+            as = {"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"};
+        }
+        std::string prefix;
+        for (const auto& a : as) prefix += a + " ";
+        const std::string initdb =
+            prefix + bin + "/initdb -D " + (dir_ / "data").string() +
+            " -U postgres -A scram-sha-256 --pwfile=" + (dir_ / "pw").string() +
+            " --no-sync -E UTF8 --locale=C >" + (dir_ / "initdb.log").string() + " 2>&1";
+        BOOST_REQUIRE_MESSAGE(std::system(initdb.c_str()) == 0, "initdb failed: " << initdb);
+        std::vector<std::string> argv = as;
+        for (std::string a :
+             {bin + "/postgres", std::string("-D"), (dir_ / "data").string(), std::string("-c"),
+              std::string("listen_addresses=127.0.0.1"), std::string("-c"),
+              "port=" + std::to_string(port_), std::string("-c"),
+              std::string("unix_socket_directories="), std::string("-c"), std::string("fsync=off")})
+            argv.push_back(a);
+        server_ = std::make_unique<test::private_server>(argv, port_, SIGINT);
+        wait_ready();
+    }
+    ~private_postgres() {
+        server_.reset();
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    std::string dsn(const std::string& pw = password) const {
+        return "postgresql://postgres:" + pw + "@127.0.0.1:" + std::to_string(port_) + "/postgres";
+    }
+    void stop() { server_->stop(); }
+    void start() {
+        server_->start();
+        wait_ready();
+    }
+
+  private:
+    // The port accepts connections before the server takes them ("the database system is
+    // starting up"); PQping tells when it does.
+    void wait_ready() const {
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+        for (int i = 0; i < 400; ++i) {
+            if (PQping(dsn().c_str()) == PQPING_OK) return;
+            std::this_thread::sleep_for(25ms);
+        }
+        BOOST_FAIL("the private PostgreSQL did not accept connections within 10 s");
+#endif
+    }
+
+    int port_;
+    std::filesystem::path dir_;
+    std::unique_ptr<test::private_server> server_;
+};
+
+}  // namespace
+
+// The database stops while a lock is held and a waiter polls for it: both get a backend_error
+// (within connect_timeout + command_timeout; the bound here is only a safety net), and once the
+// server is back the same store grants new locks, without restarting the process.
+template <class Server>
+void stopped_while_held_and_waiting(Server& server, const std::string& password) {
+    auto inner = strategies::make_sql_store(options_for(server.dsn()));
+    auto counted = std::make_shared<test::forwarding_store>(inner);
+    const auto name = test::unique_resource("fault");
+    auto holder = make_lock(inner, name);
+    auto waiter = make_lock(counted, name);
+    BOOST_REQUIRE(holder.try_lock());
+
+    auto waiting = std::async(std::launch::async, [&]() -> std::string {
+        try {
+            waiter.try_lock_for(60s);
+            return "no error";
+        } catch (const backend_error& e) {
+            return e.what();
+        }
+    });
+    // Ordered by the waiter's own attempts, not by time: two mean it is in its polling loop.
+    for (int i = 0; counted->try_calls() < 2 && i < 600000; ++i) std::this_thread::yield();
+    BOOST_REQUIRE(counted->try_calls() >= 2);
+    server.stop();
+    BOOST_REQUIRE(waiting.wait_for(60s) == std::future_status::ready);
+    const auto waiter_message = waiting.get();
+    BOOST_TEST_MESSAGE("waiter: " << waiter_message);
+    BOOST_TEST(waiter_message.find("sql: ") == 0, waiter_message);
+    BOOST_TEST(waiter_message.find(password) == std::string::npos);
+
+    // The holder: refresh and release report the failure instead of hanging.
+    BOOST_CHECK_THROW(holder.refresh(), backend_error);
+    BOOST_CHECK_THROW(holder.release(), backend_error);
+
+    // Back again, same data: the old grant is there until its TTL (so another name is used);
+    // the holder, still its owner, releases it.
+    server.start();
+    auto fresh = make_lock(inner, test::unique_resource("after"));
+    BOOST_TEST(fresh.try_lock());
+    BOOST_TEST(fresh.fencing_token().has_value());
+    fresh.unlock();
+    key again(name);
+    BOOST_TEST(!inner->try_acquire(again, lock_mode::exclusive, 30s));
+}
+
+BOOST_AUTO_TEST_SUITE(postgresql_faults)
+
+BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
+    if (!postgres_installed_or_skip()) return;
+    private_postgres pg;
+    wrong_password(pg.dsn());
+    // The right one works.
+    auto s = strategies::make_sql_store(options_for(pg.dsn()));
+    auto lock = make_lock(s, test::unique_resource("pw"));
+    BOOST_TEST(lock.try_lock());
+    lock.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted) {
+    if (!postgres_installed_or_skip()) return;
+    private_postgres pg;
+    stopped_while_held_and_waiting(pg, private_postgres::password);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// A private MariaDB: scripts/services.sh with a state folder and port of the test's own.
+namespace {
+
+class private_mariadb {
+  public:
+    private_mariadb() : port_(test::free_port()) {
+        char templ[] = "/tmp/locksmith-mariadb-XXXXXX";
+        BOOST_REQUIRE(::mkdtemp(templ));
+        dir_ = templ;
+        start();
+    }
+    ~private_mariadb() {
+        stop();
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    std::string dsn() const {
+        return "mysql://locktest:locktest-pw@127.0.0.1:" + std::to_string(port_) + "/locktest";
+    }
+    void start() { BOOST_REQUIRE_MESSAGE(script("start") == 0, "services.sh start failed"); }
+    void stop() { script("stop"); }
+
+  private:
+    int script(const std::string& command) const {
+        const std::string line =
+            "LOCKSMITH_SERVICES_DIR=" + dir_.string() +
+            " LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" + std::to_string(port_) +
+            " " LOCKSMITH_SOURCE_DIR "/scripts/services.sh " + command + " >>" +
+            (dir_ / "script.log").string() + " 2>&1";
+        return std::system(line.c_str());
+    }
+    int port_;
+    std::filesystem::path dir_;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(mariadb_faults)
+
+BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted) {
+    if (std::system("command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd") != 0) {
+        test::skip_case(
+            "the MariaDB server is not installed (package mariadb-server; "
+            "scripts/install-deps.sh)");
+        return;
+    }
+    private_mariadb db;
+    stopped_while_held_and_waiting(db, "locktest-pw");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// The SQLite folder goes when the suite ends, so that runs leave nothing in /tmp.
+struct remove_sqlite_dir {
+    ~remove_sqlite_dir() {
+        std::error_code ec;
+        std::filesystem::remove_all(sqlite_dir(), ec);
+    }
+};
+BOOST_TEST_GLOBAL_FIXTURE(remove_sqlite_dir);
+
+}  // namespace
