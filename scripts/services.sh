@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts and stops the servers the integration tests talk to: redis-server, memcached,
-# PostgreSQL and MariaDB, on 127.0.0.1 only, on non-default ports, with their data, logs and PID
+# PostgreSQL, MariaDB, ZooKeeper, etcd and three more redis-servers (members of the `combined`
+# strategy's quorum), on 127.0.0.1 only, on non-default ports, with their data, logs and PID
 # files in one state directory. Test settings only: PostgreSQL trusts every local connection and
 # runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. Installs nothing (scripts/install-deps.sh does, from scripts/packages.txt); it only
 # checks that the binaries exist.
@@ -13,7 +14,10 @@
 #
 # Environment: LOCKSMITH_SERVICES_DIR (default /tmp/locksmith-services), LOCKSMITH_REDIS_PORT
 # (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
-# LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_SERVICES (default "redis memcached postgres mariadb").
+# LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_ZOOKEEPER_PORT (12181), LOCKSMITH_ETCD_PORT (12379;
+# its peer port is the next one), LOCKSMITH_REDIS_QUORUM_PORT (16380; the three members use it
+# and the next two), LOCKSMITH_SERVICES (default: all, "redis memcached postgres mariadb
+# zookeeper etcd redis-quorum").
 # As root, PostgreSQL runs as the user postgres and MariaDB as mysql (both refuse root).
 # A port held by a process we did not start is reported and left alone.
 set -euo pipefail
@@ -23,7 +27,10 @@ redis_port=${LOCKSMITH_REDIS_PORT:-16379}
 memcached_port=${LOCKSMITH_MEMCACHED_PORT:-21211}
 postgres_port=${LOCKSMITH_POSTGRES_PORT:-15432}
 mariadb_port=${LOCKSMITH_MARIADB_PORT:-13306}
-services=${LOCKSMITH_SERVICES:-redis memcached postgres mariadb}
+zookeeper_port=${LOCKSMITH_ZOOKEEPER_PORT:-12181}
+etcd_port=${LOCKSMITH_ETCD_PORT:-12379}
+quorum_port=${LOCKSMITH_REDIS_QUORUM_PORT:-16380}
+services=${LOCKSMITH_SERVICES:-redis memcached postgres mariadb zookeeper etcd redis-quorum}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -50,9 +57,11 @@ starting() {
 
 pid_of() { cat "$state_dir/$1.pid" 2>/dev/null || true; }
 
-redis_ping() {
-  redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null | grep -q PONG
+redis_ping() { redis_ping_port "$redis_port"; }
+redis_ping_port() {
+  redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG
 }
+quorum_ping() { redis_ping_port "$quorum_member_port"; }
 
 # memcached has no client in the required packages: talk to it over bash's /dev/tcp. The exec is
 # inside braces so that its redirection does not swallow this script's stderr.
@@ -95,6 +104,21 @@ service_dir() {
   mkdir -p "$state_dir/$1"
   [ "$(id -u)" -ne 0 ] || chown "$2:" "$state_dir/$1"
   chmod 700 "$state_dir/$1"
+}
+
+# ZooKeeper's four-letter word `srvr` (allowed in zoo.cfg) answers with "Mode: standalone".
+zookeeper_ping() {
+  local reply=""
+  { exec 3<>"/dev/tcp/127.0.0.1/$zookeeper_port"; } 2>/dev/null || return 1
+  printf 'srvr' >&3
+  reply=$(timeout 2 cat <&3 2>/dev/null || true)
+  exec 3<&- 3>&-
+  [[ $reply == *Mode:* ]]
+}
+
+etcd_ping() {
+  etcdctl --endpoints="http://127.0.0.1:$etcd_port" --dial-timeout=2s endpoint health \
+    >/dev/null 2>&1
 }
 
 port_busy() {
@@ -176,6 +200,9 @@ env_lines() {
       memcached) echo "export LOCKSMITH_TEST_MEMCACHED=127.0.0.1:$memcached_port" ;;
       postgres) echo "export LOCKSMITH_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$postgres_port/locktest" ;;
       mariadb) echo "export LOCKSMITH_TEST_MARIADB_DSN=mysql://locktest:locktest-pw@127.0.0.1:$mariadb_port/locktest" ;;
+      zookeeper) echo "export LOCKSMITH_TEST_ZOOKEEPER=127.0.0.1:$zookeeper_port" ;;
+      etcd) echo "export LOCKSMITH_TEST_ETCD=http://127.0.0.1:$etcd_port" ;;
+      redis-quorum) echo "export LOCKSMITH_TEST_REDIS_QUORUM=redis://127.0.0.1:$quorum_port/0,redis://127.0.0.1:$((quorum_port + 1))/0,redis://127.0.0.1:$((quorum_port + 2))/0" ;;
     esac
   done
   echo "export LOCKSMITH_SERVICES_DIR=$state_dir"
@@ -227,6 +254,57 @@ start_mariadb() {
     GRANT ALL ON locktest.* TO 'locktest'@'127.0.0.1';"
 }
 
+# The JVM from Debian's zookeeper package, without its init scripts: a config of our own, a short
+# tick so that session-expiry tests take seconds (minimum session timeout 2 ticks = 1 s), no
+# fsync, the admin HTTP server off (it would bind *:8080).
+start_zookeeper() {
+  need java default-jre-headless || return 1
+  [ -r /usr/share/java/zookeeper.jar ] ||
+    { log "zookeeper.jar not found; install it with scripts/install-deps.sh (package zookeeper)"; return 1; }
+  mkdir -p "$state_dir/zookeeper/data"
+  cat >"$state_dir/zookeeper/zoo.cfg" <<CFG
+tickTime=500
+minSessionTimeout=1000
+maxSessionTimeout=60000
+dataDir=$state_dir/zookeeper/data
+clientPort=$zookeeper_port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr,conf
+forceSync=no
+maxClientCnxns=0
+CFG
+  start_one zookeeper java zookeeper_ping "$zookeeper_port" \
+    java -Xms32m -Xmx256m -XX:+UseSerialGC -Dzookeeper.log.dir="$state_dir/zookeeper" \
+    -cp "$state_dir/zookeeper:/usr/share/java/zookeeper.jar" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$state_dir/zookeeper/zoo.cfg"
+}
+
+start_etcd() {
+  need etcd etcd-server && need etcdctl etcd-client || return 1
+  start_one etcd etcd etcd_ping "$etcd_port" \
+    etcd --name locksmith-test --data-dir "$state_dir/etcd/data" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
+    --initial-cluster "locksmith-test=http://127.0.0.1:$((etcd_port + 1))" \
+    --initial-cluster-state new --log-level warn
+}
+
+# Three independent redis-servers: the members of a `combined` quorum.
+start_redis_quorum() {
+  need redis-server redis-server && need redis-cli redis-tools || return 1
+  local i rc=0
+  for i in 0 1 2; do
+    quorum_member_port=$((quorum_port + i))
+    start_one "redis-quorum-$i" redis-server quorum_ping "$quorum_member_port" \
+      redis-server --bind 127.0.0.1 --port "$quorum_member_port" --protected-mode yes \
+      --daemonize no --dir "$state_dir/redis-quorum-$i" --save '' --appendonly no || rc=1
+  done
+  return $rc
+}
+
 start() {
   mkdir -p "$state_dir"
   # The database servers run as their own users and must reach their folders: others may
@@ -250,6 +328,9 @@ start() {
         ;;
       postgres) start_postgres || rc=1 ;;
       mariadb) start_mariadb || rc=1 ;;
+      zookeeper) start_zookeeper || rc=1 ;;
+      etcd) start_etcd || rc=1 ;;
+      redis-quorum) start_redis_quorum || rc=1 ;;
       *) log "unknown service '$s'"; rc=1 ;;
     esac
   done
@@ -266,6 +347,9 @@ stop() {
       memcached) stop_one memcached memcached ;;
       postgres) stop_one postgres postgres INT ;;
       mariadb) stop_one mariadb mariadbd ;;
+      zookeeper) stop_one zookeeper java ;;
+      etcd) stop_one etcd etcd ;;
+      redis-quorum) for i in 0 1 2; do stop_one "redis-quorum-$i" redis-server; done ;;
     esac
   done
 }
@@ -282,6 +366,16 @@ status() {
         echo "postgres: running (pid $pid, port $postgres_port)" || echo "postgres: not running" ;;
       mariadb) pid=$(pid_of mariadb); alive "$pid" mariadbd && mariadb_ping &&
         echo "mariadb: running (pid $pid, port $mariadb_port)" || echo "mariadb: not running" ;;
+      zookeeper) pid=$(pid_of zookeeper); alive "$pid" java && zookeeper_ping &&
+        echo "zookeeper: running (pid $pid, port $zookeeper_port)" || echo "zookeeper: not running" ;;
+      etcd) pid=$(pid_of etcd); alive "$pid" etcd && etcd_ping &&
+        echo "etcd: running (pid $pid, port $etcd_port)" || echo "etcd: not running" ;;
+      redis-quorum) for i in 0 1 2; do
+          quorum_member_port=$((quorum_port + i)); pid=$(pid_of "redis-quorum-$i")
+          alive "$pid" redis-server && quorum_ping &&
+            echo "redis-quorum-$i: running (pid $pid, port $quorum_member_port)" ||
+            echo "redis-quorum-$i: not running"
+        done ;;
     esac
   done
 }
