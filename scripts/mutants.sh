@@ -12,9 +12,9 @@
 #   scripts/mutants.sh [-l LIST] [NAME...]     NAME: only these entries (default: all)
 #
 # Environment: BUILD_DIR (default build-mutants, its own Ninja build), JOBS (default 2),
-# LOCKSMITH_TEST_REDIS_URL / LOCKSMITH_TEST_MEMCACHED / LOCKSMITH_TEST_POSTGRES_DSN (when unset
-# and redis-server / memcached / postgres are installed, the script starts its own on free ports
-# in a temporary directory and stops them at the end).
+# the LOCKSMITH_TEST_* endpoints of scripts/services.sh env (when LOCKSMITH_TEST_REDIS_URL is
+# unset, the script starts every test server of its own on free ports in a temporary directory
+# and stops them at the end).
 # The changed file is always restored, also on Ctrl-C or an error (trap).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,14 +30,13 @@ only=("$@")
 work=$(mktemp -d "${TMPDIR:-/tmp}/locksmith-mutants.XXXXXX")
 backup=""   # the file currently changed, when one is
 target=""
-server_pids=()
 cleanup() {
   if [ -n "$backup" ] && [ -f "$backup" ]; then
     cp "$backup" "$target"  # a new mtime, so that the next build recompiles it
     echo "mutants: restored $target" >&2
   fi
-  for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -z "${pg_env+x}" ] || env "${pg_env[@]}" "$root/scripts/services.sh" stop >/dev/null 2>&1 || true
+  [ -z "${services_env+x}" ] ||
+    env "${services_env[@]}" "$root/scripts/services.sh" stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -93,36 +92,35 @@ for i, e in enumerate(selected):
 EOF
 
 # --- servers for the remote strategies' tests -------------------------------------------------
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
+# Without the endpoints of running servers (scripts/services.sh env), the script starts every
+# test server of its own with scripts/services.sh, in its temporary folder, on free ports (a
+# block of three for the services that use neighbouring ports), and stops them at the end.
+free_ports() {  # free_ports N: the first of N consecutive free ports
+  python3 - "$1" <<'PY'
+import random, socket, sys
+n = int(sys.argv[1])
+for _ in range(200):
+    base, socks = random.randint(20000, 60000), []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+        print(base); break
+    except OSError:
+        pass
+    finally:
+        for s in socks: s.close()
+PY
 }
-if [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ] && command -v redis-server >/dev/null; then
-  port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
-    >"$work/redis.log" 2>&1 &
-  server_pids+=($!)
-  wait_port "$port" && export LOCKSMITH_TEST_REDIS_URL=redis://127.0.0.1:$port/0
-fi
-if [ -z "${LOCKSMITH_TEST_MEMCACHED:-}" ] && command -v memcached >/dev/null; then
-  port=$(free_port)
-  user_opt=()
-  [ "$(id -u)" = 0 ] && user_opt=(-u root)
-  memcached -l 127.0.0.1 -p "$port" -U 0 "${user_opt[@]}" >"$work/memcached.log" 2>&1 &
-  server_pids+=($!)
-  wait_port "$port" && export LOCKSMITH_TEST_MEMCACHED=127.0.0.1:$port
-fi
-
-if [ -z "${LOCKSMITH_TEST_POSTGRES_DSN:-}" ] && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
-  chmod 711 "$work"  # postgres runs as its own user and must reach its folder
-  pg_env=(LOCKSMITH_SERVICES_DIR="$work/services" LOCKSMITH_SERVICES=postgres
-          LOCKSMITH_POSTGRES_PORT="$(free_port)")
-  env "${pg_env[@]}" "$root/scripts/services.sh" start >"$work/postgres-start.log" 2>&1 &&
-    eval "$(env "${pg_env[@]}" "$root/scripts/services.sh" env)"
+if [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ]; then
+  chmod 711 "$work"  # the databases run as their own users and must reach their folders
+  services_env=(LOCKSMITH_SERVICES_DIR="$work/services"
+                LOCKSMITH_REDIS_PORT="$(free_ports 1)" LOCKSMITH_MEMCACHED_PORT="$(free_ports 1)"
+                LOCKSMITH_POSTGRES_PORT="$(free_ports 1)" LOCKSMITH_MARIADB_PORT="$(free_ports 1)"
+                LOCKSMITH_ZOOKEEPER_PORT="$(free_ports 1)" LOCKSMITH_ETCD_PORT="$(free_ports 2)"
+                LOCKSMITH_REDIS_QUORUM_PORT="$(free_ports 3)")
+  env "${services_env[@]}" "$root/scripts/services.sh" start >"$work/services-start.log" 2>&1 ||
+    { echo "mutants: some test servers did not start:" >&2; cat "$work/services-start.log" >&2; }
+  eval "$(env "${services_env[@]}" "$root/scripts/services.sh" env)"
 fi
 
 # --- build and baseline ----------------------------------------------------------------------
