@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that the given lists name and that are not installed yet
-# (idempotent). Default list: scripts/packages.txt (build and tests); the benchmarks add
-# scripts/packages-bench.txt.
+# (idempotent). Default list: scripts/packages.txt (the build); the tests add
+# scripts/packages-servers.txt, the benchmarks scripts/packages-bench.txt.
 #
 #   scripts/install-deps.sh [LIST...]
 set -euo pipefail

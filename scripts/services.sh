@@ -3,7 +3,7 @@
 # PostgreSQL, MariaDB, ZooKeeper, etcd and three more redis-servers (members of the `combined`
 # strategy's quorum), on 127.0.0.1 only, on non-default ports, with their data, logs and PID
 # files in one state directory. Test settings only: PostgreSQL trusts every local connection and
-# runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. Installs nothing (scripts/install-deps.sh does, from scripts/packages.txt); it only
+# runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. Installs nothing (scripts/install-deps.sh does, from scripts/packages-servers.txt); it only
 # checks that the binaries exist.
 #
 #   scripts/services.sh start   start what is not running yet, wait until each answers, write

@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 jobs=${JOBS:-2}
 
-"$root/scripts/install-deps.sh"
+"$root/scripts/install-deps.sh" "$root/scripts/packages.txt" "$root/scripts/packages-servers.txt"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSMITH_BUILD_TESTS=ON \
   -DLOCKSMITH_BUILD_EXAMPLES=ON -DLOCKSMITH_BUILD_BENCH=OFF
