@@ -145,8 +145,9 @@ class combined_store final : public store {
         if (!quorum_met(rule_, t.yes, n)) {
             roll_back(keys, touched);
             save_portable(k, keys);
-            // Refusals alone missed the quorum: contention, not an error.
-            if (!quorum_can_be_met(rule_, t.no, n)) return false;
+            // Another owner holds members: contention, not an error, even where a member is
+            // down too (with it up the answer would be no better), so that a waiter polls on.
+            if (t.no > 0) return false;
             throw backend_error("combined", "quorum",
                                 "lock '" + k.resource() + "': " + quorum_text(t) +
                                     "; the grants were rolled back: " + t.errors,

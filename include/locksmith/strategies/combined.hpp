@@ -36,9 +36,10 @@
 //    `unanimous` with a fencing member: every grant then passes through that member, whose
 //    tokens increase in its grant order; under `consensus` two grants may share no member
 //    that issued both tokens, so there is no token (Kleppmann: Redlock cannot make one).
-//  - Errors: a try that misses the quorum because members refused is `false` (contention); one
-//    that misses it because members failed throws backend_error naming each failed member
-//    (transient when every failure was); a quorum reached too late throws expired_error.
+//  - Errors: a try that misses the quorum where any member refused (another owner holds it) is
+//    `false` (contention), even with members down; one that misses it with no refusal, only
+//    failures, throws backend_error naming each failed member (transient when every failure
+//    was); a quorum reached too late throws expired_error.
 //
 // What the quorum guarantees, and what not:
 //  - consensus over 2f+1 independent members survives f of them down or unreachable, and no two
