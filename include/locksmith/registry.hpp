@@ -162,7 +162,9 @@ public:
 private:
     strategy_info info_locked(const strategy_descriptor& d, bool probe = true) const;
     support_status support_locked(const strategy_descriptor& d) const;
-    mutable std::mutex mutex_;
+    // Recursive: a descriptor's capabilities_for, called under it, may look up other entries
+    // (`combined` asks its members').
+    mutable std::recursive_mutex mutex_;
     mutable std::map<std::string, support_status, std::less<>> support_cache_;
     std::map<std::string, strategy_descriptor, std::less<>> descriptors_;
     std::map<std::string, strategy_settings, std::less<>> overrides_;

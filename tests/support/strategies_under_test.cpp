@@ -1,5 +1,6 @@
 #include "support/strategies_under_test.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -118,6 +119,21 @@ std::vector<strategy_under_test> strategies_under_test() {
     sql("sql.sqlite", "sqlite://" + private_lock_dir() + "/sql-test.db", "");
     sql("sql.postgresql", env("LOCKSMITH_TEST_POSTGRES_DSN"), "LOCKSMITH_TEST_POSTGRES_DSN");
     sql("sql.mariadb", env("LOCKSMITH_TEST_MARIADB_DSN"), "LOCKSMITH_TEST_MARIADB_DSN");
+    // combined: a consensus of three independent redis servers, each with the run's prefix.
+    if (auto urls = env("LOCKSMITH_TEST_REDIS_QUORUM")) {
+        auto members = nlohmann::json::array();
+        for (std::size_t from = 0; from <= urls->size();) {
+            auto to = std::min(urls->find(',', from), urls->size());
+            members.push_back({{"strategy", "redis"},
+                               {"options", {{"url", urls->substr(from, to - from)},
+                                            {"key_prefix", remote_test_prefix()}}}});
+            from = to + 1;
+        }
+        all.push_back(
+            {"combined", nlohmann::json{{"quorum", "consensus"}, {"members", members}}, ""});
+    } else {
+        all.push_back({"combined", std::nullopt, "LOCKSMITH_TEST_REDIS_QUORUM" + run_hint});
+    }
     // Keep only the strategies this build has.
     std::vector<strategy_under_test> built;
     for (auto& s : all)

@@ -1,0 +1,272 @@
+// The `combined` strategy (issue 14 point 3): the quorum rules (Symfony's ConsensusStrategyTest
+// and UnanimousStrategyTest tables), a member down under each rule, rollback of partial grants,
+// Redlock's validity check, and config validation. Members are recording_stores (a member that
+// throws is a member down; a slow one makes time run out), or real local strategies created
+// through the registry.
+#define BOOST_TEST_MODULE combined_strategy
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/key.hpp>
+#include <locksmith/registry.hpp>
+#include <locksmith/strategies/combined.hpp>
+
+#include "support/printers.hpp"
+#include "support/recording_store.hpp"
+
+using namespace locksmith;
+using namespace locksmith::strategies;
+using namespace std::chrono_literals;
+using locksmith::test::recording_store;
+
+namespace {
+
+constexpr capability member_caps =
+    capability::exclusive | capability::noblock | capability::expiring | capability::distributed;
+
+struct three_members {
+    std::vector<std::shared_ptr<recording_store>> m = {
+        std::make_shared<recording_store>(member_caps, "m1"),
+        std::make_shared<recording_store>(member_caps, "m2"),
+        std::make_shared<recording_store>(member_caps, "m3")};
+    std::shared_ptr<store> combined(quorum_rule rule) {
+        std::vector<combined_member> members;
+        for (auto& s : m) members.push_back({s->strategy(), s});
+        return make_combined_store(rule, std::move(members));
+    }
+    // Does `owner` hold the name on member i (its own view: same resource and token)?
+    bool member_holds(std::size_t i, const key& owner) {
+        auto probe = key::from_json({{"resource", owner.resource()}, {"token", owner.token()}});
+        return m[i]->holds(probe);
+    }
+};
+
+bool contains(const std::string& haystack, const std::string& needle) {
+    return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(consensus_table) {
+    // (successes, failures, total) -> isMet / canBeMet, Symfony's ConsensusStrategyTest.
+    struct row {
+        std::size_t s, f, n;
+        bool met, can;
+    };
+    for (auto r :
+         {row{3, 0, 3, true, true}, row{2, 1, 3, true, true}, row{2, 0, 3, true, true},
+          row{1, 2, 3, false, false}, row{1, 1, 3, false, true}, row{1, 0, 3, false, true},
+          row{0, 3, 3, false, false}, row{0, 2, 3, false, false}, row{0, 1, 3, false, true},
+          row{0, 0, 3, false, true}, row{2, 0, 2, true, true}, row{1, 1, 2, false, false},
+          row{1, 0, 2, false, true}, row{0, 2, 2, false, false}, row{0, 1, 2, false, false},
+          row{0, 0, 2, false, true}}) {
+        BOOST_TEST(quorum_met(quorum_rule::consensus, r.s, r.n) == r.met);
+        BOOST_TEST(quorum_can_be_met(quorum_rule::consensus, r.f, r.n) == r.can);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(unanimous_table) {
+    struct row {
+        std::size_t s, f, n;
+        bool met, can;
+    };
+    for (auto r :
+         {row{3, 0, 3, true, true}, row{2, 1, 3, false, false}, row{2, 0, 3, false, true},
+          row{1, 2, 3, false, false}, row{1, 1, 3, false, false}, row{1, 0, 3, false, true},
+          row{0, 3, 3, false, false}, row{0, 2, 3, false, false}, row{0, 1, 3, false, false},
+          row{0, 0, 3, false, true}, row{2, 0, 2, true, true}, row{1, 1, 2, false, false},
+          row{1, 0, 2, false, true}, row{0, 2, 2, false, false}, row{0, 1, 2, false, false},
+          row{0, 0, 2, false, true}}) {
+        BOOST_TEST(quorum_met(quorum_rule::unanimous, r.s, r.n) == r.met);
+        BOOST_TEST(quorum_can_be_met(quorum_rule::unanimous, r.f, r.n) == r.can);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(one_member_down_grants_under_consensus) {
+    three_members t;
+    auto s = t.combined(quorum_rule::consensus);
+    t.m[1]->fail_acquire(true);
+    key owner("down.consensus");
+    BOOST_TEST(s->try_acquire(owner, lock_mode::exclusive, 10s));
+    BOOST_TEST(s->holds(owner));
+    BOOST_TEST(t.member_holds(0, owner));
+    BOOST_TEST(t.member_holds(2, owner));
+    // A second owner is refused: the quorum is taken.
+    key other("down.consensus");
+    BOOST_TEST(!s->try_acquire(other, lock_mode::exclusive, 10s));
+    s->release(owner);
+    BOOST_TEST(!t.member_holds(0, owner));
+    BOOST_TEST(!t.member_holds(2, owner));
+}
+
+BOOST_AUTO_TEST_CASE(one_member_down_refuses_under_unanimous_and_leaves_nothing) {
+    three_members t;
+    auto s = t.combined(quorum_rule::unanimous);
+    t.m[2]->fail_acquire(true);
+    key owner("down.unanimous");
+    try {
+        (void)s->try_acquire(owner, lock_mode::exclusive, 10s);
+        BOOST_FAIL("a unanimous grant with a member down must not succeed");
+    } catch (const backend_error& e) {
+        BOOST_TEST(contains(e.what(), "member 3 (m3)"), e.what());
+        BOOST_TEST(contains(e.what(), "rolled back"), e.what());
+    }
+    BOOST_TEST(!s->holds(owner));
+    for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(!t.member_holds(i, owner));
+    // The members that granted were released with this owner's token.
+    BOOST_TEST(t.m[0]->releases() == 1);
+    BOOST_TEST(t.m[1]->releases() == 1);
+    BOOST_TEST(t.m[0]->last(recording_store::call::kind::release)->token == owner.token());
+}
+
+BOOST_AUTO_TEST_CASE(members_failing_mid_acquire_leave_no_grant_behind) {
+    three_members t;
+    auto s = t.combined(quorum_rule::consensus);
+    t.m[1]->fail_acquire(true);
+    t.m[2]->fail_acquire(true);
+    key owner("mid.acquire");
+    BOOST_CHECK_THROW(s->try_acquire(owner, lock_mode::exclusive, 10s), backend_error);
+    BOOST_TEST(!t.member_holds(0, owner));
+    BOOST_TEST(t.m[0]->releases() == 1);
+    // Everybody can have it once the members are back.
+    t.m[1]->fail_acquire(false);
+    t.m[2]->fail_acquire(false);
+    key next("mid.acquire");
+    BOOST_TEST(s->try_acquire(next, lock_mode::exclusive, 10s));
+}
+
+BOOST_AUTO_TEST_CASE(contention_is_false_and_rolls_back) {
+    three_members t;
+    auto s = t.combined(quorum_rule::consensus);
+    key holder("contended");
+    // Another owner holds the name on members 2 and 3 (e.g. it got there first).
+    auto on = [&](std::size_t i) {
+        auto k = key::from_json({{"resource", "contended"}, {"token", holder.token()}});
+        BOOST_REQUIRE(t.m[i]->try_acquire(k, lock_mode::exclusive, 10s));
+    };
+    on(1);
+    on(2);
+    key owner("contended");
+    BOOST_TEST(!s->try_acquire(owner, lock_mode::exclusive, 10s));
+    BOOST_TEST(!t.member_holds(0, owner));  // member 1 granted, then was rolled back
+    BOOST_TEST(t.m[0]->releases() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(quorum_reached_too_late_is_rolled_back_and_refused) {
+    three_members t;
+    auto s = t.combined(quorum_rule::consensus);
+    // Each member grants, but the round takes longer than the TTL.
+    for (auto& m : t.m) m->acquire_delay(40ms);
+    key owner("too.late");
+    BOOST_CHECK_THROW(s->try_acquire(owner, lock_mode::exclusive, 50ms), expired_error);
+    for (auto& m : t.m) m->acquire_delay(0ms);
+    for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(!t.member_holds(i, owner));
+}
+
+BOOST_AUTO_TEST_CASE(refresh_below_quorum_is_lost_and_releases_the_rest) {
+    three_members t;
+    auto s = t.combined(quorum_rule::consensus);
+    key owner("refresh.lost");
+    BOOST_REQUIRE(s->try_acquire(owner, lock_mode::exclusive, 10s));
+    BOOST_TEST(s->refresh(owner, 10s));
+    t.m[0]->fail_refresh(true);
+    BOOST_TEST(s->refresh(owner, 10s));  // 2 of 3 still refresh
+    t.m[1]->fail_refresh(true);
+    BOOST_TEST(!s->refresh(owner, 10s));
+    BOOST_TEST(!t.member_holds(2, owner));
+}
+
+BOOST_AUTO_TEST_CASE(capabilities_follow_the_members) {
+    const auto redis_like = capability::exclusive | capability::shared | capability::noblock |
+                            capability::native_wait | capability::expiring |
+                            capability::distributed | capability::serializable |
+                            capability::fencing;
+    const auto consensus = combined_capabilities(quorum_rule::consensus, {redis_like, redis_like});
+    BOOST_TEST(consensus == (capability::exclusive | capability::noblock | capability::expiring |
+                             capability::distributed | capability::serializable));
+    const auto unanimous = combined_capabilities(quorum_rule::unanimous, {redis_like, redis_like});
+    BOOST_TEST(has(unanimous, capability::fencing));
+    BOOST_TEST(!has(unanimous, capability::native_wait));
+    BOOST_TEST(!has(unanimous, capability::shared));
+}
+
+BOOST_AUTO_TEST_CASE(members_are_created_through_the_registry) {
+    strategy_registry r;
+    register_builtin_strategies(r);
+    r.remove("combined");
+    r.add(combined_strategy_for(r));
+    const auto d = *r.find("combined");
+    const nlohmann::json options = {
+        {"quorum", "consensus"},
+        {"members",
+         {{{"strategy", "memory"}}, {{"strategy", "memory"}}, {{"strategy", "memory"}}}}};
+    BOOST_TEST(d.capabilities_for(options) ==
+               (capability::exclusive | capability::noblock | capability::expiring));
+    auto s = d.create(options);
+    key a("registry.members"), b("registry.members");
+    BOOST_TEST(s->try_acquire(a, lock_mode::exclusive, 10s));
+    BOOST_TEST(!s->try_acquire(b, lock_mode::exclusive, 10s));
+    s->release(a);
+    BOOST_TEST(s->try_acquire(b, lock_mode::exclusive, 10s));
+    // The registry answers with the members' capabilities (its lock is taken again inside).
+    strategy_settings settings;
+    settings.options = options;
+    r.set_override("combined", settings);
+    BOOST_TEST(r.info("combined").capabilities == d.capabilities_for(options));
+}
+
+BOOST_AUTO_TEST_CASE(config_errors_point_at_the_member) {
+    const auto d = *default_registry().find("combined");
+    auto pointer_of = [&](const nlohmann::json& o) {
+        try {
+            d.validate_options(o);
+        } catch (const config_error& e) {
+            return e.pointer() + " | " + e.what();
+        }
+        return std::string("accepted");
+    };
+    BOOST_TEST(contains(pointer_of(nlohmann::json::object()), "/members |"));
+    BOOST_TEST(contains(pointer_of({{"members", nlohmann::json::array()}}), "/members |"));
+    BOOST_TEST(contains(pointer_of({{"quorum", "most"}, {"members", {{{"strategy", "memory"}}}}}),
+                        "/quorum |"));
+    BOOST_TEST(
+        contains(pointer_of({{"members", {{{"strategy", "combined"}}}}}), "/members/0/strategy |"));
+    BOOST_TEST(
+        contains(pointer_of({{"members", {{{"strategy", "nope"}}}}}), "/members/0/strategy |"));
+    BOOST_TEST(contains(pointer_of({{"members", {{{"strategy", "memory"}, {"x", 1}}}}}),
+                        "/members/0/x |"));
+    const auto bad_file = pointer_of(
+        {{"members",
+          {{{"strategy", "memory"}}, {{"strategy", "file"}, {"options", {{"colour", "red"}}}}}}});
+    BOOST_TEST(contains(bad_file, "/members/1/options/colour |"), bad_file);
+    BOOST_TEST(contains(bad_file, "member 2 (file)"), bad_file);
+    // Mixed expiring and non-expiring members.
+    BOOST_TEST(
+        contains(pointer_of({{"members", {{{"strategy", "memory"}}, {{"strategy", "file"}}}}}),
+                 "/members |"));
+    BOOST_TEST(pointer_of({{"quorum", "unanimous"}, {"members", {{{"strategy", "memory"}}}}}) ==
+               "accepted");
+}
+
+BOOST_AUTO_TEST_CASE(no_secret_in_member_errors) {
+    if (!default_registry().contains("redis")) return;
+    const auto d = *default_registry().find("combined");
+    const nlohmann::json o = {
+        {"members",
+         {{{"strategy", "redis"},
+           {"options", {{"url", "redis://:hunter2secret@127.0.0.1:1/0"}, {"pool_size", -5}}}}}}};
+    try {
+        d.validate_options(o);
+    } catch (const config_error& e) {
+        BOOST_TEST(!contains(e.what(), "hunter2secret"), e.what());
+    }
+    try {
+        (void)d.create({{"members",
+                         {{{"strategy", "redis"},
+                           {"options", {{"url", "redis://:hunter2secret@127.0.0.1:1/0"}}}}}}});
+    } catch (const std::exception& e) {
+        BOOST_TEST(!contains(e.what(), "hunter2secret"), e.what());
+    }
+}
