@@ -104,6 +104,17 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"pg_advisory", std::nullopt,
                        "LOCKSMITH_TEST_POSTGRES_DSN is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    if (auto endpoints = env("LOCKSMITH_TEST_ETCD"))
+        // Lease TTLs are whole seconds at etcd (rounded up), at least etcd's minimum (1.5 s with
+        // the default 100 ms heartbeat, so 2 s), and its expiry sweep runs twice a second: a
+        // TTL of 1 s lives 2-2.5 s, so expiry cases need TTLs of several seconds.
+        all.push_back({"etcd",
+                       nlohmann::json{{"endpoints", *endpoints}, {"prefix", remote_test_prefix()}},
+                       "", false, std::chrono::milliseconds(2000)});
+    else
+        all.push_back({"etcd", std::nullopt,
+                       "LOCKSMITH_TEST_ETCD is unset (run scripts/services.sh start, then "
+                       "eval \"$(scripts/services.sh env)\")"});
     // sql, once per driver: SQLite in the private lock directory, the servers from the
     // environment, each in a table of its own so that a test run never meets a user's table.
     const std::string run_hint =

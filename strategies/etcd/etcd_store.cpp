@@ -1,0 +1,660 @@
+// The etcd strategy: options, the store (etcd's lock recipe over the v3 JSON gateway, on
+// http_connection) and the module's entry point.
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <locksmith/author/plugin.hpp>
+#include <locksmith/author/strategy_support.hpp>
+#include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
+#include <locksmith/strategies/etcd.hpp>
+#include <locksmith/version.hpp>
+
+#include "etcd_descriptor.hpp"
+#include "http_connection.hpp"
+
+namespace locksmith::strategies {
+namespace {
+
+using namespace etcd_detail;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr const char* strategy_name = "etcd";
+
+std::string base64(std::string_view in) {
+    static constexpr char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    std::size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        const unsigned v = unsigned(std::uint8_t(in[i])) << 16 |
+                           unsigned(std::uint8_t(in[i + 1])) << 8 | std::uint8_t(in[i + 2]);
+        out += alphabet[v >> 18];
+        out += alphabet[(v >> 12) & 63];
+        out += alphabet[(v >> 6) & 63];
+        out += alphabet[v & 63];
+    }
+    if (i < in.size()) {
+        unsigned v = unsigned(std::uint8_t(in[i])) << 16;
+        if (i + 1 < in.size()) v |= unsigned(std::uint8_t(in[i + 1])) << 8;
+        out += alphabet[v >> 18];
+        out += alphabet[(v >> 12) & 63];
+        out += i + 1 < in.size() ? alphabet[(v >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+// etcd's JSON carries 64-bit integers as strings, and leaves out fields that are 0 or false.
+std::int64_t number(const json& object, const char* field) {
+    if (!object.is_object()) return 0;
+    const auto it = object.find(field);
+    if (it == object.end()) return 0;
+    if (it->is_number_integer()) return it->get<std::int64_t>();
+    if (!it->is_string()) return 0;
+    const auto& text = it->get_ref<const std::string&>();
+    std::int64_t n = 0;
+    std::from_chars(text.data(), text.data() + text.size(), n);
+    return n;
+}
+
+const json& field(const json& object, const char* name) {
+    static const json missing;
+    if (!object.is_object()) return missing;
+    const auto it = object.find(name);
+    return it == object.end() ? missing : *it;
+}
+
+// The smallest key above every key that starts with `prefix` (etcd's range_end for a prefix).
+std::string prefix_end(std::string prefix) {
+    while (!prefix.empty()) {
+        if (std::uint8_t(prefix.back()) < 0xff) {
+            prefix.back() = char(std::uint8_t(prefix.back()) + 1);
+            return prefix;
+        }
+        prefix.pop_back();
+    }
+    return std::string(1, '\0');  // every key
+}
+
+std::string hex(std::uint64_t n) {
+    char digits[17];
+    auto end = std::to_chars(digits, digits + sizeof digits, n, 16).ptr;
+    return std::string(digits, end);
+}
+
+// Lease TTLs are whole seconds: rounded up, so that etcd never drops a lease before the holder's
+// own clock says it expired.
+std::int64_t ttl_seconds(milliseconds ttl) {
+    if (ttl <= milliseconds(0))
+        throw invalid_argument_error("etcd: ttl must be positive, got " +
+                                     std::to_string(ttl.count()) + " ms");
+    return (ttl.count() + 999) / 1000;
+}
+
+// A key's grant, or its place in the queue while it waits.
+struct etcd_key_state final : key_local_state {
+    std::int64_t lease = 0;
+    std::int64_t ttl_s = 0;
+    std::string key;            // the etcd key (raw bytes)
+    std::int64_t revision = 0;  // its create revision: the fencing token
+};
+
+// The wire names of the key's queue under a lock name.
+struct queue_names {
+    queue_names(const std::string& prefix, std::string_view name)
+        : dir(prefix + stable_name_hash(name).hex() + "/"),
+          dir_b64(base64(dir)),
+          end_b64(base64(prefix_end(dir))) {}
+    std::string dir;
+    std::string dir_b64;
+    std::string end_b64;
+
+    // The first key (the holder), or with `before` the last key created before that revision.
+    json first(std::int64_t before = 0) const {
+        json r = {{"key", dir_b64},
+                  {"range_end", end_b64},
+                  {"sort_target", "CREATE"},
+                  {"sort_order", before ? "DESCEND" : "ASCEND"},
+                  {"limit", 1},
+                  {"keys_only", true}};
+        if (before) r["max_create_revision"] = std::to_string(before - 1);
+        return r;
+    }
+};
+
+class etcd_store final : public store {
+  public:
+    explicit etcd_store(etcd_options options)
+        : store(strategy_name, etcd_capabilities), options_(std::move(options)) {
+        for (const auto& e : options_.endpoints) endpoints_.push_back(parse_endpoint(e));
+        // One request now, so that a wrong endpoint or a server that is not etcd fails here.
+        call("/v3/maintenance/status", json::object(), "asking for the server's status");
+    }
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode, milliseconds ttl) override {
+        if (auto renewed = reacquire(k, ttl)) return *renewed;
+        auto s = enqueue(k, ttl);
+        if (s.owner) return grant(k, std::move(s.state));
+        revoke(s.state.lease);
+        return false;
+    }
+
+    bool do_wait_acquire(key& k, lock_mode, milliseconds ttl, deadline until) override {
+        if (auto renewed = reacquire(k, ttl)) return *renewed;
+        auto s = enqueue(k, ttl);
+        if (s.owner) return grant(k, std::move(s.state));
+        try {
+            if (wait_for_turn(s.state, ttl, until)) return grant(k, std::move(s.state));
+        } catch (...) {
+            revoke_quietly(s.state.lease);
+            throw;
+        }
+        revoke_quietly(s.state.lease);
+        return false;
+    }
+
+    bool do_refresh(key& k, milliseconds ttl) override {
+        auto* s = k.local_state_of<etcd_key_state>(instance_id());
+        if (s == nullptr) return false;
+        const auto seconds = ttl_seconds(ttl);
+        if (seconds == s->ttl_s) return keep_alive(s->lease);
+        // Another TTL: a lease's TTL is fixed, so move the key to a new lease (a put keeps the
+        // create revision, hence the place and the fencing token), then drop the old one.
+        const auto fresh = grant_lease(seconds);
+        const auto r = call("/v3/kv/txn",
+                            {{"compare",
+                              {{{"target", "CREATE"},
+                                {"key", base64(s->key)},
+                                {"create_revision", std::to_string(s->revision)}}}},
+                             {"success",
+                              {{{"request_put",
+                                 {{"key", base64(s->key)},
+                                  {"value", base64(k.token())},
+                                  {"lease", std::to_string(fresh)}}}}}}},
+                            "moving the lock key to a new lease");
+        if (!field(r, "succeeded").is_boolean() || !r["succeeded"].get<bool>()) {
+            revoke_quietly(fresh);
+            return false;
+        }
+        revoke_quietly(s->lease);
+        s->lease = fresh;
+        s->ttl_s = seconds;
+        return true;
+    }
+
+    void do_release(key& k) override {
+        auto* s = k.local_state_of<etcd_key_state>(instance_id());
+        if (s == nullptr) return;
+        const auto lease = s->lease;
+        // Revoking the lease deletes the key with it, in one round trip.
+        revoke(lease);
+        k.set_local_state(instance_id(), nullptr);
+    }
+
+    bool do_holds(const key& k) override {
+        const auto* s = k.local_state_of<etcd_key_state>(instance_id());
+        if (s == nullptr) return false;
+        // The server's word: the key exists (its lease did not expire) and is still the one this
+        // grant created. The holder's key is always the first: keys created later come after it.
+        const auto r = call("/v3/kv/range", {{"key", base64(s->key)}, {"keys_only", true}},
+                            "reading the lock key");
+        const auto& kvs = field(r, "kvs");
+        return kvs.is_array() && kvs.size() == 1 &&
+               number(kvs[0], "create_revision") == s->revision;
+    }
+
+    lock_status do_status(std::string_view resource) override {
+        const queue_names names(options_.prefix, resource);
+        const auto r = call("/v3/kv/range", names.first(), "reading the lock's queue");
+        lock_status st;
+        const auto& kvs = field(r, "kvs");
+        if (!kvs.is_array() || kvs.empty()) {
+            st.held = lock_status::state::free;
+            return st;
+        }
+        st.held = lock_status::state::held_exclusive;
+        const auto& holder = kvs[0];
+        const auto lease = number(holder, "lease");
+        st.holders.push_back("lease " + hex(std::uint64_t(lease)) + ", create revision " +
+                             std::to_string(number(holder, "create_revision")));
+        if (lease != 0) {
+            const auto t = call("/v3/kv/lease/timetolive", {{"ID", std::to_string(lease)}},
+                                "reading the holder's lease");
+            if (const auto left = number(t, "TTL"); left > 0)
+                st.remaining = std::chrono::seconds(left);
+        }
+        return st;
+    }
+
+  private:
+    struct queued {
+        etcd_key_state state;
+        bool owner = false;
+    };
+
+    // A key that holds already: renew its lease (Symfony's re-acquire). nullopt when it holds
+    // nothing (or its grant is gone), so that the caller acquires afresh.
+    std::optional<bool> reacquire(key& k, milliseconds ttl) {
+        if (k.local_state_of<etcd_key_state>(instance_id()) == nullptr) return std::nullopt;
+        if (do_holds(k) && do_refresh(k, ttl)) return true;
+        k.set_local_state(instance_id(), nullptr);
+        return std::nullopt;
+    }
+
+    bool grant(key& k, etcd_key_state state) {
+        k.set_fencing_token(std::uint64_t(state.revision));
+        k.set_local_state(instance_id(), std::make_unique<etcd_key_state>(std::move(state)));
+        return true;
+    }
+
+    // Creates k's key under a fresh lease, at the end of the name's queue. Two round trips.
+    queued enqueue(const key& k, milliseconds ttl) {
+        queued q;
+        q.state.ttl_s = ttl_seconds(ttl);
+        q.state.lease = grant_lease(q.state.ttl_s);
+        const queue_names names(options_.prefix, k.resource());
+        q.state.key = names.dir + hex(std::uint64_t(q.state.lease));
+        const auto key_b64 = base64(q.state.key);
+        json r;
+        try {
+            // Created only if absent (a repeated request finds its own key), and the first key of
+            // the queue read in the same transaction: one round trip.
+            r = call(
+                "/v3/kv/txn",
+                {{"compare", {{{"target", "CREATE"}, {"key", key_b64}, {"create_revision", "0"}}}},
+                 {"success",
+                  {{{"request_put",
+                     {{"key", key_b64},
+                      {"value", base64(k.token())},
+                      {"lease", std::to_string(q.state.lease)}}}},
+                   {{"request_range", names.first()}}}},
+                 {"failure",
+                  {{{"request_range", {{"key", key_b64}}}}, {{"request_range", names.first()}}}}},
+                "creating the lock key");
+        } catch (...) {
+            revoke_quietly(q.state.lease);
+            throw;
+        }
+        const auto& responses = field(r, "responses");
+        if (!responses.is_array() || responses.size() != 2) protocol_error("creating the lock key");
+        const bool created = field(r, "succeeded").is_boolean() && r["succeeded"].get<bool>();
+        if (created) {
+            q.state.revision = number(field(r, "header"), "revision");
+        } else {
+            const auto& own = field(field(responses[0], "response_range"), "kvs");
+            if (!own.is_array() || own.empty()) protocol_error("creating the lock key");
+            q.state.revision = number(own[0], "create_revision");
+        }
+        const auto& first = field(field(responses[1], "response_range"), "kvs");
+        q.owner = first.is_array() && !first.empty() &&
+                  number(first[0], "create_revision") == q.state.revision;
+        return q;
+    }
+
+    // Waits until every key created before ours is gone: watches only the last one before ours
+    // for its deletion, then looks again (it may have been a waiter that gave up while an earlier
+    // key still holds). Keeps our lease alive meanwhile. False when `until` passed first.
+    bool wait_for_turn(etcd_key_state& s, milliseconds ttl, deadline until) {
+        const auto dir = s.key.substr(0, s.key.rfind('/') + 1);
+        const json ahead = {{"key", base64(dir)},
+                            {"range_end", base64(prefix_end(dir))},
+                            {"sort_target", "CREATE"},
+                            {"sort_order", "DESCEND"},
+                            {"limit", 1},
+                            {"keys_only", true},
+                            {"max_create_revision", std::to_string(s.revision - 1)}};
+        const json own = {{"key", base64(s.key)}, {"keys_only", true}};
+        // Keep-alives at a third of the lease, as the renewal thread does for holders.
+        const auto keep_alive_every = std::max(milliseconds(500), milliseconds(s.ttl_s * 1000) / 3);
+        auto lease_valid_until = steady_clock::now() + ttl;
+        auto next_keep_alive = steady_clock::now() + keep_alive_every;
+        for (;;) {
+            if (steady_clock::now() >= until) return false;
+            try {
+                if (steady_clock::now() >= next_keep_alive) {
+                    const auto sent = steady_clock::now();
+                    if (!keep_alive(s.lease)) lost_while_waiting(s);
+                    lease_valid_until = sent + ttl;
+                    next_keep_alive = sent + keep_alive_every;
+                }
+                const auto r =
+                    call("/v3/kv/txn",
+                         {{"success", {{{"request_range", ahead}}, {{"request_range", own}}}}},
+                         "reading the lock's queue");
+                const auto& responses = field(r, "responses");
+                if (!responses.is_array() || responses.size() != 2)
+                    protocol_error("reading the lock's queue");
+                const auto& mine = field(field(responses[1], "response_range"), "kvs");
+                if (!mine.is_array() || mine.empty() ||
+                    number(mine[0], "create_revision") != s.revision)
+                    lost_while_waiting(s);
+                const auto& before = field(field(responses[0], "response_range"), "kvs");
+                if (!before.is_array() || before.empty()) return true;  // first in the queue
+                const std::string predecessor_b64 = field(before[0], "key").get<std::string>();
+                const auto seen = number(field(r, "header"), "revision");
+                watch_deletion(predecessor_b64, seen + 1, std::min(until, next_keep_alive));
+            } catch (const backend_error& e) {
+                // A server that restarts (or a member that fails over) is waited for, while our
+                // lease may still be alive; etcd keeps leases across restarts.
+                if (e.kind() == error_kind::permanent) throw;
+                const auto pause = milliseconds(200);
+                if (steady_clock::now() + pause >= lease_valid_until) throw;
+                if (steady_clock::now() + pause >= until) return false;
+                std::this_thread::sleep_for(pause);
+            }
+        }
+    }
+
+    [[noreturn]] static void lost_while_waiting(const etcd_key_state& s) {
+        throw acquire_error("etcd: the lease of a waiter for the lock key '" + redact_key(s.key) +
+                            "' expired while it waited (the waiting process was paused or cut off "
+                            "from etcd for longer than its TTL of " +
+                            std::to_string(s.ttl_s) + " s); try again");
+    }
+
+    static std::string redact_key(const std::string& key) {
+        std::string out;
+        for (unsigned char c : key) out += (c >= 0x20 && c < 0x7f) ? char(c) : '?';
+        return out;
+    }
+
+    // Returns when the key is deleted at or after `from_revision`, or when `until` passes.
+    void watch_deletion(const std::string& key_b64, std::int64_t from_revision, deadline until) {
+        const json request = {{"create_request",
+                               {{"key", key_b64},
+                                {"start_revision", std::to_string(from_revision)},
+                                {"filters", {"NOPUT"}}}}};
+        auto c = open_connection();
+        std::string error_body;
+        const auto headers = auth_header();
+        const int status = c->open_stream("/v3/watch", request.dump(), headers,
+                                          steady_clock::now() + options_.request_timeout,
+                                          "watching the lock key before ours", error_body);
+        if (status != 200) http_error(status, error_body, "watching the lock key before ours", *c);
+        while (auto message = c->next_message(until, "watching the lock key before ours")) {
+            const auto m = json::parse(*message, nullptr, false);
+            if (m.is_discarded()) protocol_error("watching the lock key before ours");
+            if (m.contains("error")) {
+                const auto& e = m["error"];
+                throw backend_error(
+                    strategy_name, "grpc " + std::to_string(number(e, "grpc_code")),
+                    "etcd: watching at " + c->address() + " failed: " + field(e, "message").dump(),
+                    error_kind::transient);
+            }
+            const auto& result = field(m, "result");
+            // A watch the server cancelled (compacted history): look at the queue again.
+            if (field(result, "canceled").is_boolean()) return;
+            const auto& events = field(result, "events");
+            if (events.is_array())
+                for (const auto& e : events)
+                    if (field(e, "type") == "DELETE") return;
+        }
+    }
+
+    std::int64_t grant_lease(std::int64_t seconds) {
+        const auto r =
+            call("/v3/lease/grant", {{"TTL", std::to_string(seconds)}}, "granting a lease");
+        const auto id = number(r, "ID");
+        if (id == 0) {
+            const auto& error = field(r, "error");
+            throw backend_error(strategy_name, "lease",
+                                "etcd: granting a lease failed" +
+                                    (error.is_string() ? ": " + error.get<std::string>() : ""),
+                                error_kind::transient);
+        }
+        return id;
+    }
+
+    // True when the lease is still alive (now renewed to its full TTL).
+    bool keep_alive(std::int64_t lease) {
+        const auto r =
+            call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}, "renewing the lease");
+        return number(field(r, "result"), "TTL") > 0;
+    }
+
+    void revoke(std::int64_t lease) {
+        try {
+            call("/v3/lease/revoke", {{"ID", std::to_string(lease)}}, "revoking the lease");
+        } catch (const backend_error& e) {
+            // Expired, or revoked by an earlier attempt whose reply was lost: done either way.
+            if (e.native_code() != "grpc 5") throw;
+        }
+    }
+
+    void revoke_quietly(std::int64_t lease) noexcept {
+        try {
+            revoke(lease);
+        } catch (...) {
+            // The lease then expires on its own after its TTL.
+        }
+    }
+
+    // --- requests ---
+
+    // POSTs `body` to `path`; a connection that turns out broken is replaced once (every request
+    // the store makes may be repeated). Returns the reply's JSON. Throws backend_error.
+    json call(std::string_view path, const json& body, std::string_view what) {
+        const auto text = body.dump();
+        for (int attempt = 0;; ++attempt) {
+            auto c = take();
+            const bool reused = c.second;
+            http_response r;
+            try {
+                r = c.first->post(path, text, auth_header(),
+                                  steady_clock::now() + options_.request_timeout, what);
+            } catch (const backend_error& e) {
+                // A kept-alive connection the server closed meanwhile (a restart): once more.
+                if (reused && attempt == 0 && e.kind() != error_kind::permanent) continue;
+                throw;
+            }
+            if (r.status == 401 && !options_.user.empty() && attempt == 0) {
+                forget_token();  // expired auth token: authenticate again, once
+                give_back(std::move(c.first));
+                continue;
+            }
+            if (r.status != 200) http_error(r.status, r.body, what, *c.first);
+            give_back(std::move(c.first));
+            auto reply = json::parse(r.body, nullptr, false);
+            if (reply.is_discarded()) protocol_error(what);
+            return reply;
+        }
+    }
+
+    [[noreturn]] void http_error(int status, const std::string& body, std::string_view what,
+                                 const http_connection& c) {
+        const auto reply = json::parse(body, nullptr, false);
+        const auto code = number(reply, "code");
+        std::string message = field(reply, "message").is_string()
+                                  ? field(reply, "message").get<std::string>()
+                                  : body.substr(0, 200);
+        // gRPC codes: 14 unavailable, 4 deadline exceeded, 8 resource exhausted, 10 aborted.
+        const bool transient = code == 14 || code == 4 || code == 8 || code == 10 || status >= 500;
+        std::string hint;
+        if (status == 404)
+            hint = " (is this an etcd >= 3.4 client URL? the v3 gateway answers at /v3/)";
+        if (code == 16 || code == 7)
+            hint = " (check the etcd user, password and the user's role on the key prefix)";
+        throw backend_error(
+            strategy_name, code ? "grpc " + std::to_string(code) : "http " + std::to_string(status),
+            "etcd: " + std::string(what) + " at " + c.address() + " failed: HTTP " +
+                std::to_string(status) + ": " + message + hint,
+            transient ? error_kind::transient : error_kind::permanent);
+    }
+
+    [[noreturn]] static void protocol_error(std::string_view what) {
+        throw backend_error(
+            strategy_name, "protocol",
+            "etcd: " + std::string(what) + " failed: the reply is not what etcd's v3 gateway sends",
+            error_kind::permanent);
+    }
+
+    // --- connections ---
+
+    // An idle connection (second = true), or a new one to the first endpoint that answers.
+    std::pair<std::unique_ptr<http_connection>, bool> take() {
+        {
+            std::lock_guard guard(mutex_);
+            if (generation_ != fork_generation()) {
+                // A fork()ed child: the sockets are the parent's.
+                // Closing our copies leaves the parent's connections open.
+                idle_.clear();
+                generation_ = fork_generation();
+            }
+            while (!idle_.empty()) {
+                auto c = std::move(idle_.back());
+                idle_.pop_back();
+                if (!c->stale()) return {std::move(c), true};
+            }
+        }
+        return {open_connection(), false};
+    }
+
+    void give_back(std::unique_ptr<http_connection> c) {
+        if (c->broken() || c->generation() != fork_generation()) return;
+        std::lock_guard guard(mutex_);
+        if (idle_.size() < max_idle) idle_.push_back(std::move(c));
+    }
+
+    std::unique_ptr<http_connection> open_connection() {
+        std::string failures;
+        const std::size_t n = endpoints_.size();
+        const std::size_t start = preferred_.load();
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t at = (start + i) % n;
+            try {
+                auto c = std::make_unique<http_connection>(endpoints_[at], options_.dial_timeout);
+                preferred_.store(at);
+                return c;
+            } catch (const backend_error& e) {
+                failures += std::string(failures.empty() ? "" : "; ") + e.what();
+                if (n == 1) throw;
+            }
+        }
+        throw backend_error(strategy_name, "unreachable",
+                            "etcd: no endpoint answered (" + failures +
+                                "); is etcd running, and are the endpoints right?",
+                            error_kind::transient);
+    }
+
+    // --- authentication ---
+
+    std::string auth_header() {
+        if (options_.user.empty()) return {};
+        {
+            std::lock_guard guard(mutex_);
+            if (!token_.empty()) return "Authorization: " + token_ + "\r\n";
+        }
+        auto c = open_connection();
+        const json body = {{"name", options_.user}, {"password", options_.password}};
+        const auto r = c->post("/v3/auth/authenticate", body.dump(), "",
+                               steady_clock::now() + options_.request_timeout, "authenticating");
+        if (r.status != 200)
+            http_error(r.status, r.body, "authenticating as '" + options_.user + "'", *c);
+        const auto reply = json::parse(r.body, nullptr, false);
+        const auto& token = field(reply, "token");
+        if (!token.is_string() || token.get<std::string>().empty())
+            throw backend_error(strategy_name, "auth",
+                                "etcd: authenticating as '" + options_.user +
+                                    "' gave no token: is authentication enabled on the cluster?",
+                                error_kind::permanent);
+        std::lock_guard guard(mutex_);
+        token_ = token.get<std::string>();
+        return "Authorization: " + token_ + "\r\n";
+    }
+
+    void forget_token() {
+        std::lock_guard guard(mutex_);
+        token_.clear();
+    }
+
+    static constexpr std::size_t max_idle = 16;
+
+    const etcd_options options_;
+    std::vector<endpoint> endpoints_;
+    std::atomic<std::size_t> preferred_{0};
+    std::mutex mutex_;
+    std::vector<std::unique_ptr<http_connection>> idle_;
+    std::uint64_t generation_ = fork_generation();
+    std::string token_;
+};
+
+}  // namespace
+
+etcd_options etcd_options::from_json(const nlohmann::json& options) {
+    options_reader r(options);
+    etcd_options o;
+    auto endpoints = r.string("endpoints");
+    if (!endpoints)
+        throw config_error("config.missing", "/endpoints",
+                           "option 'endpoints' is required (e.g. \"http://127.0.0.1:2379\")");
+    std::size_t start = 0;
+    const std::string& text = *endpoints;
+    while (start <= text.size()) {
+        auto end = text.find(',', start);
+        if (end == std::string::npos) end = text.size();
+        std::string item = text.substr(start, end - start);
+        start = end + 1;
+        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+        while (!item.empty() && item.back() == ' ') item.pop_back();
+        if (!item.empty()) {
+            try {
+                parse_endpoint(item);
+            } catch (const invalid_argument_error& e) {
+                throw config_error("config.value", "/endpoints", e.what());
+            }
+            o.endpoints.push_back(item);
+        }
+        if (end == text.size()) break;
+    }
+    if (o.endpoints.empty())
+        throw config_error("config.value", "/endpoints", "option 'endpoints' lists no endpoint");
+    if (auto v = r.seconds("dial_timeout_s", 0.001, 3600)) o.dial_timeout = *v;
+    if (auto v = r.seconds("request_timeout_s", 0.001, 3600)) o.request_timeout = *v;
+    if (auto v = r.string("prefix")) {
+        if (v->size() > 1024)
+            throw config_error("config.value", "/prefix",
+                               "option 'prefix' is longer than 1024 bytes");
+        o.prefix = *v;
+    }
+    if (auto v = r.string("user")) o.user = *v;
+    if (auto v = r.string("password")) o.password = *v;
+    if (!o.password.empty() && o.user.empty())
+        throw config_error("config.value", "/password", "option 'password' needs 'user'");
+    r.finish();
+    return o;
+}
+
+std::shared_ptr<store> make_etcd_store(const etcd_options& options) {
+    if (options.endpoints.empty()) throw invalid_argument_error("etcd: no endpoints given");
+    if (options.dial_timeout <= milliseconds(0) || options.request_timeout <= milliseconds(0))
+        throw invalid_argument_error("etcd: timeouts must be positive");
+    return std::make_shared<etcd_store>(options);
+}
+
+}  // namespace locksmith::strategies
+
+// The module's registration (include/locksmith/author/plugin.hpp): the metadata from
+// etcd_descriptor.cpp with the validator and the factory.
+namespace {
+void add_etcd(locksmith::plugin_registrar& registrar) {
+    using namespace locksmith::strategies;
+    auto d = etcd_metadata();
+    locksmith::set_factory<etcd_options>(d, make_etcd_store);
+    registrar.add(d);
+}
+}  // namespace
+
+LOCKSMITH_DEFINE_PLUGIN(etcd, "etcd", locksmith::version, add_etcd)
