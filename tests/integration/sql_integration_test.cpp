@@ -20,6 +20,9 @@
 
 #include <locksmith/locksmith.hpp>
 #include <locksmith/strategies/sql.hpp>
+#ifdef LOCKSMITH_TEST_PG_ADVISORY
+#include <locksmith/strategies/pg_advisory.hpp>
+#endif
 
 #ifdef LOCKSMITH_TEST_SQLITE
 #include <sqlite3.h>
@@ -520,6 +523,34 @@ BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
 }
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(postgres_variable));
+}
+// sql and pg_advisory both link the libpq layer; in one program (both modules linked, so in one
+// symbol scope) each keeps its own copy and both work on one server, side by side.
+BOOST_AUTO_TEST_CASE(beside_pg_advisory_in_one_program) {
+#ifdef LOCKSMITH_TEST_PG_ADVISORY
+    const auto dsn = endpoint(postgres_variable);
+    strategies::pg_advisory_options po;
+    po.dsn = dsn;
+    auto advisory = strategies::make_pg_advisory_store(po);
+    auto table = strategies::make_sql_store(options_for(dsn));
+    const auto name = test::unique_resource("beside");
+    auto a = make_lock(advisory, name);
+    auto b = make_lock(table, name);
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(b.try_lock());  // two strategies: two different locks
+    BOOST_TEST(!make_lock(advisory, name).try_lock());
+    BOOST_TEST(!make_lock(table, name).try_lock());
+    a.unlock();
+    b.unlock();
+    // A refused connection reads the same through either.
+    const std::string closed = "postgresql://u@127.0.0.1:" + std::to_string(test::free_port()) + "/db";
+    po.dsn = closed;
+    BOOST_TEST((kind_of([&] { strategies::make_pg_advisory_store(po); }) == error_kind::transient));
+    BOOST_TEST((kind_of([&] { strategies::make_sql_store(options_for(closed)); }) ==
+                error_kind::transient));
+#else
+    test::skip_case("built without pg_advisory");
+#endif
 }
 
 BOOST_AUTO_TEST_SUITE_END()
