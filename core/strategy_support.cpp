@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -304,6 +306,43 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
     if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
         fail_dir(strategy, path, "is not writable by this user");
     return dir;
+}
+
+client_library::client_library(std::string soname, std::string package, std::string strategy)
+    : handle_(::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL)),
+      soname_(std::move(soname)),
+      package_(std::move(package)),
+      strategy_(std::move(strategy)) {
+    if (handle_ == nullptr) {
+        const char* why = ::dlerror();
+        throw backend_error(strategy_, "dlopen",
+                            strategy_ + ": cannot load " + soname_ + " (install the package " +
+                                package_ + "): " + (why ? why : "dlopen failed"),
+                            error_kind::permanent);
+    }
+}
+
+void* client_library::symbol(const char* name) const {
+    void* function = ::dlsym(handle_, name);
+    if (function == nullptr)
+        throw backend_error(strategy_, "dlopen",
+                            strategy_ + ": " + soname_ + " has no function " + name +
+                                " (is the package " + package_ + " too old?)",
+                            error_kind::permanent);
+    return function;
+}
+
+std::string scrub_secret(std::string text, std::string_view secret) {
+    if (secret.empty()) return text;
+    for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3))
+        text.replace(at, secret.size(), "***");
+    return text;
+}
+
+bool socket_closed_by_peer(int fd) noexcept {
+    if (fd < 0) return true;
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) != 0;
 }
 
 }  // namespace locksmith

@@ -283,12 +283,7 @@ namespace {
 void add_pg_advisory(locksmith::plugin_registrar& registrar) {
     using namespace locksmith::strategies;
     auto d = pg_advisory_metadata();
-    d.validate_options = [](const nlohmann::json& options) {
-        pg_advisory_options::from_json(options);
-    };
-    d.create = [](const nlohmann::json& options) {
-        return make_pg_advisory_store(pg_advisory_options::from_json(options));
-    };
+    locksmith::set_factory<pg_advisory_options>(d, make_pg_advisory_store);
     registrar.add(d);
 }
 }  // namespace

@@ -10,12 +10,14 @@
 
 #include <mysql.h>
 
+#include <locksmith/author/strategy_support.hpp>
+
 #include "sql_driver.hpp"
 
 namespace locksmith::strategies::sql_detail {
 namespace {
 
-// The functions of libmariadb.so.3 this driver calls, resolved on first use (load_client_library).
+// The functions of libmariadb.so.3 this driver calls, resolved on first use (load_client_api).
 #define LS_MARIADB_FUNCTIONS(X)                                                                   \
     X(mysql_close)                                                                                \
     X(mysql_errno) X(mysql_error) X(mysql_get_socket) X(mysql_init) X(mysql_options)              \
@@ -25,23 +27,35 @@ namespace {
                     X(mysql_stmt_free_result) X(mysql_stmt_init) X(mysql_stmt_insert_id)          \
                         X(mysql_stmt_prepare) X(mysql_stmt_store_result)
 struct mariadb_api {
-#define LS_DECLARE(f) decltype(&::f) f;
+#define LS_DECLARE(f) decltype(&::f) f = nullptr;
     LS_MARIADB_FUNCTIONS(LS_DECLARE)
 #undef LS_DECLARE
-};
-
-const mariadb_api& libmariadb() {
-    // A failed load throws out of the initialisation, so the next call tries again.
-    static const mariadb_api api = [] {
-        void* library = load_client_library("libmariadb.so.3", "libmariadb3");
-        mariadb_api a;
-#define LS_RESOLVE(f) \
-    a.f = reinterpret_cast<decltype(&::f)>(client_symbol(library, #f, "libmariadb.so.3"));
+    explicit mariadb_api(const client_library& lib) {
+#define LS_RESOLVE(f) lib.resolve(f, #f);
         LS_MARIADB_FUNCTIONS(LS_RESOLVE)
 #undef LS_RESOLVE
-        return a;
-    }();
-    return api;
+    }
+};
+
+// Whether retrying may help after the client or server error `code`: transient for a server
+// that cannot be reached or went away (2002 CR_CONNECTION_ERROR, 2003 CR_CONN_HOST_ERROR, 2006
+// CR_SERVER_GONE_ERROR, 2013 CR_SERVER_LOST, which a read timeout gives too), too many
+// connections (1040), a lock wait timeout (1205) or a deadlock (1213); unknown for the client's
+// other errors (2000-2999); permanent for the server's: access denied (1044, 1045), unknown
+// database (1049), missing table (1146), bad statements or data.
+error_kind mariadb_kind(unsigned code) {
+    switch (code) {
+        case 2002:
+        case 2003:
+        case 2006:
+        case 2013:
+        case 1040:
+        case 1205:
+        case 1213:
+            return error_kind::transient;
+        default:
+            return code >= 2000 && code < 3000 ? error_kind::unknown : error_kind::permanent;
+    }
 }
 
 // The database's clock in ms (the session's time zone is UTC: no DST jumps). NOW(3) is one value
@@ -86,7 +100,9 @@ class mariadb_connection final : public connection {
         sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
                              " WHERE key_id = ? AND token <> '' AND expires_ms > " LS_NOW;
         db_ = my_.mysql_init(nullptr);
-        if (!db_) throw backend_error("sql", "connection", "sql: out of memory connecting");
+        if (!db_)
+            throw backend_error("sql", "connection", "sql: out of memory connecting",
+                                error_kind::transient);
         unsigned connect = seconds_up(o.connect_timeout), command = seconds_up(o.command_timeout);
         my_.mysql_options(db_, MYSQL_OPT_CONNECT_TIMEOUT, &connect);
         my_.mysql_options(db_, MYSQL_OPT_READ_TIMEOUT, &command);
@@ -104,11 +120,15 @@ class mariadb_connection final : public connection {
             const unsigned code = my_.mysql_errno(db_);
             throw backend_error("sql", "mysql " + std::to_string(code),
                                 "sql: connecting to " + where() +
-                                    " failed: " + scrub(my_.mysql_error(db_), d.password) +
-                                    " (error " + std::to_string(code) + ")");
+                                    " failed: " + scrub_secret(my_.mysql_error(db_), d.password) +
+                                    " (error " + std::to_string(code) + ")",
+                                mariadb_kind(code));
         }
     }
     ~mariadb_connection() override {
+        // In a fork()ed child the socket is the parent's: closing would end the parent's
+        // connection (COM_QUIT). The child leaves it alone; its memory goes with the child.
+        if (generation_ != fork_generation()) return;
         for (auto* s : statements_)
             if (s) my_.mysql_stmt_close(s);
         if (db_) my_.mysql_close(db_);
@@ -172,23 +192,26 @@ class mariadb_connection final : public connection {
     }
 
     [[noreturn]] void fail(const std::string& doing, unsigned code, const char* message) {
-        const std::string detail = scrub(message ? message : "", o_.dsn.password);
+        const std::string detail = scrub_secret(message ? message : "", o_.dsn.password);
         const std::string native = "mysql " + std::to_string(code);
         if (code == 1146)
             throw missing_table("sql", native,
-                                "sql: table '" + o_.table + "' does not exist in " + where());
+                                "sql: table '" + o_.table + "' does not exist in " + where(),
+                                mariadb_kind(code));
         if (wrong_shape(code))
             throw backend_error("sql", native,
                                 "sql: table '" + o_.table + "' in " + where() +
                                     " does not have the columns locksmith needs (" +
                                     expected_columns + "): " + detail + " (error " +
                                     std::to_string(code) +
-                                    "); drop it or choose another with the option 'table'");
+                                    "); drop it or choose another with the option 'table'",
+                                error_kind::permanent);
         // Client-side errors (2000-2999: lost connection, timeout) leave the connection unusable.
         if (code >= 2000 && code < 3000) usable_ = false;
         throw backend_error("sql", native,
                             "sql: " + doing + " on " + where() + " failed: " + detail + " (error " +
-                                std::to_string(code) + ")");
+                                std::to_string(code) + ")",
+                            mariadb_kind(code));
     }
 
     MYSQL_STMT* prepared(statement_id id) {
@@ -237,7 +260,8 @@ class mariadb_connection final : public connection {
     }
 
     const sql_options& o_;
-    const mariadb_api& my_ = libmariadb();
+    const mariadb_api& my_ = load_client_api<mariadb_api>("libmariadb.so.3", "libmariadb3", "sql");
+    const std::uint64_t generation_ = fork_generation();
     MYSQL* db_ = nullptr;
     bool usable_ = true;
     std::array<std::string, statement_count> sql_;

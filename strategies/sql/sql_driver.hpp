@@ -1,5 +1,6 @@
-// Private to the sql strategy: what the store asks of a driver, and the helpers the drivers
-// share (error messages without secrets, the table's columns).
+// Private to the sql strategy: what the store asks of a driver, and what the drivers share (the
+// table's columns, the missing-table error). Loading client libraries, scrubbing passwords and
+// noticing a closed socket are strategy_support.hpp's; libpq is strategies/common/pq's.
 //
 //   connection       one open database connection speaking its database's dialect
 //   missing_table    thrown by a driver when the table does not exist
@@ -51,21 +52,6 @@ class connection {
     // False when the server closed the idle connection (a restart): checked before reuse.
     virtual bool still_open() const { return true; }
 };
-
-// `text` with every occurrence of `secret` (when it is not empty) replaced by "***": driver
-// messages are passed on, and none must show the password even if a driver quoted it.
-std::string scrub(std::string text, const std::string& secret);
-
-// True when `fd` (an idle client socket) has data or a hang-up pending: the server closed it.
-bool socket_closed_by_peer(int fd);
-
-// The client library `soname` (e.g. "libpq.so.5"), loaded on first use rather than linked: a
-// program (the statically linked locksmith command) that never talks to that database does not
-// load it and what it pulls in (Kerberos, LDAP, TLS) at every start. `package` is named in the
-// error when it is missing. Throws backend_error.
-void* load_client_library(const char* soname, const char* package);
-// The function `name` of a library load_client_library returned. Throws backend_error.
-void* client_symbol(void* library, const char* name, const char* soname);
 
 std::unique_ptr<connection> open_sqlite(const sql_options& options);
 std::unique_ptr<connection> open_postgresql(const sql_options& options);

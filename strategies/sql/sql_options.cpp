@@ -1,9 +1,5 @@
-// Parsing of the sql strategy's DSN and JSON options, and the helpers its drivers share.
+// Parsing of the sql strategy's DSN and JSON options.
 // Messages never contain the password: the DSN is only ever shown through redact_url.
-#include <dlfcn.h>
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <cctype>
 #include <charconv>
 #include <string>
@@ -178,38 +174,4 @@ sql_options sql_options::from_json(const nlohmann::json& options) {
     return o;
 }
 
-namespace sql_detail {
-
-std::string scrub(std::string text, const std::string& secret) {
-    if (secret.empty()) return text;
-    for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3))
-        text.replace(at, secret.size(), "***");
-    return text;
-}
-
-void* load_client_library(const char* soname, const char* package) {
-    void* library = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!library)
-        throw backend_error("sql", "module",
-                            std::string("sql: cannot load ") + soname + " (install " + package +
-                                "): " + ::dlerror());
-    return library;
-}
-
-void* client_symbol(void* library, const char* name, const char* soname) {
-    void* f = ::dlsym(library, name);
-    if (!f)
-        throw backend_error("sql", "module",
-                            std::string("sql: ") + soname + " has no function " + name +
-                                " (a client library too old?)");
-    return f;
-}
-
-bool socket_closed_by_peer(int fd) {
-    if (fd < 0) return true;
-    pollfd p{fd, POLLIN | POLLRDHUP, 0};
-    return ::poll(&p, 1, 0) != 0;
-}
-
-}  // namespace sql_detail
 }  // namespace locksmith::strategies

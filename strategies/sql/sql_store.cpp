@@ -141,7 +141,8 @@ class sql_store final : public store {
             throw backend_error("sql", "timeout",
                                 "sql: no free connection to " + options_.dsn.redacted() +
                                     " within connect_timeout_s + command_timeout_s (pool_size " +
-                                    std::to_string(options_.pool_size) + ")");
+                                    std::to_string(options_.pool_size) + ")",
+                                error_kind::transient);
         };
         return s;
     }
@@ -159,7 +160,8 @@ class sql_store final : public store {
                                     "sql: table '" + options_.table + "' does not exist in " +
                                         options_.dsn.redacted() + ": create it with the columns " +
                                         expected_columns +
-                                        ", or set the option create_table to true");
+                                        ", or set the option create_table to true",
+                                    error_kind::permanent);
             c->create_table();
             return op(*c);
         }

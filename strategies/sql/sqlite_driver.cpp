@@ -31,6 +31,14 @@ constexpr std::array<const char*, statement_count> what = {"acquiring a lock", "
                                                            "releasing a lock", "checking a lock",
                                                            "reading a lock's status"};
 
+// Whether retrying may help after the (extended) result code `rc`: only when another connection
+// held the database (SQLITE_BUSY, SQLITE_LOCKED); a missing or unreadable file, a full disk or a
+// table of the wrong shape stay until someone acts.
+error_kind sqlite_kind(int rc) {
+    return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? error_kind::transient
+                                                                      : error_kind::permanent;
+}
+
 class sqlite_connection final : public connection {
   public:
     explicit sqlite_connection(const sql_options& o) : o_(o) {
@@ -108,7 +116,8 @@ class sqlite_connection final : public connection {
         const std::string code = "sqlite " + std::to_string(rc);
         if (detail.rfind("no such table", 0) == 0)
             throw missing_table("sql", code,
-                                "sql: table '" + o_.table + "' does not exist in " + where());
+                                "sql: table '" + o_.table + "' does not exist in " + where(),
+                                error_kind::permanent);
         if (detail.rfind("no such column", 0) == 0 ||
             detail.find("has no column") != std::string::npos ||
             detail.find("ON CONFLICT clause does not match") != std::string::npos)
@@ -116,16 +125,19 @@ class sqlite_connection final : public connection {
                                 "sql: table '" + o_.table + "' in " + where() +
                                     " does not have the columns locksmith needs (" +
                                     expected_columns + "): " + detail +
-                                    "; drop it or choose another with the option 'table'");
+                                    "; drop it or choose another with the option 'table'",
+                                error_kind::permanent);
         if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
             throw backend_error("sql", code,
                                 "sql: " + doing + " on " + where() +
                                     ": the database stayed locked by another connection for " +
                                     std::to_string(o_.command_timeout.count()) +
-                                    " ms (command_timeout_s)");
+                                    " ms (command_timeout_s)",
+                                error_kind::transient);
         throw backend_error(
             "sql", code,
-            "sql: " + doing + " on " + where() + " failed: " + detail + " (" + code + ")");
+            "sql: " + doing + " on " + where() + " failed: " + detail + " (" + code + ")",
+            sqlite_kind(rc));
     }
 
     void exec_plain(const std::string& sql, const std::string& doing) {
@@ -209,7 +221,8 @@ void prepare_sqlite_file(const sql_options& o) {
     sqlite3_close_v2(db);
     if (rc != SQLITE_OK)
         throw backend_error("sql", "sqlite " + std::to_string(rc),
-                            "sql: setting up the SQLite file " + o.dsn.path + " failed: " + detail);
+                            "sql: setting up the SQLite file " + o.dsn.path + " failed: " + detail,
+                            sqlite_kind(rc));
 }
 
 std::unique_ptr<connection> open_sqlite(const sql_options& options) {

@@ -425,23 +425,28 @@ BOOST_AUTO_TEST_CASE(unknown_role_and_unknown_database_are_named_without_the_pas
     const auto slash = dsn.rfind('/');
     BOOST_REQUIRE(at != std::string::npos && slash != std::string::npos);
     const auto host = dsn.substr(at + 1, slash - at - 1);
-    auto check = [&](const std::string& url, const std::string& must_name) {
+    auto check = [&](const std::string& url, const std::string& must_name, error_kind kind) {
         try {
             store_for(url);
             BOOST_FAIL("connected with " << url);
         } catch (const backend_error& e) {
             const std::string what = e.what();
-            BOOST_TEST_MESSAGE(what);
+            BOOST_TEST_MESSAGE(e.native_code() << ": " << what);
             BOOST_TEST(what.find(must_name) != std::string::npos, what);
             BOOST_TEST(what.find("s3cret") == std::string::npos, what);
             BOOST_TEST(what.find("PW!") == std::string::npos, what);
             BOOST_TEST(e.backend() == "pg_advisory");
+            BOOST_TEST((e.kind() == kind), what);
         }
     };
-    check("postgresql://no_such_role:" + secret + "@" + host + "/locktest", "no_such_role");
-    check("postgresql://postgres:" + secret + "@" + host + "/no_such_db", "no_such_db");
-    // Nobody listens on port 1.
-    check("postgresql://postgres:" + secret + "@127.0.0.1:1/locktest", "127.0.0.1:1");
+    // A wrong setting: someone must act.
+    check("postgresql://no_such_role:" + secret + "@" + host + "/locktest", "no_such_role",
+          error_kind::permanent);
+    check("postgresql://postgres:" + secret + "@" + host + "/no_such_db", "no_such_db",
+          error_kind::permanent);
+    // Nobody listens on port 1: the server may be up later.
+    check("postgresql://postgres:" + secret + "@127.0.0.1:1/locktest", "127.0.0.1:1",
+          error_kind::transient);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -20,6 +20,9 @@
 
 #include <locksmith/locksmith.hpp>
 #include <locksmith/strategies/sql.hpp>
+#ifdef LOCKSMITH_TEST_PG_ADVISORY
+#include <locksmith/strategies/pg_advisory.hpp>
+#endif
 
 #ifdef LOCKSMITH_TEST_SQLITE
 #include <sqlite3.h>
@@ -139,6 +142,19 @@ std::string backend_error_of(F f) {
     return "";
 }
 
+// Whether retrying may help, by the backend_error `f` throws (and a test failure when none).
+template <class F>
+error_kind kind_of(F f) {
+    try {
+        f();
+    } catch (const backend_error& e) {
+        BOOST_TEST_MESSAGE(e.native_code() << ": " << e.what());
+        return e.kind();
+    }
+    BOOST_ERROR("no backend_error");
+    return error_kind::unknown;
+}
+
 std::string unique_table(const char* what) {
     return std::string("locksmith_") + what + "_" + std::to_string(::getpid());
 }
@@ -229,6 +245,7 @@ void missing_table(const std::string& dsn) {
     BOOST_TEST_MESSAGE(message);
     BOOST_TEST(message.find(o.table) != std::string::npos);
     BOOST_TEST(message.find("create_table") != std::string::npos);
+    BOOST_TEST((kind_of([&] { strategies::make_sql_store(o); }) == error_kind::permanent));
     if (!o.dsn.password.empty()) BOOST_TEST(message.find(o.dsn.password) == std::string::npos);
     // With create_table (the default) the same table is made on first use.
     o.create_table = true;
@@ -252,6 +269,11 @@ void wrong_shape(const std::string& dsn) {
     BOOST_TEST(message.find(o.table) != std::string::npos);
     BOOST_TEST(message.find("does not have the columns") != std::string::npos);
     if (!o.dsn.password.empty()) BOOST_TEST(message.find(o.dsn.password) == std::string::npos);
+    BOOST_TEST((kind_of([&] {
+                    auto s = strategies::make_sql_store(o);
+                    key k(test::unique_resource("shape"));
+                    s->try_acquire(k, lock_mode::exclusive, 30s);
+                }) == error_kind::permanent));
     admin_exec(o, "DROP TABLE " + o.table);
 }
 
@@ -271,6 +293,8 @@ void unknown_database(const std::string& dsn) {
     BOOST_TEST_MESSAGE(message);
     BOOST_TEST(message.find("locksmith_no_such_db") != std::string::npos);
     if (!o.dsn.password.empty()) BOOST_TEST(message.find(o.dsn.password) == std::string::npos);
+    // Someone must create it: trying again does not help.
+    BOOST_TEST((kind_of([&] { strategies::make_sql_store(o); }) == error_kind::permanent));
 }
 
 void wrong_password(const std::string& dsn) {
@@ -280,6 +304,7 @@ void wrong_password(const std::string& dsn) {
     BOOST_TEST_MESSAGE(message);
     BOOST_TEST(message.find(wrong) == std::string::npos);
     BOOST_TEST(message.find("***") != std::string::npos);  // the DSN, redacted
+    BOOST_TEST((kind_of([&] { strategies::make_sql_store(o); }) == error_kind::permanent));
 }
 
 void unreachable_server(const std::string& scheme) {
@@ -290,6 +315,9 @@ void unreachable_server(const std::string& scheme) {
     BOOST_TEST_MESSAGE(message);
     BOOST_TEST(message.find("Sup3r-Secret") == std::string::npos);
     BOOST_TEST(message.find("127.0.0.1") != std::string::npos);
+    // The server may be up later: worth trying again.
+    BOOST_TEST(
+        (kind_of([&] { strategies::make_sql_store(options_for(dsn)); }) == error_kind::transient));
 }
 
 // Different processes exclude each other through the database (one store each).
@@ -423,6 +451,27 @@ BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(sqlite_dsn());
 }
 
+// A file another connection keeps locked past command_timeout fails, but may work later.
+BOOST_AUTO_TEST_CASE(a_database_locked_by_another_writer_is_transient) {
+#ifdef LOCKSMITH_TEST_SQLITE
+    auto o = options_for("sqlite://" + (sqlite_dir() / "busy.db").string());
+    o.command_timeout = 100ms;
+    auto s = strategies::make_sql_store(o);  // creates the file and the table
+    sqlite3* db = nullptr;
+    BOOST_REQUIRE(sqlite3_open(o.dsn.path.c_str(), &db) == SQLITE_OK);
+    BOOST_REQUIRE(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    key k(test::unique_resource("busy"));
+    BOOST_TEST(
+        (kind_of([&] { s->try_acquire(k, lock_mode::exclusive, 30s); }) == error_kind::transient));
+    BOOST_REQUIRE(sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    BOOST_TEST(s->try_acquire(k, lock_mode::exclusive, 30s));
+    s->release(k);
+#else
+    test::skip_case("built without SQLite");
+#endif
+}
+
 BOOST_AUTO_TEST_CASE(file_and_folder_follow_the_lock_file_rules) {
     // The folder is created private; the file 0600.
     auto dir = sqlite_dir() / "made";
@@ -474,6 +523,34 @@ BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
 }
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(postgres_variable));
+}
+// sql and pg_advisory both link the libpq layer; in one program (both modules linked, so in one
+// symbol scope) each keeps its own copy and both work on one server, side by side.
+BOOST_AUTO_TEST_CASE(beside_pg_advisory_in_one_program) {
+#ifdef LOCKSMITH_TEST_PG_ADVISORY
+    const auto dsn = endpoint(postgres_variable);
+    strategies::pg_advisory_options po;
+    po.dsn = dsn;
+    auto advisory = strategies::make_pg_advisory_store(po);
+    auto table = strategies::make_sql_store(options_for(dsn));
+    const auto name = test::unique_resource("beside");
+    auto a = make_lock(advisory, name);
+    auto b = make_lock(table, name);
+    BOOST_TEST(a.try_lock());
+    BOOST_TEST(b.try_lock());  // two strategies: two different locks
+    BOOST_TEST(!make_lock(advisory, name).try_lock());
+    BOOST_TEST(!make_lock(table, name).try_lock());
+    a.unlock();
+    b.unlock();
+    // A refused connection reads the same through either.
+    const std::string closed = "postgresql://u@127.0.0.1:" + std::to_string(test::free_port()) + "/db";
+    po.dsn = closed;
+    BOOST_TEST((kind_of([&] { strategies::make_pg_advisory_store(po); }) == error_kind::transient));
+    BOOST_TEST((kind_of([&] { strategies::make_sql_store(options_for(closed)); }) ==
+                error_kind::transient));
+#else
+    test::skip_case("built without pg_advisory");
+#endif
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,9 @@
 #define BOOST_TEST_MODULE strategy_support
 #include <boost/test/unit_test.hpp>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <string>
 
@@ -40,4 +43,48 @@ BOOST_AUTO_TEST_CASE(throw_errno_says_whether_retrying_may_help) {
         BOOST_TEST((thrown(err) == error_kind::permanent), "errno " << err);
     // The three-argument constructor, as strategies written before the kind use it.
     BOOST_TEST((backend_error("test", "x", "message").kind() == error_kind::unknown));
+}
+
+// A client library that is not installed names itself, the package to install and the strategy;
+// one that is loads, and a function it lacks is named too.
+BOOST_AUTO_TEST_CASE(client_library_names_the_library_the_package_and_the_strategy) {
+    try {
+        client_library("liblocksmith-no-such-client.so.9", "no-such-package", "test");
+        BOOST_FAIL("loaded a library that does not exist");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("test: ") == 0, what);
+        BOOST_TEST(what.find("liblocksmith-no-such-client.so.9") != std::string::npos, what);
+        BOOST_TEST(what.find("install the package no-such-package") != std::string::npos, what);
+        BOOST_TEST(e.backend() == "test");
+        BOOST_TEST((e.kind() == error_kind::permanent));
+    }
+    const client_library libc("libc.so.6", "libc6", "test");
+    int (*get_pid)() = nullptr;
+    libc.resolve(get_pid, "getpid");
+    BOOST_TEST(get_pid() == ::getpid());
+    BOOST_CHECK_EXCEPTION(libc.resolve(get_pid, "locksmith_no_such_function"), backend_error,
+                          [](const backend_error& e) {
+                              return std::string(e.what()).find("locksmith_no_such_function") !=
+                                         std::string::npos &&
+                                     e.kind() == error_kind::permanent;
+                          });
+}
+
+BOOST_AUTO_TEST_CASE(scrub_secret_hides_every_occurrence) {
+    BOOST_TEST(scrub_secret("pw and pw, pwx", "pw") == "*** and ***, ***x");
+    BOOST_TEST(scrub_secret("nothing to hide", "") == "nothing to hide");
+    // A secret that contains the mask is replaced once per occurrence, not forever.
+    BOOST_TEST(scrub_secret("a***b", "***") == "a***b");
+}
+
+// A socket whose peer closed counts as closed; an idle open one does not.
+BOOST_AUTO_TEST_CASE(socket_closed_by_peer_sees_a_hang_up) {
+    int fds[2];
+    BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+    BOOST_TEST(!socket_closed_by_peer(fds[0]));
+    ::close(fds[1]);
+    BOOST_TEST(socket_closed_by_peer(fds[0]));
+    ::close(fds[0]);
+    BOOST_TEST(socket_closed_by_peer(-1));
 }

@@ -10,6 +10,9 @@
 //   default_lock_dir              where lock files go when the config does not say
 //   read_lock_dir_options         the lock_dir and shared_group options
 //   open_lock_directory           opens (creates) and checks a lock directory
+//   client_library                a C client library (libpq, libmariadb) opened on first use
+//   scrub_secret                  a message with a password replaced by "***"
+//   socket_closed_by_peer         whether the server closed an idle connection
 #pragma once
 
 #include <cstdint>
@@ -118,5 +121,60 @@ void read_lock_dir_options(options_reader& reader, std::filesystem::path& lock_d
 std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem::path& configured,
                                                           const std::string& shared_group,
                                                           std::string_view strategy);
+
+// A C client library that a module opens with dlopen on first use instead of linking it: a
+// program that never talks to that server (the statically linked locksmith command above all)
+// then does not load it and what it pulls in (TLS, Kerberos, LDAP) at every start. Only its
+// header is needed to build; its functions are reached through a table of pointers, filled once:
+//
+//   #define MY_FUNCTIONS(X) X(PQconnectStartParams) X(PQfinish) ...
+//   struct my_api {
+//   #define MY_MEMBER(f) decltype(&::f) f = nullptr;
+//       MY_FUNCTIONS(MY_MEMBER)
+//       explicit my_api(const client_library& lib) {
+//   #define MY_RESOLVE(f) lib.resolve(f, #f);
+//           MY_FUNCTIONS(MY_RESOLVE)
+//       }
+//   };
+//   const my_api& api = load_client_api<my_api>("libpq.so.5", "libpq5", "pg_advisory");
+class client_library {
+public:
+    // Opens `soname` (dlopen counts references: every opening of one soname shares one copy).
+    // Throws backend_error (native code "dlopen", permanent) naming `strategy`, the library and
+    // the Debian `package` to install.
+    client_library(std::string soname, std::string package, std::string strategy);
+    // Sets `function` to the library's function `name`. Throws backend_error (as above) when
+    // the library has none (a version too old).
+    template <class F>
+    void resolve(F*& function, const char* name) const {
+        function = reinterpret_cast<F*>(symbol(name));
+    }
+
+private:
+    void* symbol(const char* name) const;
+    void* handle_;
+    std::string soname_;
+    std::string package_;
+    std::string strategy_;
+};
+
+// The function table `Api` (constructible from a client_library) of `soname`, built at the
+// first call, once per process and thread-safely, and shared by every caller in this module.
+// A failed load throws (see client_library) and is tried again at the next call, so that
+// installing the package helps without a restart. `strategy` only names the caller in errors.
+template <class Api>
+const Api& load_client_api(const char* soname, const char* package, std::string_view strategy) {
+    static const Api api{client_library(soname, package, std::string(strategy))};
+    return api;
+}
+
+// `text` with every occurrence of `secret` (when not empty) replaced by "***": a client
+// library's or server's message may quote what the client sent, and no message shows a password.
+std::string scrub_secret(std::string text, std::string_view secret);
+
+// True when the idle client socket `fd` has data, a hang-up or an error pending, which on an idle
+// connection means the server closed it (restart, idle timeout, terminated session); also for
+// fd < 0. One poll(2), no round trip: checked before a pooled connection is used again.
+bool socket_closed_by_peer(int fd) noexcept;
 
 }  // namespace locksmith

@@ -38,9 +38,12 @@
 //    re-granted behind the owner's back, since a pinned session never reconnects.
 //  - Transaction-mode poolers (PgBouncer pool_mode=transaction) break session locks: connect to
 //    PostgreSQL directly or through session pooling.
-//  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" when the server sent one, else
-//    "connect", "timeout" or "connection". Messages name the redacted DSN; a password never
-//    appears in one.
+//  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" when the server sent one (at
+//    connection too: an unknown role or database), else "connect", "timeout", "connection" or
+//    "dlopen" (libpq.so.5 cannot be loaded). kind() is transient for a server that cannot be
+//    reached, went away, is starting or has too many connections, and for timeouts and
+//    deadlocks; permanent for authentication, unknown databases and bad statements. Messages
+//    name the redacted DSN; a password never appears in one.
 #pragma once
 
 #include <chrono>

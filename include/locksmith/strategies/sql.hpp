@@ -46,8 +46,11 @@
 //    loaded with dlopen when a DSN first needs them, so that a program (the statically linked
 //    locksmith command) that never talks to those servers does not load them at every start.
 //  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" (PostgreSQL), "mysql NNNN"
-//    (MariaDB, client errors 2000-2999 included), "sqlite N" (SQLite), "timeout" or
-//    "connection" (PostgreSQL client side), "module" (a client library that cannot be loaded).
+//    (MariaDB, client errors 2000-2999 included), "sqlite N" (SQLite), "connect", "timeout" or
+//    "connection" (PostgreSQL client side), "dlopen" (a client library that cannot be loaded).
+//    kind() is transient for a server that cannot be reached, went away, is starting, has too
+//    many connections, or for a timeout, a deadlock or a busy SQLite file; permanent for a wrong
+//    password, an unknown database, a missing table or one of the wrong shape.
 //    A password never appears in a message: DSNs are shown through redact_url and driver
 //    messages are scrubbed.
 #pragma once

@@ -1,0 +1,382 @@
+#include "pg_session.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+#include <locksmith/author/strategy_support.hpp>
+#include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
+
+namespace locksmith::pg {
+namespace {
+
+// The functions of libpq.so.5 locksmith calls; libpq-fe.h gives every signature.
+#define LOCKSMITH_LIBPQ_FUNCTIONS(X)                                                       \
+    X(PQconnectStartParams)                                                                \
+    X(PQconnectPoll)                                                                       \
+    X(PQconninfoParse) X(PQconninfoFree) X(PQfreemem) X(PQsetNoticeProcessor)              \
+        X(PQsetErrorVerbosity) X(PQconnectionNeedsPassword) X(PQstatus) X(PQerrorMessage)  \
+            X(PQfinish) X(PQsocket) X(PQsendQuery) X(PQsendPrepare) X(PQsendQueryPrepared) \
+                X(PQisBusy) X(PQgetResult) X(PQconsumeInput) X(PQresultStatus)             \
+                    X(PQresultErrorField) X(PQresultErrorMessage) X(PQclear) X(PQntuples)  \
+                        X(PQnfields) X(PQgetvalue) X(PQcmdTuples)
+
+struct libpq_api {
+#define LOCKSMITH_LIBPQ_POINTER(f) decltype(&::f) f = nullptr;
+    LOCKSMITH_LIBPQ_FUNCTIONS(LOCKSMITH_LIBPQ_POINTER)
+#undef LOCKSMITH_LIBPQ_POINTER
+    explicit libpq_api(const client_library& lib) {
+#define LOCKSMITH_LIBPQ_RESOLVE(f) lib.resolve(f, #f);
+        LOCKSMITH_LIBPQ_FUNCTIONS(LOCKSMITH_LIBPQ_RESOLVE)
+#undef LOCKSMITH_LIBPQ_RESOLVE
+    }
+};
+
+// Loads libpq once. Throws backend_error ("dlopen") naming `strategy` when it cannot.
+const libpq_api& load_libpq(std::string_view strategy) {
+    return load_client_api<libpq_api>("libpq.so.5", "libpq5", strategy);
+}
+
+// Only called once load_libpq succeeded (a target, a session or a result exists).
+const libpq_api& pq() {
+    return load_libpq({});
+}
+
+// libpq's messages end in newlines and may span several lines ("connection to server at ...
+// failed: FATAL:  role ... does not exist\n"): one line for ours. LOCATION lines (verbose
+// messages, see the constructor) say where in the server's source the error was raised.
+std::string one_line(std::string_view text) {
+    std::string out;
+    while (!text.empty()) {
+        auto line = text.substr(0, text.find('\n'));
+        text.remove_prefix(std::min(text.size(), line.size() + 1));
+        if (line.empty() || line.substr(0, 9) == "LOCATION:") continue;
+        if (!out.empty()) out += "; ";
+        for (char c : line) {
+            if (c != '\t')
+                out += c;
+            else if (!out.empty() && out.back() != ' ')
+                out += ' ';
+        }
+    }
+    while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+    return out;
+}
+
+// The SQLSTATE in a verbose connection error ("FATAL:  3D000: database ..."), removed from the
+// text so that it reads as the default one; "" when the server sent none (it was not reached).
+std::string take_sqlstate(std::string& text) {
+    std::string found;
+    for (auto at = text.find(":  "); at != std::string::npos; at = text.find(":  ", at + 1)) {
+        const auto code = std::string_view(text).substr(at + 3, 7);
+        if (code.size() < 7 || code.substr(5) != ": ") continue;
+        bool valid = true;
+        for (char c : code.substr(0, 5))
+            valid = valid && ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'));
+        if (!valid) continue;
+        found = std::string(code.substr(0, 5));
+        text.erase(at + 3, 7);
+    }
+    return found;
+}
+
+// libpq quotes what it cannot parse (a percent-escape, a parameter), which may be part of the
+// password: whatever sits between "://" and the last '@' of the authority is scrubbed, as typed.
+std::string raw_userinfo(std::string_view dsn) {
+    const auto scheme = dsn.find("://");
+    if (scheme == std::string_view::npos) return {};
+    auto rest = dsn.substr(scheme + 3);
+    const auto at = rest.rfind('@');
+    return at == std::string_view::npos ? std::string() : std::string(rest.substr(0, at));
+}
+
+std::string scrubbed(std::string text, const std::string& password, std::string_view dsn) {
+    const auto userinfo = raw_userinfo(dsn);
+    if (const auto colon = userinfo.find(':'); colon != std::string::npos)
+        text = scrub_secret(std::move(text), std::string_view(userinfo).substr(colon + 1));
+    return scrub_secret(std::move(text), password);
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+    return text.substr(0, prefix.size()) == prefix;
+}
+
+std::string sqlstate(const PGresult* result) {
+    const char* code = result ? pq().PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+    return code ? code : "";
+}
+
+}  // namespace
+
+error_kind sqlstate_kind(std::string_view s) noexcept {
+    const auto cls = s.substr(0, 2);
+    if (cls == "08" || s == "57P01" || s == "57P02" || s == "57P03" || s == "53300" ||
+        s == "40001" || s == "40P01" || s == "55P03" || s == "57014")
+        return error_kind::transient;
+    if (cls == "58" || cls == "XX") return error_kind::unknown;
+    return error_kind::permanent;
+}
+
+statement_error::statement_error(std::string backend, std::string sqlstate, std::string detail,
+                                 const std::string& message)
+    : backend_error(std::move(backend), "SQLSTATE " + sqlstate, message, sqlstate_kind(sqlstate)),
+      sqlstate_(std::move(sqlstate)),
+      detail_(std::move(detail)) {}
+
+std::string redact_pg_dsn(std::string_view dsn) {
+    const auto scheme = dsn.find("://");
+    const auto userinfo = raw_userinfo(dsn);
+    // A userinfo without ':' is a user name for libpq; redact_url would hide it as a password.
+    if (scheme == std::string_view::npos || userinfo.empty() ||
+        userinfo.find(':') != std::string::npos ||
+        userinfo.find_first_of("/?#") != std::string::npos)
+        return redact_url(dsn);
+    std::string without(dsn.substr(0, scheme + 3));
+    without += dsn.substr(scheme + 3 + userinfo.size() + 1);
+    auto out = redact_url(without);
+    out.insert(scheme + 3, userinfo + "@");
+    return out;
+}
+
+pg_target make_pg_target(std::string strategy, std::string_view dsn) {
+    pg_target t;
+    t.strategy = std::move(strategy);
+    t.dsn = std::string(dsn);
+    t.redacted = redact_pg_dsn(dsn);
+    if (!starts_with(dsn, "postgresql://") && !starts_with(dsn, "postgres://"))
+        throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
+                                     " must be a URL postgresql://user[:password]@host[:port]/"
+                                     "database");
+    load_libpq(t.strategy);
+    char* error = nullptr;
+    PQconninfoOption* options = pq().PQconninfoParse(t.dsn.c_str(), &error);
+    if (options == nullptr) {
+        std::string why = error ? one_line(error) : "out of memory";
+        pq().PQfreemem(error);
+        throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
+                                     " is not a valid PostgreSQL URL: " + scrubbed(why, {}, dsn));
+    }
+    bool has_database = false;
+    for (auto* o = options; o->keyword != nullptr; ++o) {
+        if (o->val == nullptr) continue;
+        const std::string_view keyword = o->keyword;
+        if (keyword == "password") t.password = o->val;
+        if (keyword == "dbname" && *o->val != '\0') has_database = true;
+    }
+    pq().PQconninfoFree(options);
+    if (!has_database)
+        throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
+                                     " names no database (postgresql://host[:port]/database)");
+    return t;
+}
+
+void pg_result_deleter::operator()(PGresult* r) const noexcept {
+    if (r != nullptr) pq().PQclear(r);
+}
+
+int pg_rows(const PGresult* result) {
+    return result ? pq().PQntuples(result) : 0;
+}
+
+std::string_view pg_value(const PGresult* result, int row, int column) {
+    if (row < 0 || row >= pg_rows(result) || column < 0 || column >= pq().PQnfields(result))
+        return {};
+    return pq().PQgetvalue(result, row, column);
+}
+
+long pg_affected_rows(const PGresult* result) {
+    return result ? std::atol(pq().PQcmdTuples(const_cast<PGresult*>(result))) : 0;
+}
+
+pg_session::pg_session(const pg_target& target) : target_(target), generation_(fork_generation()) {
+    load_libpq(target.strategy);
+    // fallback_: an application_name in the DSN wins.
+    const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding", nullptr};
+    const char* values[] = {target.dsn.c_str(), "locksmith", "UTF8", nullptr};
+    const auto until = clock::now() + target.connect_timeout;
+    conn_ = pq().PQconnectStartParams(keywords, values, 1);
+    if (conn_ == nullptr) fail("connecting", "connect", "out of memory", error_kind::transient);
+    // The server's notices (an unlock of a lock not held warns) must not reach stderr.
+    pq().PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
+    // Verbose, the message of a server that refuses the connection carries the SQLSTATE, which
+    // tells a wrong setting (unknown role or database) from a busy server (take_sqlstate).
+    pq().PQsetErrorVerbosity(conn_, PQERRORS_VERBOSE);
+    // libpq says to start as if PQconnectPoll had asked to write.
+    PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+    while (pq().PQstatus(conn_) != CONNECTION_BAD && state != PGRES_POLLING_OK &&
+           state != PGRES_POLLING_FAILED) {
+        if (!wait_socket(state == PGRES_POLLING_WRITING, until)) {
+            close();
+            fail("connecting", "timeout",
+                 "no answer within the connect timeout of " +
+                     std::to_string(target.connect_timeout.count()) + " ms",
+                 error_kind::transient);
+        }
+        state = pq().PQconnectPoll(conn_);
+    }
+    if (pq().PQstatus(conn_) != CONNECTION_OK) {
+        std::string why = pq().PQerrorMessage(conn_);
+        const auto code = take_sqlstate(why);
+        // libpq's "no password supplied" is its own: the server asked for one.
+        const bool needs_password = pq().PQconnectionNeedsPassword(conn_);
+        why = one_line(why);
+        close();
+        if (!code.empty())
+            fail("connecting", "SQLSTATE " + code, why + " (SQLSTATE " + code + ")",
+                 sqlstate_kind(code));
+        fail("connecting", "connect", why,
+             needs_password ? error_kind::permanent : error_kind::transient);
+    }
+    pq().PQsetErrorVerbosity(conn_, PQERRORS_DEFAULT);
+}
+
+pg_session::~pg_session() {
+    close();
+}
+
+void pg_session::close() noexcept {
+    broken_ = true;
+    // In a fork()ed child the socket is the parent's: PQfinish would end the parent's session
+    // (and free its locks). The child leaves it alone; its memory goes with the child.
+    if (conn_ != nullptr && ours()) pq().PQfinish(conn_);
+    conn_ = nullptr;
+}
+
+bool pg_session::ours() const noexcept {
+    return generation_ == fork_generation();
+}
+
+bool pg_session::broken() const noexcept {
+    return broken_ || conn_ == nullptr || pq().PQstatus(conn_) != CONNECTION_OK;
+}
+
+bool pg_session::hung_up() const noexcept {
+    return broken() || socket_closed_by_peer(pq().PQsocket(conn_));
+}
+
+bool pg_session::wait_socket(bool for_write, clock::time_point until) const {
+    pollfd p{pq().PQsocket(conn_), short(for_write ? POLLOUT : POLLIN), 0};
+    if (p.fd < 0) return true;  // libpq reports the failure at its next call
+    for (;;) {
+        int timeout = -1;
+        if (until != clock::time_point::max()) {
+            const auto left =
+                std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
+            if (left <= 0) return false;
+            timeout = left > 86'400'000 ? 86'400'000 : int(left);
+        }
+        const int n = ::poll(&p, 1, timeout);
+        if (n > 0) return true;
+        if (n < 0 && errno != EINTR) return true;  // libpq reports the error
+        if (n == 0 && until != clock::time_point::max() && clock::now() >= until) return false;
+    }
+}
+
+std::string pg_session::connection_message() const {
+    return one_line(pq().PQerrorMessage(conn_));
+}
+
+pg_result pg_session::query(const std::string& sql, std::string_view what) {
+    return query(sql, clock::now() + target_.command_timeout, what);
+}
+
+pg_result pg_session::query(const std::string& sql, clock::time_point until,
+                            std::string_view what) {
+    if (broken()) fail(what, "connection", "the session has ended", error_kind::transient);
+    if (!pq().PQsendQuery(conn_, sql.c_str())) {
+        const auto why = connection_message();
+        close();
+        fail(what, "connection", why, error_kind::transient);
+    }
+    return finish(what, until);
+}
+
+void pg_session::prepare(const char* name, const std::string& sql, int params,
+                         clock::time_point until, std::string_view what) {
+    if (broken()) fail(what, "connection", "the session has ended", error_kind::transient);
+    if (!pq().PQsendPrepare(conn_, name, sql.c_str(), params, nullptr)) {
+        const auto why = connection_message();
+        close();
+        fail(what, "connection", why, error_kind::transient);
+    }
+    finish(what, until);
+}
+
+pg_result pg_session::run_prepared(const char* name, std::initializer_list<const char*> params,
+                                   clock::time_point until, std::string_view what) {
+    if (broken()) fail(what, "connection", "the session has ended", error_kind::transient);
+    if (!pq().PQsendQueryPrepared(conn_, name, int(params.size()), params.begin(), nullptr, nullptr,
+                                  0)) {
+        const auto why = connection_message();
+        close();
+        fail(what, "connection", why, error_kind::transient);
+    }
+    return finish(what, until);
+}
+
+pg_result pg_session::finish(std::string_view what, clock::time_point until) {
+    // A simple query answers with one result per statement; the first error ends the batch and
+    // is the one worth reporting.
+    pg_result last, error;
+    for (;;) {
+        while (!pq().PQisBusy(conn_)) {
+            PGresult* r = pq().PQgetResult(conn_);
+            if (r == nullptr) {
+                if (error) {
+                    if (pq().PQstatus(conn_) != CONNECTION_OK) close();
+                    const char* primary =
+                        pq().PQresultErrorField(error.get(), PG_DIAG_MESSAGE_PRIMARY);
+                    const auto code = sqlstate(error.get());
+                    const auto detail = scrubbed(
+                        one_line(primary ? primary : pq().PQresultErrorMessage(error.get())),
+                        target_.password, target_.dsn);
+                    if (code.empty()) fail(what, "connection", detail, error_kind::transient);
+                    throw statement_error(target_.strategy, code, detail,
+                                          target_.strategy + ": " + std::string(what) + " on " +
+                                              target_.redacted + " failed: " + detail +
+                                              " (SQLSTATE " + code + ")");
+                }
+                if (!last) {
+                    const auto why = connection_message();
+                    close();
+                    fail(what, "connection", why, error_kind::transient);
+                }
+                return last;
+            }
+            const auto status = pq().PQresultStatus(r);
+            if ((status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR) && !error)
+                error.reset(r);
+            else
+                last.reset(r);
+        }
+        if (!wait_socket(false, until)) {
+            // The reply may still come: the session's protocol state is unknown, so it is
+            // closed, and the server frees what it held once it sees the socket close.
+            close();
+            fail(what, "timeout",
+                 "no reply within the command timeout of " +
+                     std::to_string(target_.command_timeout.count()) + " ms",
+                 error_kind::transient);
+        }
+        if (!pq().PQconsumeInput(conn_)) {
+            const auto why = connection_message();
+            close();
+            fail(what, "connection", why, error_kind::transient);
+        }
+    }
+}
+
+void pg_session::fail(std::string_view what, const std::string& native_code,
+                      const std::string& reason, error_kind kind) const {
+    throw backend_error(target_.strategy, native_code,
+                        target_.strategy + ": " + std::string(what) + " on " + target_.redacted +
+                            " failed: " + scrubbed(reason, target_.password, target_.dsn),
+                        kind);
+}
+
+}  // namespace locksmith::pg
