@@ -520,6 +520,7 @@ struct raw_sql_row {
 PGconn* pg_connect() {
     PGconn* c = PQconnectdb(endpoint("LOCKSMITH_TEST_POSTGRES_DSN"));
     if (PQstatus(c) != CONNECTION_OK) die(std::string("PQconnectdb: ") + PQerrorMessage(c));
+    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);  // "table exists, skipping"
     return c;
 }
 

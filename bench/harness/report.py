@@ -60,7 +60,10 @@ def charts(r, prefix):
     S = r["strategies"]
     names = list(S)
     made = []
-    common = ("set terminal pngcairo size 900,520 font 'DejaVu Sans,10'\n"
+    # Strategy names are printed as they are (noenhanced: pg_advisory has no subscript), slanted
+    # so that eleven of them fit side by side.
+    common = ("set terminal pngcairo size 1000,540 font 'DejaVu Sans,10'\n"
+              "set xtics noenhanced rotate by -25\n"
               "set datafile missing '-'\nset grid ytics\nset key top right\n")
     # 1. uncontended pairs/s: ours, raw baseline, Symfony
     sym = {p["compared_with"]: med(p, "pairs_per_s") for n, p in r["peers"].items()
@@ -97,12 +100,12 @@ plot 'u.dat' using 2:xtic(1) title 'locksmith' lc rgb '#1f77b4', \
         colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                   "#7f7f7f", "#bcbd22", "#17becf", "#393b79"]
         style = lambda i: f"lw 2 pt {i + 5} ps 1.2 lc rgb '{colors[i % len(colors)]}'"
-        plots_one = ", ".join(f"'{s}.dat' using 1:2 with linespoints {style(i)} title '{s}'"
+        plots_one = ", ".join(f"'{s}.dat' using 1:2 with linespoints {style(i)} title '{s}' noenhanced"
                               for i, s in enumerate(multi))
         plots_dis = ", ".join(f"'{s}.dat' using 1:3 with linespoints {style(i)} notitle"
                               for i, s in enumerate(multi))
         out = os.path.abspath(prefix + "-throughput.png")
-        if gnuplot(common.replace("size 900,520", "size 1100,560") + f"""set output '{out}'
+        if gnuplot(common.replace("size 1000,540", "size 1100,560").replace(" rotate by -25", "") + f"""set output '{out}'
 set multiplot title 'Total lock+unlock pairs/s with N processes (log scale; the machine has 2 CPUs)'
 set logscale y
 set format y '10^{{%L}}'
