@@ -250,7 +250,8 @@ def write(r, json_path, report_path):
     w("## 1. Uncontended lock+unlock pairs/s (one thread, one name)\n")
     w("`named_lock::lock(); unlock()` in a loop, beside the raw baseline for the backend (the "
       "fewest system calls or server commands that do the same), measured in the same driver "
-      "call.\n")
+      "call: the two take turns, 8 slices each, so that a change of the machine's pace (other "
+      "programs' load moving a server's process to or from the client's CPU) hits both alike.\n")
     w("| strategy | locksmith pairs/s | raw baseline | raw pairs/s | locksmith / raw |\n"
       "|---|---:|---|---:|---:|")
     for s, d in S.items():
