@@ -232,8 +232,8 @@ def write(r, json_path, report_path):
     w(f"- servers on 127.0.0.1: redis {srv.get('redis', '–')}, {srv.get('memcached', 'memcached –')}, "
       f"PostgreSQL {srv.get('postgresql', '–')}, MariaDB {srv.get('mariadb', '–')} (test "
       "settings of `scripts/services.sh`: fsync off); "
-      f"{srv.get('sqlite', 'SQLite –')} (a file in the bench's temporary folder); "
-      "client and server share the same CPUs")
+      + (f"{srv['sqlite']} (a file in the bench's temporary folder); " if "sqlite" in srv else "")
+      + "client and server share the same CPUs")
     w(f"- result file: `{rel(json_path)}`")
     if r["skipped"]:
         w("- skipped: " + "; ".join(f"{k}: {v}" for k, v in r["skipped"].items()))

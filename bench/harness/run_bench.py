@@ -7,6 +7,7 @@ the charts and bench/README.md. Called by bench/run.sh (which builds and starts 
 Standard library only. Fails (exit 1) on errors of the programs it runs, never on figures.
 """
 import argparse, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -298,6 +299,22 @@ def main():
         version = result["strategies"].get(s, {}).get("1", {}).get("server_version")
         if isinstance(version, str):
             result["servers"].setdefault(server, version)
+    # Servers that no row asked (sql not built): ask them with their own clients.
+    pg, my = env.get("LOCKSMITH_TEST_POSTGRES_DSN"), env.get("LOCKSMITH_TEST_MARIADB_DSN")
+    asks = []
+    if pg and "postgresql" not in result["servers"]:
+        asks.append(("postgresql", ["psql", pg, "-XAtc", "SHOW server_version"], {}))
+    if my and "mariadb" not in result["servers"]:
+        u = urllib.parse.urlparse(my)
+        asks.append(("mariadb", ["mariadb", "--no-defaults", "--protocol=tcp", "-h", u.hostname,
+                                 "-P", str(u.port or 3306), "-u", u.username or "", "-N", "-e",
+                                 "SELECT VERSION()"], {"MYSQL_PWD": u.password or ""}))
+    for server, argv, extra in asks:
+        if shutil.which(argv[0]):
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=20,
+                               env=dict(env, **extra))
+            if p.returncode == 0 and p.stdout.strip():
+                result["servers"][server] = p.stdout.strip().splitlines()[0]
     result["seconds_total"] = round(time.time() - t_start, 1)
 
     os.makedirs(args.results, exist_ok=True)
