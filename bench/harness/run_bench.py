@@ -6,7 +6,7 @@ the charts and bench/README.md. Called by bench/run.sh (which builds and starts 
 
 Standard library only. Fails (exit 1) on errors of the programs it runs, never on figures.
 """
-import argparse, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, atexit, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -153,6 +153,16 @@ def main():
 
     # Which strategies (and variants) are built and reachable.
     strategies = []
+
+    # What a run leaves on the servers (redis keys, the sql tables) and in its folder goes at the
+    # end, and also when a program fails midway.
+    def cleanup():
+        for s in strategies:
+            subprocess.run([driver, "--strategy", s, "--scenario", "cleanup", "--dir", work,
+                            "--id", bench_id], capture_output=True)
+        strategies.clear()
+        shutil.rmtree(work, ignore_errors=True)
+    atexit.register(cleanup)
     for s in LOCAL + REMOTE:
         if s in ENDPOINTS and not env.get(ENDPOINTS[s]):
             result["skipped"][s] = f"{ENDPOINTS[s]} unset (no server)"
@@ -282,10 +292,7 @@ def main():
     else:
         result["skipped"]["cli"] = "cli/locksmith, cli_spawn_bench or flock(1) missing"
 
-    for s in strategies:
-        subprocess.run([driver, "--strategy", s, "--scenario", "cleanup", "--dir", work,
-                        "--id", bench_id], capture_output=True)
-    shutil.rmtree(work, ignore_errors=True)
+    cleanup()
 
     for what, cmd in [("redis", ["redis-cli", "-u", env.get("LOCKSMITH_TEST_REDIS_URL", ""), "info", "server"])]:
         if env.get("LOCKSMITH_TEST_REDIS_URL") and shutil.which("redis-cli"):
