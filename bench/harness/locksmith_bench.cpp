@@ -428,8 +428,8 @@ json raw_memcached(double seconds) {
 // the timeouts or the error handling around them.
 //   pg_advisory:     strategies/pg_advisory/pg_advisory_store.cpp (`statements`, do_release)
 //   sql, per driver: strategies/sql/{postgresql,mariadb,sqlite}_driver.cpp (the constructor's
-//                    sql_[acquire_id] and sql_[release_id], create_table()), copied from branch
-//                    `sql` at 5a97c0f. {T} stands for the quoted table name.
+//                    sql_[acquire_id] and sql_[release_id], create_table()), as of the merge
+//                    of `sql` (36503b0). {T} stands for the quoted table name.
 namespace raw_statements {
 
 // pg_advisory: simple-protocol queries (PQsendQuery, not prepared), the key spliced in as an
