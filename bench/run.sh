@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The benchmark harness, in one command (issue 7):
 #
-#   bench/run.sh [--quick|--full]        (default --quick; quick < 2 minutes once built)
+#   bench/run.sh [--quick|--full]        (default --quick; quick < 3 minutes once built)
 #
 # Builds in Release into its own build directory (LOCKSMITH_BENCH_BUILD, default
-# build-bench-harness), starts redis and memcached with scripts/services.sh when they are not
-# running (and stops afterwards only those it started), runs every scenario for every strategy that
-# is built and reachable, plus the peers, and writes bench/results/<date>-<mode>.json, the charts
-# beside it, and bench/README.md. Fails on errors only, never on figures.
+# build-bench-harness), starts redis, memcached, PostgreSQL and MariaDB with scripts/services.sh
+# when they are not running (and stops afterwards only those it started; scripts/services.sh's
+# variables LOCKSMITH_SERVICES_DIR and LOCKSMITH_*_PORT choose which servers: set them to use
+# servers of your own), runs every scenario for every strategy that is built and reachable, plus
+# the peers, and writes bench/results/<date>-<mode>.json, the charts beside it, and
+# bench/README.md. Fails on errors only, never on figures.
 set -euo pipefail
 
 mode=quick
 case "${1:-}" in
   ""|--quick) mode=quick ;;
   --full) mode=full ;;
-  -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
   *) echo "usage: bench/run.sh [--quick|--full]" >&2; exit 64 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,7 +39,7 @@ if [[ -x scripts/services.sh ]]; then
   # Read the status into a variable first: `status | grep -q` can kill the writer with SIGPIPE,
   # which under pipefail would look like "not running" and make us stop a server we did not start.
   before=$(scripts/services.sh status 2>/dev/null || true)
-  for svc in redis memcached; do
+  for svc in redis memcached postgres mariadb; do
     if ! grep -q "^$svc: running" <<<"$before"; then
       if LOCKSMITH_SERVICES=$svc scripts/services.sh start >&2; then
         started+=("$svc")
@@ -55,6 +57,8 @@ if [[ -x scripts/services.sh ]]; then
   after=$(scripts/services.sh status 2>/dev/null || true)
   grep -q '^redis: running' <<<"$after" || unset LOCKSMITH_TEST_REDIS_URL
   grep -q '^memcached: running' <<<"$after" || unset LOCKSMITH_TEST_MEMCACHED
+  grep -q '^postgres: running' <<<"$after" || unset LOCKSMITH_TEST_POSTGRES_DSN
+  grep -q '^mariadb: running' <<<"$after" || unset LOCKSMITH_TEST_MARIADB_DSN
 fi
 
 "$py" bench/harness/run_bench.py --mode "$mode" --build "$build" --command "bench/run.sh --$mode"

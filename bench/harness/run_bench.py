@@ -6,24 +6,41 @@ the charts and bench/README.md. Called by bench/run.sh (which builds and starts 
 
 Standard library only. Fails (exit 1) on errors of the programs it runs, never on figures.
 """
-import argparse, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, atexit, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 ROOT = os.path.dirname(BENCH)
 
-LOCAL = ["file", "simple", "semaphore", "shm", "memory"]
-REMOTE = ["redis", "memcached"]
-MULTI_PROCESS = ["file", "simple", "semaphore", "shm", "redis", "memcached"]  # not memory
+LOCAL = ["file", "simple", "semaphore", "shm", "memory", "sql-sqlite"]
+REMOTE = ["redis", "memcached", "pg_advisory", "sql-postgresql", "sql-mariadb"]
+MULTI_PROCESS = LOCAL[:4] + ["sql-sqlite"] + REMOTE  # not memory
+# Bench ids that are a variant of a strategy (one of its option sets, chosen in locksmith_bench):
+# each is its own row everywhere, and is skipped with the reason when its strategy is not built.
+VARIANTS = {"sql-sqlite": "sql", "sql-postgresql": "sql", "sql-mariadb": "sql"}
+# The server each bench id needs: the variable that names it (scripts/services.sh env).
+ENDPOINTS = {"redis": "LOCKSMITH_TEST_REDIS_URL", "memcached": "LOCKSMITH_TEST_MEMCACHED",
+             "pg_advisory": "LOCKSMITH_TEST_POSTGRES_DSN",
+             "sql-postgresql": "LOCKSMITH_TEST_POSTGRES_DSN",
+             "sql-mariadb": "LOCKSMITH_TEST_MARIADB_DSN"}
+# Rows whose loops are slow or that hold a server connection per lock: fewer runs of scenarios
+# 2-5 in quick mode, and at most this many locks in scenario 5 (a held pg_advisory lock is one
+# server session, so 50; the sql tables grow by one row per name).
+DATABASE = ["pg_advisory", "sql-sqlite", "sql-postgresql", "sql-mariadb"]
+MAX_LOCKS = {"pg_advisory": 50, "sql-sqlite": 1000, "sql-postgresql": 1000, "sql-mariadb": 1000}
 
 MODES = {
     # runs: repetitions of every figure; seconds: per driver call of that scenario
+    # database_runs: runs of scenarios 2-5 for the DATABASE rows; database_peer_pairs: pairs of
+    # the Symfony peers beside them (PostgreSqlStore makes ≈ 600 pairs/s); sqlite_pairs: fewer
+    # still for PdoStore on SQLite, which syncs its journal at each commit (20-500 pairs/s here).
     "quick": dict(runs=5, s1=0.25, s2=0.48, s3=0.4, s4=0.3, locks=1000, ttl_ms=1000, trials=5,
                   s6_runs=1, peer_pairs_remote=700, peer_pairs_local=4000, tooz_pairs=300,
-                  cli_runs=100),
+                  cli_runs=100, database_runs=3, sqlite_pairs=20, database_peer_pairs=200),
     "full": dict(runs=7, s1=1.0, s2=4.0, s3=2.0, s4=2.0, locks=10000, ttl_ms=2000, trials=5,
                  s6_runs=2, peer_pairs_remote=5000, peer_pairs_local=50000, tooz_pairs=2000,
-                 cli_runs=1000),
+                 cli_runs=1000, database_runs=7, sqlite_pairs=200, database_peer_pairs=2000),
 }
 
 # peer name -> (command builder, which of our strategies it is compared with)
@@ -37,6 +54,10 @@ PEERS = {
     "tooz-redis": ("py", "tooz-redis", "redis"),
     "tooz-memcached": ("py", "tooz-memcached", "memcached"),
     "tooz-file": ("py", "tooz-file", "file"),
+    "symfony-postgresql": ("php", "postgresql", "pg_advisory"),
+    "symfony-pdo-pgsql": ("php", "pdo-pgsql", "sql-postgresql"),
+    "symfony-pdo-mysql": ("php", "pdo-mysql", "sql-mariadb"),
+    "symfony-pdo-sqlite": ("php", "pdo-sqlite", "sql-sqlite"),
 }
 
 
@@ -130,21 +151,31 @@ def main():
             cmd += ["--" + k.replace("_", "-"), str(v)]
         return run_json(cmd, timeout=120, env=env)["figures"]
 
-    # Which strategies are built and reachable.
+    # Which strategies (and variants) are built and reachable.
     strategies = []
+
+    # What a run leaves on the servers (redis keys, the sql tables) and in its folder goes at the
+    # end, and also when a program fails midway.
+    def cleanup():
+        for s in strategies:
+            subprocess.run([driver, "--strategy", s, "--scenario", "cleanup", "--dir", work,
+                            "--id", bench_id], capture_output=True)
+        strategies.clear()
+        shutil.rmtree(work, ignore_errors=True)
+    atexit.register(cleanup)
     for s in LOCAL + REMOTE:
-        if s == "redis" and not env.get("LOCKSMITH_TEST_REDIS_URL"):
-            result["skipped"][s] = "LOCKSMITH_TEST_REDIS_URL unset (no server)"
-            continue
-        if s == "memcached" and not env.get("LOCKSMITH_TEST_MEMCACHED"):
-            result["skipped"][s] = "LOCKSMITH_TEST_MEMCACHED unset (no server)"
+        if s in ENDPOINTS and not env.get(ENDPOINTS[s]):
+            result["skipped"][s] = f"{ENDPOINTS[s]} unset (no server)"
             continue
         try:
             drive(s, 1, seconds=0.02)
             strategies.append(s)
         except RuntimeError as e:
             if "not built" in str(e):
-                result["skipped"][s] = "not built in this configuration"
+                result["skipped"][s] = (f"strategy {VARIANTS[s]} not built in this configuration"
+                                        if s in VARIANTS else "not built in this configuration")
+            elif "this build has no" in str(e):  # the strategy is built, this driver is not
+                result["skipped"][s] = str(e).split(": ", 1)[-1].strip()[:300]
             else:
                 raise
     log(f"strategies: {strategies}; skipped: {result['skipped']}")
@@ -164,13 +195,17 @@ def main():
             continue
         peers.append(name)
 
-    def run_peer(name, pairs_remote, pairs_local):
+    def run_peer(name, pairs_remote, pairs_local, warmup=50):
         kind, arg, ours = PEERS[name]
         remote = ours in REMOTE
         if kind == "php":
             pairs = pairs_remote if remote else pairs_local
+            if ours in DATABASE:
+                pairs = min(pairs, m["database_peer_pairs"])
+            if arg == "pdo-sqlite":
+                pairs, warmup = min(pairs, m["sqlite_pairs"]), min(warmup, 2)
             return run_json(["php", os.path.join(BENCH, "peers", "symfony_lock.php"), arg,
-                             str(pairs)], env=env)
+                             str(pairs), str(warmup)], env=env)
         pairs = m["tooz_pairs"] if name.startswith("tooz") else (
             pairs_remote if remote else pairs_local)
         return run_json(["/usr/bin/python3", os.path.join(BENCH, "peers", "python_lock.py"), arg,
@@ -179,7 +214,7 @@ def main():
     # Peers that fail to start (missing module) are skipped with the reason, once.
     for name in list(peers):
         try:
-            run_peer(name, 50, 50)
+            run_peer(name, 5, 5, warmup=2)
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             result["skipped"][name] = str(e)[-300:]
             peers.remove(name)
@@ -214,7 +249,11 @@ def main():
             if s not in MULTI_PROCESS and sc != 5:
                 result["strategies"][s][str(sc)] = {"skipped": "in-process strategy"}
                 continue
-            runs = [drive(s, sc, **kw) for _ in range(m["runs"])]
+            k = dict(kw)
+            if sc == 5 and s in MAX_LOCKS:
+                k["locks"] = min(k["locks"], MAX_LOCKS[s])
+            runs = [drive(s, sc, **k)
+                    for _ in range(m["database_runs"] if s in DATABASE else m["runs"])]
             result["strategies"][s][str(sc)] = aggregate_runs(runs)
         log(f"scenario {sc} done ({time.time() - t_start:.0f} s)")
     for s in strategies:
@@ -253,10 +292,7 @@ def main():
     else:
         result["skipped"]["cli"] = "cli/locksmith, cli_spawn_bench or flock(1) missing"
 
-    for s in strategies:
-        subprocess.run([driver, "--strategy", s, "--scenario", "cleanup", "--dir", work,
-                        "--id", bench_id], capture_output=True)
-    shutil.rmtree(work, ignore_errors=True)
+    cleanup()
 
     for what, cmd in [("redis", ["redis-cli", "-u", env.get("LOCKSMITH_TEST_REDIS_URL", ""), "info", "server"])]:
         if env.get("LOCKSMITH_TEST_REDIS_URL") and shutil.which("redis-cli"):
@@ -267,6 +303,28 @@ def main():
     if env.get("LOCKSMITH_TEST_MEMCACHED"):
         result["servers"]["memcached"] = subprocess.run(
             ["sh", "-c", "memcached -V 2>/dev/null"], capture_output=True, text=True).stdout.strip()
+    # PostgreSQL, MariaDB, SQLite: the version the raw loop's connection reported.
+    for s, server in [("pg_advisory", "postgresql"), ("sql-postgresql", "postgresql"),
+                      ("sql-mariadb", "mariadb"), ("sql-sqlite", "sqlite")]:
+        version = result["strategies"].get(s, {}).get("1", {}).get("server_version")
+        if isinstance(version, str):
+            result["servers"].setdefault(server, version)
+    # Servers that no row asked (sql not built): ask them with their own clients.
+    pg, my = env.get("LOCKSMITH_TEST_POSTGRES_DSN"), env.get("LOCKSMITH_TEST_MARIADB_DSN")
+    asks = []
+    if pg and "postgresql" not in result["servers"]:
+        asks.append(("postgresql", ["psql", pg, "-XAtc", "SHOW server_version"], {}))
+    if my and "mariadb" not in result["servers"]:
+        u = urllib.parse.urlparse(my)
+        asks.append(("mariadb", ["mariadb", "--no-defaults", "--protocol=tcp", "-h", u.hostname,
+                                 "-P", str(u.port or 3306), "-u", u.username or "", "-N", "-e",
+                                 "SELECT VERSION()"], {"MYSQL_PWD": u.password or ""}))
+    for server, argv, extra in asks:
+        if shutil.which(argv[0]):
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=20,
+                               env=dict(env, **extra))
+            if p.returncode == 0 and p.stdout.strip():
+                result["servers"][server] = p.stdout.strip().splitlines()[0]
     result["seconds_total"] = round(time.time() - t_start, 1)
 
     os.makedirs(args.results, exist_ok=True)

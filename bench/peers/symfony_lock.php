@@ -2,13 +2,14 @@
 // Symfony Lock 5.4 (Debian php-symfony-lock) peer: N uncontended acquire()+release() pairs on one
 // lock object, the way Symfony's documentation uses the component. Prints one JSON line.
 //
-//   php bench/peers/symfony_lock.php STORE PAIRS
+//   php bench/peers/symfony_lock.php STORE PAIRS [WARMUP]
 //     STORE: redis (needs php-redis)       endpoint LOCKSMITH_TEST_REDIS_URL (redis://host:port[/db])
 //            memcached (php-memcached)      endpoint LOCKSMITH_TEST_MEMCACHED (host:port)
 //            flock | semaphore | memory     FlockStore / SemaphoreStore / InMemoryStore
 //            postgresql (php-pgsql)         PostgreSqlStore (advisory locks), LOCKSMITH_TEST_POSTGRES_DSN
 //            pdo-pgsql | pdo-mysql          PdoStore on LOCKSMITH_TEST_POSTGRES_DSN / _MARIADB_DSN
 //            pdo-sqlite (php-sqlite3)       PdoStore on a SQLite file in the temporary folder
+//   WARMUP: untimed pairs first (default 50; PdoStore on SQLite makes ≈ 20 pairs/s, so give few)
 require '/usr/share/php/Symfony/Component/Lock/autoload.php';
 
 use Symfony\Component\Lock\LockFactory;
@@ -25,6 +26,7 @@ function pdo_from_url(string $variable, string $driver): array {
 
 $kind = $argv[1] ?? 'redis';
 $pairs = max(1, min(10000000, (int)($argv[2] ?? 5000)));
+$warmup = max(0, min(10000, (int)($argv[3] ?? 50)));
 
 switch ($kind) {
     case 'redis':
@@ -77,7 +79,7 @@ $factory = new LockFactory($store);
 $lock = $factory->createLock('locksmith-bench-symfony-' . getmypid(), 30.0);
 
 // Warm-up (autoloading, connection), not timed.
-for ($i = 0; $i < 50; ++$i) { $lock->acquire(); $lock->release(); }
+for ($i = 0; $i < $warmup; ++$i) { $lock->acquire(); $lock->release(); }
 
 $t0 = hrtime(true);
 for ($i = 0; $i < $pairs; ++$i) {
