@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <locksmith/errors.hpp>
 #include <locksmith/author/module.hpp>
+#include <locksmith/errors.hpp>
 #include <locksmith/registry.hpp>
 
 #include "cli_common.hpp"
@@ -190,9 +190,8 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
         return 0;
     }
     std::cout << "config: " << factory->settings().origin << "\n\n";
-    text_table table(
-        {"NAME", "PRIORITY", "DEFAULT", "PRIORITY FROM", "ENABLED", "SUPPORTED", "CAPABILITIES",
-         "FROM"});
+    text_table table({"NAME", "PRIORITY", "DEFAULT", "PRIORITY FROM", "ENABLED", "SUPPORTED",
+                      "CAPABILITIES", "FROM"});
     std::vector<std::string> notes;
     for (const auto& info : infos) {
         const auto& d = info.descriptor;

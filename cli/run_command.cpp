@@ -27,7 +27,7 @@ void explain_choice(const lock_factory& factory, const std::string& name,
                                                   "\" in " + factory.settings().origin + ")"));
         return;
     }
-    std::string source = r.require_from_request         ? "--require"
+    std::string source = r.require_from_request        ? "--require"
                          : (r.rule && r.rule->require) ? "the lock rule \"" + r.rule->pattern + "\""
                                                        : "the default";
     print_note("strategy " + chosen + " for " + to_string(r.require) + " (from " + source +

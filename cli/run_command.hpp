@@ -11,8 +11,8 @@ namespace locksmith::cli {
 
 struct run_options {
     std::string name;
-    bool shared = false;                // -s
-    bool nonblock = false;              // -n
+    bool shared = false;    // -s
+    bool nonblock = false;  // -n
     // Durations as typed, so that an error can quote them exactly (parse_seconds).
     std::optional<std::string> wait_s;  // -w SECONDS (0 = non-blocking)
     int conflict_exit_code = 1;         // -E

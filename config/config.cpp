@@ -53,13 +53,13 @@ constexpr double max_ttl_s = 365.0 * 24 * 3600;
 
 // Walks the document, collecting every problem with its pointer; fills `out` as it goes.
 class validator {
-public:
+  public:
     validator(config& out, std::vector<config_error>& errors) : out_(out), errors_(errors) {}
 
     void document(const ordered& root) {
         if (!root.is_object()) {
-            fail("config.type", "", "the configuration must be a JSON object, not " +
-                                        std::string(root.type_name()));
+            fail("config.type", "",
+                 "the configuration must be a JSON object, not " + std::string(root.type_name()));
             return;
         }
         for (auto it = root.begin(); it != root.end(); ++it) {
@@ -77,7 +77,7 @@ public:
         }
     }
 
-private:
+  private:
     // Messages are bare: located() adds the source and the pointer, once.
     void fail(const char* id, const std::string& pointer, const std::string& message) {
         errors_.emplace_back(id, pointer, message);
@@ -87,8 +87,7 @@ private:
              "unknown key '" + key + "' (known: " + known + ")");
     }
     bool expect(const ordered& v, ordered::value_t type, const char* what, const std::string& at) {
-        bool ok = v.type() == type ||
-                  (type == ordered::value_t::number_float && v.is_number()) ||
+        bool ok = v.type() == type || (type == ordered::value_t::number_float && v.is_number()) ||
                   (type == ordered::value_t::number_integer && v.is_number_integer());
         if (!ok) fail("config.type", at, std::string("must be ") + what + ", not " + v.type_name());
         return ok;
@@ -126,8 +125,9 @@ private:
                     continue;
                 double ms = it->get<double>();
                 if (!std::isfinite(ms) || ms <= 0 || ms > 60'000) {
-                    fail("config.range", p,
-                         it.key() + " is " + number_text(ms) + "; it must be > 0 and at most 60000");
+                    fail(
+                        "config.range", p,
+                        it.key() + " is " + number_text(ms) + "; it must be > 0 and at most 60000");
                     continue;
                 }
                 (it.key() == "retry_initial_ms" ? initial_ms : max_ms) = ms;
@@ -136,7 +136,8 @@ private:
                             "ttl_s, auto_release, fallback, retry_initial_ms, retry_max_ms");
             }
         }
-        if (initial_ms) out_.retry.initial = std::chrono::microseconds(std::llround(*initial_ms * 1000));
+        if (initial_ms)
+            out_.retry.initial = std::chrono::microseconds(std::llround(*initial_ms * 1000));
         if (max_ms) out_.retry.max = std::chrono::microseconds(std::llround(*max_ms * 1000));
         if (out_.retry.max < out_.retry.initial)
             fail("config.range", at + "/retry_max_ms",
@@ -209,8 +210,8 @@ private:
                 } else if (f.key() == "strategy") {
                     if (!expect(*f, ordered::value_t::string, "a strategy name", fp)) continue;
                     if (!valid_strategy_name(f->get<std::string>()))
-                        fail("config.name", fp, "'" + f->get<std::string>() +
-                                                    "' is not a strategy name");
+                        fail("config.name", fp,
+                             "'" + f->get<std::string>() + "' is not a strategy name");
                     else
                         rule.strategy = f->get<std::string>();
                 } else if (f.key() == "ttl_s") {
@@ -235,8 +236,8 @@ private:
             auto path = v[i].get<std::string>();
             // A bare file name is looked for in the module folder (registry/module_loader.cpp);
             // a relative path would depend on the caller's working directory.
-            const bool bare = !path.empty() && path.find('/') == std::string::npos &&
-                              path != "." && path != "..";
+            const bool bare =
+                !path.empty() && path.find('/') == std::string::npos && path != "." && path != "..";
             if (path.empty() || (path.front() != '/' && !bare))
                 fail("config.plugin", p,
                      "plugin '" + path +
@@ -378,11 +379,13 @@ std::string config::read_file(const std::filesystem::path& path) {
         ~closer() { ::close(fd); }
     } close_fd{fd};
     struct stat st {};
-    if (::fstat(fd, &st) != 0) throw io_error("cannot be read: " + std::string(std::strerror(errno)));
+    if (::fstat(fd, &st) != 0)
+        throw io_error("cannot be read: " + std::string(std::strerror(errno)));
     if (S_ISDIR(st.st_mode)) throw io_error("is a directory; give the path of a JSON file");
     if (!S_ISREG(st.st_mode))
-        throw io_error("is not a regular file (a FIFO, socket or device); give the path of a "
-                       "JSON file");
+        throw io_error(
+            "is not a regular file (a FIFO, socket or device); give the path of a "
+            "JSON file");
     auto too_large = [&] {
         return config_error("config.too_large", "",
                             name + " is larger than 1 MiB (" + std::to_string(max_bytes) +

@@ -52,9 +52,9 @@ std::string redact_url(std::string_view url) {
             const auto equals = param.find('=');
             const auto name = param.substr(0, equals);
             const bool plain_name =
-                !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
-                                                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
-                                     npos;
+                !name.empty() && name.find_first_not_of(
+                                     "abcdefghijklmnopqrstuvwxyz"
+                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == npos;
             const auto value = equals == npos ? std::string_view() : param.substr(equals + 1);
             if (name == "db" && !value.empty() && value.find_first_not_of("0123456789") == npos)
                 out += param;
@@ -71,7 +71,9 @@ std::string redact_url(std::string_view url) {
 
 namespace {
 
-std::string type_name(const nlohmann::json& v) { return v.type_name(); }
+std::string type_name(const nlohmann::json& v) {
+    return v.type_name();
+}
 
 [[noreturn]] void wrong_type(const std::string& name, const char* wanted, const nlohmann::json& v) {
     throw config_error("config.type", "/" + json_pointer_token(name),
@@ -82,7 +84,8 @@ std::string type_name(const nlohmann::json& v) { return v.type_name(); }
 
 options_reader::options_reader(const nlohmann::json& options) : options_(options) {
     if (!options.is_null() && !options.is_object())
-        throw config_error("config.type", "", "options must be an object, not " + type_name(options));
+        throw config_error("config.type", "",
+                           "options must be an object, not " + type_name(options));
 }
 
 const nlohmann::json* options_reader::get(const std::string& name) {
@@ -138,8 +141,9 @@ std::optional<std::chrono::milliseconds> options_reader::seconds(const std::stri
     double value = v->get<double>();
     if (!std::isfinite(value) || value < min_s || value > max_s) {
         throw config_error("config.range", "/" + json_pointer_token(name),
-                           "option '" + name + "' is " + number_text(value) + " s; it must be in [" +
-                               number_text(min_s) + ", " + number_text(max_s) + "] s");
+                           "option '" + name + "' is " + number_text(value) +
+                               " s; it must be in [" + number_text(min_s) + ", " +
+                               number_text(max_s) + "] s");
     }
     return std::chrono::milliseconds(std::llround(value * 1000.0));
 }

@@ -36,7 +36,7 @@ std::string fresh_name(const std::string& label) {
 }
 
 class runner {
-public:
+  public:
     explicit runner(const subject& s) : subject_(s), factory_(make_config(s), registry()) {
         info_ = factory_.registry().info(s.strategy);
     }
@@ -75,7 +75,7 @@ public:
         return out;
     }
 
-private:
+  private:
     static config make_config(const subject& s) {
         nlohmann::json doc{{"plugins", s.plugins},
                            {"strategies", {{s.strategy, {{"enabled", true}}}}}};

@@ -26,7 +26,8 @@ std::chrono::microseconds backoff::next_delay() {
     double factor = 1.0 - jitter + 2.0 * jitter * unit;
     // `max` bounds the delay itself, jitter included.
     double cap = double(std::max(policy_.max, policy_.initial).count());
-    return std::chrono::microseconds(std::max<std::int64_t>(1, std::int64_t(std::min(base * factor, cap))));
+    return std::chrono::microseconds(
+        std::max<std::int64_t>(1, std::int64_t(std::min(base * factor, cap))));
 }
 
 bool backoff::sleep(clock::time_point until) {

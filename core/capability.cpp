@@ -8,10 +8,12 @@ namespace locksmith {
 
 std::string_view capability_name(capability bit) noexcept {
     switch (bit) {
-        case capability::none: return "none";
+        case capability::none:
+            return "none";
 #define LOCKSMITH_CAPABILITY_CASE(name, value) \
-    case capability::name: return #name;
-        LOCKSMITH_CAPABILITIES(LOCKSMITH_CAPABILITY_CASE)
+    case capability::name:                     \
+        return #name;
+            LOCKSMITH_CAPABILITIES(LOCKSMITH_CAPABILITY_CASE)
 #undef LOCKSMITH_CAPABILITY_CASE
     }
     return "unknown";

@@ -7,7 +7,11 @@ namespace locksmith {
 
 config_error::config_error(std::string id, std::string pointer, const std::string& message,
                            std::size_t line, std::size_t column)
-    : error(message), id_(std::move(id)), pointer_(std::move(pointer)), line_(line), column_(column) {}
+    : error(message),
+      id_(std::move(id)),
+      pointer_(std::move(pointer)),
+      line_(line),
+      column_(column) {}
 
 backend_error::backend_error(std::string backend, std::string native_code,
                              const std::string& message, error_kind kind)

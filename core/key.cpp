@@ -1,8 +1,8 @@
 #include <locksmith/key.hpp>
 
+#include <sys/random.h>
 #include <atomic>
 #include <cerrno>
-#include <sys/random.h>
 
 #include <locksmith/errors.hpp>
 
@@ -54,10 +54,13 @@ std::optional<std::chrono::milliseconds> key::remaining_lifetime() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(*expires_at_ - clock::now());
 }
 
-bool key::is_expired() const { return expires_at_ && *expires_at_ <= clock::now(); }
+bool key::is_expired() const {
+    return expires_at_ && *expires_at_ <= clock::now();
+}
 
 void key::mark_unserializable(std::string reason) {
-    unserializable_reason_ = reason.empty() ? "the lock is bound to this process" : std::move(reason);
+    unserializable_reason_ =
+        reason.empty() ? "the lock is bound to this process" : std::move(reason);
 }
 
 nlohmann::json key::to_json() const {
@@ -118,13 +121,15 @@ key key::from_json(const nlohmann::json& j) {
         k.portable_state_ = j["state"];
     }
     if (j.contains("expires_at_unix_ms")) {
-        if (!j["expires_at_unix_ms"].is_number_integer()) fail("'expires_at_unix_ms' is not an integer");
+        if (!j["expires_at_unix_ms"].is_number_integer())
+            fail("'expires_at_unix_ms' is not an integer");
         auto wall = std::chrono::system_clock::time_point(
             std::chrono::milliseconds(j["expires_at_unix_ms"].get<std::int64_t>()));
         k.expires_at_ = clock::now() + (wall - std::chrono::system_clock::now());
     }
     if (j.contains("fencing_token")) {
-        if (!j["fencing_token"].is_number_unsigned()) fail("'fencing_token' is not an unsigned integer");
+        if (!j["fencing_token"].is_number_unsigned())
+            fail("'fencing_token' is not an unsigned integer");
         k.fencing_token_ = j["fencing_token"].get<std::uint64_t>();
     }
     return k;

@@ -213,14 +213,18 @@ void named_lock::lock() {
         throw acquire_error("lock '" + name() + "' could not be acquired");
 }
 
-bool named_lock::try_lock() { return acquire_until(lock_mode::exclusive, deadline::min()); }
+bool named_lock::try_lock() {
+    return acquire_until(lock_mode::exclusive, deadline::min());
+}
 
 void named_lock::lock_shared() {
     if (!acquire_until(lock_mode::shared, deadline::max()))
         throw acquire_error("shared lock '" + name() + "' could not be acquired");
 }
 
-bool named_lock::try_lock_shared() { return acquire_until(lock_mode::shared, deadline::min()); }
+bool named_lock::try_lock_shared() {
+    return acquire_until(lock_mode::shared, deadline::min());
+}
 
 bool named_lock::acquire(bool blocking) {
     return acquire_until(lock_mode::exclusive, blocking ? deadline::max() : deadline::min());
@@ -237,8 +241,10 @@ bool named_lock::acquire(capability mode) {
                                      "' may only combine exclusive or shared with noblock");
     if (has(mode, capability::exclusive | capability::shared))
         throw invalid_argument_error("acquire mode cannot be both exclusive and shared");
-    const lock_mode wanted = has(mode, capability::shared) ? lock_mode::shared : lock_mode::exclusive;
-    return acquire_until(wanted, has(mode, capability::noblock) ? deadline::min() : deadline::max());
+    const lock_mode wanted =
+        has(mode, capability::shared) ? lock_mode::shared : lock_mode::exclusive;
+    return acquire_until(wanted,
+                         has(mode, capability::noblock) ? deadline::min() : deadline::max());
 }
 
 void named_lock::unlock() noexcept {
@@ -277,7 +283,9 @@ void named_lock::release() {
     }
 }
 
-void named_lock::refresh() { refresh(state_->options.ttl); }
+void named_lock::refresh() {
+    refresh(state_->options.ttl);
+}
 
 namespace {
 
@@ -363,10 +371,18 @@ std::optional<std::uint64_t> named_lock::fencing_token() const {
     return state_->store->fencing_token(*state_->owner);
 }
 
-const std::string& named_lock::name() const noexcept { return state_->owner->resource(); }
-const std::string& named_lock::strategy() const noexcept { return state_->store->strategy(); }
-capability named_lock::capabilities() const noexcept { return state_->store->capabilities(); }
-const std::shared_ptr<key>& named_lock::owner() const noexcept { return state_->owner; }
+const std::string& named_lock::name() const noexcept {
+    return state_->owner->resource();
+}
+const std::string& named_lock::strategy() const noexcept {
+    return state_->store->strategy();
+}
+capability named_lock::capabilities() const noexcept {
+    return state_->store->capabilities();
+}
+const std::shared_ptr<key>& named_lock::owner() const noexcept {
+    return state_->owner;
+}
 
 void named_lock::set_auto_release(bool on) noexcept {
     std::lock_guard guard(state_->mutex);

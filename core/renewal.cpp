@@ -1,10 +1,10 @@
 // The renewal thread: one per process, renewing every auto_refresh lock at a third of its TTL.
 // One thread rather than one per lock, because a process may hold thousands of leases
 // (Redisson's watchdog makes the same choice).
+#include <pthread.h>
 #include <condition_variable>
 #include <map>
 #include <new>
-#include <pthread.h>
 #include <thread>
 
 #include "core/lock_state.hpp"
@@ -16,7 +16,7 @@ namespace {
 void the_renewal_thread_after_fork();
 
 class renewal_thread {
-public:
+  public:
     renewal_thread() {
         // A fork()ed child has our memory but not our thread: start afresh there, with none of
         // the parent's locks (the child does not own them).
@@ -42,7 +42,7 @@ public:
         wakeup_.notify_one();
     }
 
-private:
+  private:
     void run() {
         std::unique_lock guard(mutex_);
         while (true) {
@@ -93,7 +93,8 @@ std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
     std::unique_lock guard(mutex, std::try_to_lock);
     // The owner is in the middle of an operation: come back soon rather than block the thread
     // that renews every other lock of the process.
-    if (!guard) return clock::now() + std::min<clock::duration>(ttl / 10, std::chrono::milliseconds(50));
+    if (!guard)
+        return clock::now() + std::min<clock::duration>(ttl / 10, std::chrono::milliseconds(50));
     if (!held || !options.auto_refresh) {
         renewal_queued = false;
         return std::nullopt;
@@ -127,7 +128,8 @@ std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
         lost.emplace(backend_error(store->strategy(), "",
                                    "lock '" + owner->resource() +
                                        "' was lost: renewals failed until its TTL ran out (last "
-                                       "error: " + e.what() + ")"));
+                                       "error: " +
+                                       e.what() + ")"));
     }
     held.reset();
     renewal_queued = false;

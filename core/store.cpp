@@ -10,16 +10,22 @@ std::string_view to_string(lock_mode mode) noexcept {
 
 std::string_view to_string(lock_status::state state) noexcept {
     switch (state) {
-        case lock_status::state::free: return "free";
-        case lock_status::state::held_exclusive: return "held exclusively";
-        case lock_status::state::held_shared: return "held shared";
-        case lock_status::state::unknown: return "unknown";
+        case lock_status::state::free:
+            return "free";
+        case lock_status::state::held_exclusive:
+            return "held exclusively";
+        case lock_status::state::held_shared:
+            return "held shared";
+        case lock_status::state::unknown:
+            return "unknown";
     }
     return "unknown";
 }
 
 store::store(std::string strategy, capability capabilities)
-    : strategy_(std::move(strategy)), capabilities_(capabilities), instance_id_(new_local_state_tag()) {}
+    : strategy_(std::move(strategy)),
+      capabilities_(capabilities),
+      instance_id_(new_local_state_tag()) {}
 
 void store::check_mode(lock_mode mode) const {
     if (mode == lock_mode::shared && !has(capabilities_, capability::shared))
@@ -44,9 +50,13 @@ bool store::refresh(key& k, std::chrono::milliseconds ttl) {
     return do_refresh(k, ttl);
 }
 
-void store::release(key& k) { do_release(k); }
+void store::release(key& k) {
+    do_release(k);
+}
 
-bool store::holds(const key& k) { return do_holds(k); }
+bool store::holds(const key& k) {
+    return do_holds(k);
+}
 
 lock_status store::status(std::string_view resource) {
     validate_lock_name(resource);
@@ -58,14 +68,20 @@ std::optional<std::uint64_t> store::fencing_token(key& k) {
     return do_fencing_token(k);
 }
 
-std::optional<std::uint64_t> store::do_fencing_token(key& k) { return k.fencing_token(); }
+std::optional<std::uint64_t> store::do_fencing_token(key& k) {
+    return k.fencing_token();
+}
 
 bool store::do_wait_acquire(key&, lock_mode, std::chrono::milliseconds, deadline) {
     throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively");
 }
 
-bool store::do_refresh(key& k, std::chrono::milliseconds) { return do_holds(k); }
+bool store::do_refresh(key& k, std::chrono::milliseconds) {
+    return do_holds(k);
+}
 
-lock_status store::do_status(std::string_view) { return {}; }
+lock_status store::do_status(std::string_view) {
+    return {};
+}
 
 }  // namespace locksmith

@@ -1,16 +1,16 @@
 #include <locksmith/author/strategy_support.hpp>
 
-#include <atomic>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <grp.h>
 #include <pwd.h>
@@ -33,7 +33,8 @@ std::uint64_t mix64(std::uint64_t x) noexcept {
 std::atomic<std::uint64_t> fork_counter{0};
 
 const bool fork_handler_registered = [] {
-    ::pthread_atfork(nullptr, nullptr, [] { fork_counter.fetch_add(1, std::memory_order_relaxed); });
+    ::pthread_atfork(nullptr, nullptr,
+                     [] { fork_counter.fetch_add(1, std::memory_order_relaxed); });
     return true;
 }();
 
@@ -96,12 +97,15 @@ pid_t current_pid() noexcept {
     return c.pid;
 }
 
-lock_directory::~lock_directory() { ::close(fd_); }
+lock_directory::~lock_directory() {
+    ::close(fd_);
+}
 
 void lock_directory::share(int fd, const struct stat& st, const std::string& name,
                            std::string_view strategy) const {
     if (!shared_group_ || st.st_uid != ::geteuid()) return;
-    const bool group_ok = st.st_gid == *shared_group_ || ::fchown(fd, uid_t(-1), *shared_group_) == 0;
+    const bool group_ok =
+        st.st_gid == *shared_group_ || ::fchown(fd, uid_t(-1), *shared_group_) == 0;
     if (!group_ok || ((st.st_mode & 07777) != 0660 && ::fchmod(fd, 0660) != 0))
         throw_errno(std::string(strategy),
                     "giving " + (path_ / name).string() + " the shared group and mode 0660", errno);
@@ -267,16 +271,18 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
             char mode[8];
             std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
             fail_dir(strategy, path,
-                     "(the default lock directory of " + user_name(::geteuid()) +
-                         ") is owned by " + user_name(st.st_uid) + " with mode " + mode +
+                     "(the default lock directory of " + user_name(::geteuid()) + ") is owned by " +
+                         user_name(st.st_uid) + " with mode " + mode +
                          "; it must be yours with mode 0700. If you did not make it, someone "
                          "else did, to see or block your locks: remove it (as root: rm -r " +
                          path.string() + ") and try again.");
         }
         if (auto why = writable_by_others(st, group, false); !why.empty())
             fail_dir(strategy, path,
-                     why + ", so others could remove or plant lock files and a second holder "
-                           "could get in." + how_private);
+                     why +
+                         ", so others could remove or plant lock files and a second holder "
+                         "could get in." +
+                         how_private);
         if (group && st.st_gid != *group)
             fail_dir(strategy, path,
                      "is to be shared with group '" + shared_group + "' but belongs to group " +

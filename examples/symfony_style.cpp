@@ -25,11 +25,12 @@ int main() {
         using locksmith::capability;
 
         // An expiring lock: refresh it while the work goes on, so it never runs out.
-        auto report = factory.create_lock("pdf-invoice-17", capability::exclusive | capability::expiring);
+        auto report =
+            factory.create_lock("pdf-invoice-17", capability::exclusive | capability::expiring);
         if (!report.acquire()) return 1;
         for (int step = 0; step < 3; ++step) {
             std::this_thread::sleep_for(100ms);  // a slice of the long job
-            report.refresh();                     // back to the full 2 s
+            report.refresh();                    // back to the full 2 s
             std::cout << "step " << step << ", lock valid for another "
                       << report.remaining_lifetime()->count() << " ms\n";
         }

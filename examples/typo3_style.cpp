@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
     using locksmith::capability;
     const std::string name = argc > 1 ? argv[1] : "page-cache-42";
     try {
-        locksmith::lock_factory factory;  // finds the config as the locksmith command does (config::discover)
+        locksmith::lock_factory
+            factory;  // finds the config as the locksmith command does (config::discover)
         auto locker = factory.create_lock(name, capability::exclusive | capability::noblock);
         std::cout << "strategy: " << locker.strategy() << "\n";
 

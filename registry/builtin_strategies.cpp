@@ -11,11 +11,11 @@ namespace locksmith::strategies {
 namespace locksmith {
 
 void register_builtin_strategies(strategy_registry& registry) {
-#define LOCKSMITH_STRATEGY(name)                           \
-    {                                                      \
-        auto d = strategies::name##_strategy();            \
-        if (d.origin.empty()) d.origin = "built in";       \
-        registry.add(std::move(d));                        \
+#define LOCKSMITH_STRATEGY(name)                     \
+    {                                                \
+        auto d = strategies::name##_strategy();      \
+        if (d.origin.empty()) d.origin = "built in"; \
+        registry.add(std::move(d));                  \
     }
 #include "locksmith_builtin_strategies.inc"
 #undef LOCKSMITH_STRATEGY

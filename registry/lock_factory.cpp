@@ -1,7 +1,7 @@
 #include <locksmith/lock_factory.hpp>
 
-#include <locksmith/errors.hpp>
 #include <locksmith/author/module.hpp>
+#include <locksmith/errors.hpp>
 
 #include "core/logging.hpp"
 
@@ -60,18 +60,18 @@ lock_resolution lock_factory::resolve(std::string_view name, const lock_request&
     lock_resolution r;
     r.rule = rule;
     r.require_from_request = request.require != capability::none;
-    r.require = r.require_from_request ? request.require
+    r.require = r.require_from_request  ? request.require
                 : rule && rule->require ? *rule->require
                                         : capability::exclusive;
     r.strategy_from_request = !request.strategy.empty();
     // A rule's pin yields to a request that names its own capabilities.
-    r.strategy = r.strategy_from_request ? request.strategy
+    r.strategy = r.strategy_from_request                                         ? request.strategy
                  : rule && rule->strategy && request.require == capability::none ? *rule->strategy
                                                                                  : std::string();
     r.ttl = request.ttl ? *request.ttl : rule && rule->ttl ? *rule->ttl : config_.default_ttl;
     validate_ttl(r.ttl);
     r.auto_release = request.auto_release.value_or(config_.auto_release);
-    r.fallback = request.fallback ? *request.fallback
+    r.fallback = request.fallback         ? *request.fallback
                  : rule && rule->fallback ? *rule->fallback
                                           : config_.fallback;
     return r;
@@ -82,8 +82,8 @@ std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
     if (auto it = stores_.find(strategy); it != stores_.end()) return it->second;
     auto info = registry_->info(strategy);  // throws for an unknown name
     if (!info.support.supported)
-        throw no_strategy_error("strategy '" + strategy + "' is not supported here: " +
-                                info.support.reason);
+        throw no_strategy_error("strategy '" + strategy +
+                                "' is not supported here: " + info.support.reason);
     if (info.descriptor.needs_configuration && !info.configured)
         throw no_strategy_error("strategy '" + strategy + "' is " +
                                 not_configured_hint(info.descriptor));
@@ -192,8 +192,9 @@ named_lock lock_factory::create_lock_from_key(const nlohmann::json& serialized_k
     const auto strategy = serialized_key["strategy"].get<std::string>();
     auto s = store_for(strategy);
     if (!has(s->capabilities(), capability::serializable))
-        throw not_serializable_error("strategy '" + strategy +
-                                     "' binds its locks to one process; its keys cannot be continued");
+        throw not_serializable_error(
+            "strategy '" + strategy +
+            "' binds its locks to one process; its keys cannot be continued");
     auto r = resolve(owner->resource(), request);
     auto options = options_for(r, request, request.auto_release.value_or(false));
     return named_lock(std::move(s), std::move(owner), std::move(options));

@@ -322,7 +322,8 @@ strategy_descriptor load_on_first_use(strategy_descriptor d) {
     };
     d.validate_options = [name](const nlohmann::json& options) {
         const auto& m = module_for(name);
-        if (m.failure.empty() && m.descriptor.validate_options) m.descriptor.validate_options(options);
+        if (m.failure.empty() && m.descriptor.validate_options)
+            m.descriptor.validate_options(options);
     };
     d.create = [name](const nlohmann::json& options) -> std::shared_ptr<store> {
         const auto& m = module_for(name);

@@ -8,7 +8,8 @@
 namespace locksmith {
 
 std::string not_configured_hint(const strategy_descriptor& d) {
-    std::string hint = "not configured: give it its endpoint under strategies." + d.name + ".options";
+    std::string hint =
+        "not configured: give it its endpoint under strategies." + d.name + ".options";
     if (d.example_options.is_object() && !d.example_options.empty()) {
         const auto first = d.example_options.begin();
         hint += " (e.g. strategies." + d.name + ".options." + first.key() + " = " +
@@ -49,7 +50,8 @@ void strategy_registry::add(strategy_descriptor d) {
                                      "' must be 1-64 lowercase letters, digits or _");
     if (d.default_priority < min_priority || d.default_priority > max_priority)
         throw invalid_argument_error("strategy '" + d.name + "' has priority " +
-                                     std::to_string(d.default_priority) + "; it must be in [0, 100]");
+                                     std::to_string(d.default_priority) +
+                                     "; it must be in [0, 100]");
     if (d.capabilities == capability::none)
         throw invalid_argument_error("strategy '" + d.name + "' declares no capabilities");
     if (!d.create) throw invalid_argument_error("strategy '" + d.name + "' has no factory");
@@ -114,8 +116,8 @@ strategy_info strategy_registry::info_locked(const strategy_descriptor& d, bool 
         info.options = o.options;
         info.configured = !o.options.is_null();
     }
-    info.capabilities = d.capabilities_for && info.configured ? d.capabilities_for(info.options)
-                                                              : d.capabilities;
+    info.capabilities =
+        d.capabilities_for && info.configured ? d.capabilities_for(info.options) : d.capabilities;
     if (probe) info.support = support_locked(d);
     return info;
 }
@@ -178,10 +180,11 @@ selection_report strategy_registry::explain(capability required) const {
         report.entries.push_back(std::move(e));
     }
     // Candidates first, best first; ties by name (the list is already in name order).
-    std::stable_sort(report.entries.begin(), report.entries.end(), [](const auto& a, const auto& b) {
-        if (a.candidate != b.candidate) return a.candidate;
-        return a.priority > b.priority;
-    });
+    std::stable_sort(report.entries.begin(), report.entries.end(),
+                     [](const auto& a, const auto& b) {
+                         if (a.candidate != b.candidate) return a.candidate;
+                         return a.priority > b.priority;
+                     });
     return report;
 }
 

@@ -4,15 +4,15 @@
 //   bench_file [iterations per round]     (default 200000)
 //
 // Prints min/median/max pairs/s for both and the ratio of the medians (goal: >= 0.8).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
 #include <filesystem>
 #include <string>
-#include <sys/file.h>
-#include <unistd.h>
 #include <vector>
 
 #include <locksmith/locksmith.hpp>
@@ -44,7 +44,8 @@ summary summarize(std::vector<double> v) {
 int main(int argc, char** argv) {
     const long iterations = argc > 1 ? std::atol(argv[1]) : 200000;
     const int rounds = 7;
-    auto dir = std::filesystem::temp_directory_path() / ("locksmith-bench-" + std::to_string(::getpid()));
+    auto dir =
+        std::filesystem::temp_directory_path() / ("locksmith-bench-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::replace);
@@ -71,10 +72,12 @@ int main(int argc, char** argv) {
     }
     ::close(fd);
     auto a = summarize(raw), b = summarize(ours);
-    std::printf("file strategy, uncontended lock+unlock, %ld pairs x %d rounds\n", iterations, rounds);
+    std::printf("file strategy, uncontended lock+unlock, %ld pairs x %d rounds\n", iterations,
+                rounds);
     std::printf("%-28s %12s %12s %12s\n", "", "min/s", "median/s", "max/s");
     std::printf("%-28s %12.0f %12.0f %12.0f\n", "raw flock(2) loop", a.min, a.median, a.max);
-    std::printf("%-28s %12.0f %12.0f %12.0f\n", "locksmith file (named_lock)", b.min, b.median, b.max);
+    std::printf("%-28s %12.0f %12.0f %12.0f\n", "locksmith file (named_lock)", b.min, b.median,
+                b.max);
     std::printf("ratio of medians: %.2f (goal >= 0.80)\n", b.median / a.median);
     std::filesystem::remove_all(dir);
     return 0;

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -41,7 +42,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -113,9 +113,15 @@ std::uint32_t fnv(const std::string& s) {
     return h;
 }
 
-int semaphore_key() { return int(fnv("locksmith-bench-" + cfg.id) & 0x7fffffffu) | 1; }
-std::string shm_segment() { return "locksmith-bench-" + cfg.id; }
-std::string remote_prefix() { return "locksmith-bench:" + cfg.id + ":"; }
+int semaphore_key() {
+    return int(fnv("locksmith-bench-" + cfg.id) & 0x7fffffffu) | 1;
+}
+std::string shm_segment() {
+    return "locksmith-bench-" + cfg.id;
+}
+std::string remote_prefix() {
+    return "locksmith-bench:" + cfg.id + ":";
+}
 
 // The strategy of a bench id: "sql-mariadb" is the sql strategy with the options of its variant.
 std::string strategy_name() {
@@ -255,8 +261,9 @@ json raw_shm(double seconds) {
         ::pthread_mutex_unlock(m);
     });
     ::munmap(p, 4096);
-    return {{"raw", r},
-            {"raw_what", "pthread_mutex_lock/unlock, robust + process-shared + errorcheck, in shm"}};
+    return {
+        {"raw", r},
+        {"raw_what", "pthread_mutex_lock/unlock, robust + process-shared + errorcheck, in shm"}};
 }
 
 json raw_memory(double seconds) {
@@ -313,26 +320,27 @@ json raw_redis(double seconds) {
     double same = rate(seconds / 2, [&] {
         freeReplyObject(
             must(c, redisCommand(c, "SET %s %s NX PX 30000", lock.c_str(), token.c_str())));
-        freeReplyObject(must(c, redisCommand(c, "EVALSHA %s 2 %s %s %s %s", rel.c_str(),
-                                             lock.c_str(), wait.c_str(), token.c_str(),
-                                             chan.c_str())));
+        freeReplyObject(
+            must(c, redisCommand(c, "EVALSHA %s 2 %s %s %s %s", rel.c_str(), lock.c_str(),
+                                 wait.c_str(), token.c_str(), chan.c_str())));
     });
     // The textbook pair: SET NX PX, then compare-and-delete.
     const std::string cad = script_sha(
-        c, "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
-           "return 0");
+        c,
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+        "return 0");
     const std::string tkey = p + "textbook";
     double textbook = rate(seconds / 2, [&] {
         freeReplyObject(
             must(c, redisCommand(c, "SET %s %s NX PX 30000", tkey.c_str(), token.c_str())));
-        freeReplyObject(
-            must(c, redisCommand(c, "EVALSHA %s 1 %s %s", cad.c_str(), tkey.c_str(),
-                                 token.c_str())));
+        freeReplyObject(must(
+            c, redisCommand(c, "EVALSHA %s 1 %s %s", cad.c_str(), tkey.c_str(), token.c_str())));
     });
     redisFree(c);
     return {{"raw", same},
-            {"raw_what", "hiredis, one connection: the strategy's commands (SET NX PX; "
-                         "EVALSHA of its release script)"},
+            {"raw_what",
+             "hiredis, one connection: the strategy's commands (SET NX PX; "
+             "EVALSHA of its release script)"},
             {"raw_textbook", textbook},
             {"raw_textbook_what", "hiredis: SET NX PX + EVALSHA compare-and-delete"}};
 }
@@ -395,7 +403,8 @@ json raw_memcached(double seconds) {
     std::string list = std::getenv("LOCKSMITH_TEST_MEMCACHED");
     for (std::size_t pos = 0; pos < list.size();) {
         auto comma = list.find(',', pos);
-        std::string one = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        std::string one =
+            list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         auto colon = one.rfind(':');
         int port = colon == std::string::npos ? 11211 : std::stoi(one.substr(colon + 1));
         memcached_server_add(m, one.substr(0, colon).c_str(), in_port_t(port));
@@ -521,7 +530,8 @@ struct raw_sql_row {
 PGconn* pg_connect() {
     PGconn* c = PQconnectdb(endpoint("LOCKSMITH_TEST_POSTGRES_DSN"));
     if (PQstatus(c) != CONNECTION_OK) die(std::string("PQconnectdb: ") + PQerrorMessage(c));
-    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);  // "table exists, skipping"
+    PQsetNoticeProcessor(
+        c, [](void*, const char*) {}, nullptr);  // "table exists, skipping"
     return c;
 }
 
@@ -780,15 +790,20 @@ json scenario_uncontended() {
     double ours = 0;
     json raw = json::object();
     for (int i = 0; i < slices; ++i) {
-        if (l) ours += rate(slice, [&] {
-                l->lock();
-                l->unlock();
-            }) / slices;
+        if (l)
+            ours += rate(slice,
+                         [&] {
+                             l->lock();
+                             l->unlock();
+                         }) /
+                    slices;
         if (cfg.only == "ours") continue;
         const json part = raw_baseline(slice);
         for (auto& [k, v] : part.items()) {
-            if (!v.is_number()) raw[k] = v;
-            else raw[k] = raw.value(k, 0.0) + v.get<double>() / slices;
+            if (!v.is_number())
+                raw[k] = v;
+            else
+                raw[k] = raw.value(k, 0.0) + v.get<double>() / slices;
         }
     }
     json out = raw;
@@ -952,7 +967,8 @@ json scenario_handover() {
         seconds);
     std::vector<double> ms;
     for (int i = 0; i < procs; ++i)
-        for (int k = 0; k < a->n_samples[i].load(); ++k) ms.push_back(double(a->samples[i][k]) / 1e6);
+        for (int k = 0; k < a->n_samples[i].load(); ++k)
+            ms.push_back(double(a->samples[i][k]) / 1e6);
     ::munmap(a, sizeof(shared_area));
     json out{{"handovers", double(ms.size())}};
     out["p50_ms"] = percentile(ms, 0.50);
@@ -1096,8 +1112,10 @@ json scenario_recovery() {
     int never = 0;
     for (int i = 0; i < k; ++i) {
         auto t = a->stamp[i].load();
-        if (t == 0) ++never;
-        else samples.push_back(double(t - killed) / 1e6);
+        if (t == 0)
+            ++never;
+        else
+            samples.push_back(double(t - killed) / 1e6);
     }
     ::munmap(a, sizeof(shared_area));
     return {{"recovery_ms_samples", samples},
@@ -1118,8 +1136,8 @@ void cleanup() {
         const std::string pattern = remote_prefix() + "*";
         std::string cursor = "0";
         for (int round = 0; round < 100000; ++round) {  // bounded
-            auto* r = must(c, redisCommand(c, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(),
-                                           pattern.c_str()));
+            auto* r = must(
+                c, redisCommand(c, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), pattern.c_str()));
             cursor.assign(r->element[0]->str, r->element[0]->len);
             for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
                 auto* k = r->element[1]->element[i];
@@ -1168,16 +1186,26 @@ int main(int argc, char** argv) {
             if (i + 1 >= argc) die("missing value after " + a);
             return argv[++i];
         };
-        if (a == "--strategy") cfg.strategy = next();
-        else if (a == "--scenario") cfg.scenario = next();
-        else if (a == "--seconds") cfg.seconds = std::clamp(std::stod(next()), 0.01, 60.0);
-        else if (a == "--dir") cfg.dir = next();
-        else if (a == "--id") cfg.id = next();
-        else if (a == "--locks") cfg.locks = std::clamp(std::stoi(next()), 1, 1000000);
-        else if (a == "--ttl-ms") cfg.ttl_ms = std::clamp(std::stoi(next()), 1, 600000);
-        else if (a == "--trials") cfg.trials = std::stoi(next());
-        else if (a == "--only") cfg.only = next();
-        else die("unknown argument " + a);
+        if (a == "--strategy")
+            cfg.strategy = next();
+        else if (a == "--scenario")
+            cfg.scenario = next();
+        else if (a == "--seconds")
+            cfg.seconds = std::clamp(std::stod(next()), 0.01, 60.0);
+        else if (a == "--dir")
+            cfg.dir = next();
+        else if (a == "--id")
+            cfg.id = next();
+        else if (a == "--locks")
+            cfg.locks = std::clamp(std::stoi(next()), 1, 1000000);
+        else if (a == "--ttl-ms")
+            cfg.ttl_ms = std::clamp(std::stoi(next()), 1, 600000);
+        else if (a == "--trials")
+            cfg.trials = std::stoi(next());
+        else if (a == "--only")
+            cfg.only = next();
+        else
+            die("unknown argument " + a);
     }
     if (cfg.strategy.empty() || cfg.scenario.empty()) die("--strategy and --scenario are required");
     std::filesystem::create_directories(cfg.dir + "/locks");
@@ -1189,13 +1217,26 @@ int main(int argc, char** argv) {
         json figures;
         const int sc = std::stoi(cfg.scenario);
         switch (sc) {
-            case 1: figures = scenario_uncontended(); break;
-            case 2: figures = scenario_throughput(); break;
-            case 3: figures = scenario_handover(); break;
-            case 4: figures = scenario_fairness(); break;
-            case 5: figures = scenario_memory(); break;
-            case 6: figures = scenario_recovery(); break;
-            default: die("scenario must be 1..6 or cleanup");
+            case 1:
+                figures = scenario_uncontended();
+                break;
+            case 2:
+                figures = scenario_throughput();
+                break;
+            case 3:
+                figures = scenario_handover();
+                break;
+            case 4:
+                figures = scenario_fairness();
+                break;
+            case 5:
+                figures = scenario_memory();
+                break;
+            case 6:
+                figures = scenario_recovery();
+                break;
+            default:
+                die("scenario must be 1..6 or cleanup");
         }
         json out{{"strategy", cfg.strategy}, {"scenario", sc}, {"figures", figures}};
         std::printf("%s\n", out.dump().c_str());

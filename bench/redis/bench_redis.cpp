@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
         "redis: %d pairs x %d rounds\n\n| loop | min pairs/s | median pairs/s | max pairs/s |\n"
         "|---|---:|---:|---:|\n",
         pairs, rounds);
-    row("raw hiredis, our commands (SET NX PX; EVALSHA of our release script), one connection", same);
+    row("raw hiredis, our commands (SET NX PX; EVALSHA of our release script), one connection",
+        same);
     row("raw hiredis, SET NX PX + EVALSHA compare-and-delete", classic);
     row("`named_lock::lock(); unlock()` on `redis`", lib);
     std::printf("\nratio library / raw same commands: %.2f; / raw classic: %.2f\n",

@@ -14,11 +14,11 @@
 #include <memory>
 #include <string>
 
+#include <locksmith/author/plugin.hpp>
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/options.hpp>
-#include <locksmith/author/plugin.hpp>
-#include <locksmith/author/strategy_support.hpp>
 
 namespace {
 
@@ -69,11 +69,11 @@ struct held_file : key_local_state {
 };
 
 class flockdir_store : public store {
-public:
+  public:
     explicit flockdir_store(std::shared_ptr<const lock_directory> dir)
         : store("flockdir", flockdir_capabilities), dir_(std::move(dir)) {}
 
-protected:
+  protected:
     bool do_try_acquire(key& k, lock_mode, std::chrono::milliseconds) override {
         if (k.local_state_of<held_file>(instance_id()) != nullptr) return true;
         const std::string name = file_name(k.resource());
@@ -110,11 +110,11 @@ protected:
         return status;
     }
 
-private:
+  private:
     [[noreturn]] void fail(const std::string& what, int err) const {
-        throw backend_error("flockdir", "errno " + std::to_string(err),
-                            "flockdir: " + what + " in " + dir_->path().string() + ": " +
-                                std::strerror(err));
+        throw backend_error(
+            "flockdir", "errno " + std::to_string(err),
+            "flockdir: " + what + " in " + dir_->path().string() + ": " + std::strerror(err));
     }
     std::shared_ptr<const lock_directory> dir_;
 };
@@ -122,15 +122,19 @@ private:
 void add_flockdir(plugin_registrar& registrar) {
     strategy_descriptor d;
     d.name = "flockdir";
-    d.description = "flock(2) on readable per-name files in a configured directory (example plugin)";
+    d.description =
+        "flock(2) on readable per-name files in a configured directory (example plugin)";
     d.default_priority = 40;
     d.capabilities = flockdir_capabilities;
     d.needs_configuration = true;
     d.example_options = {{"directory", "/run/mylocks"}};
-    d.validate_options = [](const nlohmann::json& options) { flockdir_options::from_json(options); };
+    d.validate_options = [](const nlohmann::json& options) {
+        flockdir_options::from_json(options);
+    };
     d.create = [](const nlohmann::json& options) -> std::shared_ptr<store> {
         auto o = flockdir_options::from_json(options);
-        return std::make_shared<flockdir_store>(open_lock_directory(o.directory, /*shared_group=*/"", "flockdir"));
+        return std::make_shared<flockdir_store>(
+            open_lock_directory(o.directory, /*shared_group=*/"", "flockdir"));
     };
     registrar.add(d);
 }

@@ -22,7 +22,7 @@ struct retry_policy {
 };
 
 class backoff {
-public:
+  public:
     using clock = std::chrono::steady_clock;
     explicit backoff(const retry_policy& policy = {});
 
@@ -33,7 +33,7 @@ public:
     // The next delay, without sleeping (for tests and for stores that wait on something else).
     std::chrono::microseconds next_delay();
 
-private:
+  private:
     retry_policy policy_;
     double current_us_;
     std::uint64_t rng_state_;

@@ -15,14 +15,14 @@ namespace locksmith {
 
 // The one list of capability bits, in bit order: X(name, value). The enum, the list of named
 // bits, the mask and the names are all made from it.
-#define LOCKSMITH_CAPABILITIES(X)                                                               \
+#define LOCKSMITH_CAPABILITIES(X)                                                                \
     X(exclusive, 1)       /* one holder at a time */                                             \
     X(shared, 2)          /* many readers, excluded by a writer */                               \
     X(noblock, 4)         /* can try to acquire without waiting */                               \
     X(native_wait, 8)     /* waits without polling (kernel, server-side wait, pub/sub, watch) */ \
     X(expiring, 16)       /* locks carry a TTL and can be refreshed */                           \
     X(distributed, 32)    /* works across hosts */                                               \
-    X(serializable, 64)   /* a key can be handed to another process, which continues to hold */ \
+    X(serializable, 64)   /* a key can be handed to another process, which continues to hold */  \
     X(crash_release, 128) /* released by the kernel or server when the holder dies */            \
     X(fencing, 256)       /* each grant carries a token larger than every earlier grant's */     \
     X(fair, 512)          /* waiters are served first come, first served */                      \
@@ -69,11 +69,17 @@ constexpr capability operator&(capability a, capability b) noexcept {
 constexpr capability operator~(capability a) noexcept {
     return capability(~std::uint32_t(a) & all_capability_bits);
 }
-constexpr capability& operator|=(capability& a, capability b) noexcept { return a = a | b; }
-constexpr capability& operator&=(capability& a, capability b) noexcept { return a = a & b; }
+constexpr capability& operator|=(capability& a, capability b) noexcept {
+    return a = a | b;
+}
+constexpr capability& operator&=(capability& a, capability b) noexcept {
+    return a = a & b;
+}
 
 // True when every bit of `wanted` is in `set` (the superset rule of strategy selection).
-constexpr bool has(capability set, capability wanted) noexcept { return (set & wanted) == wanted; }
+constexpr bool has(capability set, capability wanted) noexcept {
+    return (set & wanted) == wanted;
+}
 
 // The name of one bit ("exclusive"); "none" for 0. Requires: `bit` is 0 or a single named bit.
 std::string_view capability_name(capability bit) noexcept;

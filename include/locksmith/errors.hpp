@@ -24,12 +24,12 @@
 namespace locksmith {
 
 class error : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 
 class config_error : public error {
-public:
+  public:
     // `id` is stable across versions ("config.unknown_key", "config.type", …); `pointer` is a
     // JSON pointer ("/strategies/file/priority"), empty for the whole document.
     config_error(std::string id, std::string pointer, const std::string& message,
@@ -40,7 +40,7 @@ public:
     std::size_t line() const noexcept { return line_; }
     std::size_t column() const noexcept { return column_; }
 
-private:
+  private:
     std::string id_;
     std::string pointer_;
     std::size_t line_;
@@ -48,22 +48,22 @@ private:
 };
 
 class no_strategy_error : public error {
-public:
+  public:
     using error::error;
 };
 
 class acquire_error : public error {
-public:
+  public:
     using error::error;
 };
 
 class release_error : public error {
-public:
+  public:
     using error::error;
 };
 
 class expired_error : public error {
-public:
+  public:
     using error::error;
 };
 
@@ -78,31 +78,31 @@ enum class error_kind {
 };
 
 class backend_error : public error {
-public:
-  // `backend` is the strategy name; `native_code` the backend's own code as text, for display
-  // ("errno 13", "NOSCRIPT", "SQLSTATE 40001"); `kind` whether retrying may help.
-  backend_error(std::string backend, std::string native_code, const std::string& message,
-                error_kind kind);
-  // The same with error_kind::unknown.
-  backend_error(std::string backend, std::string native_code, const std::string& message);
-  const std::string& backend() const noexcept { return backend_; }
-  const std::string& native_code() const noexcept { return native_code_; }
-  error_kind kind() const noexcept { return kind_; }
-  bool transient() const noexcept { return kind_ == error_kind::transient; }
+  public:
+    // `backend` is the strategy name; `native_code` the backend's own code as text, for display
+    // ("errno 13", "NOSCRIPT", "SQLSTATE 40001"); `kind` whether retrying may help.
+    backend_error(std::string backend, std::string native_code, const std::string& message,
+                  error_kind kind);
+    // The same with error_kind::unknown.
+    backend_error(std::string backend, std::string native_code, const std::string& message);
+    const std::string& backend() const noexcept { return backend_; }
+    const std::string& native_code() const noexcept { return native_code_; }
+    error_kind kind() const noexcept { return kind_; }
+    bool transient() const noexcept { return kind_ == error_kind::transient; }
 
-private:
+  private:
     std::string backend_;
     std::string native_code_;
     error_kind kind_ = error_kind::unknown;
 };
 
 class invalid_argument_error : public error {
-public:
+  public:
     using error::error;
 };
 
 class not_serializable_error : public error {
-public:
+  public:
     using error::error;
 };
 

@@ -34,7 +34,7 @@ struct key_local_state {
 };
 
 class key {
-public:
+  public:
     using clock = std::chrono::steady_clock;
 
     // A new owner of `resource` with a fresh random token.
@@ -92,7 +92,7 @@ public:
     // Throws invalid_argument_error naming the missing or malformed field.
     static key from_json(const nlohmann::json& json);
 
-private:
+  private:
     key() = default;
     std::string resource_;
     std::string token_;

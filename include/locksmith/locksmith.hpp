@@ -1,6 +1,7 @@
 // Everything an application needs: include this one header.
 #pragma once
 
+#include <locksmith/author/store.hpp>
 #include <locksmith/backoff.hpp>
 #include <locksmith/capability.hpp>
 #include <locksmith/config.hpp>
@@ -9,5 +10,4 @@
 #include <locksmith/lock_factory.hpp>
 #include <locksmith/named_lock.hpp>
 #include <locksmith/registry.hpp>
-#include <locksmith/author/store.hpp>
 #include <locksmith/version.hpp>

@@ -37,12 +37,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <locksmith/author/store.hpp>
 #include <locksmith/backoff.hpp>
 #include <locksmith/capability.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/logger.hpp>
-#include <locksmith/author/store.hpp>
 
 namespace locksmith {
 
@@ -82,7 +82,7 @@ inline constexpr std::chrono::milliseconds max_ttl = std::chrono::hours(24 * 365
 void validate_ttl(std::chrono::milliseconds ttl);
 
 class named_lock {
-public:
+  public:
     // Requires: `store` and `owner` are not null. Throws invalid_argument_error for a bad TTL.
     named_lock(std::shared_ptr<store> store, std::shared_ptr<key> owner, lock_options options = {});
     ~named_lock();
@@ -159,7 +159,7 @@ public:
     // The state behind the handle, shared with the renewal thread (core/lock_state.hpp).
     struct state;
 
-private:
+  private:
     template <class Rep, class Period>
     static deadline deadline_after(const std::chrono::duration<Rep, Period>& timeout) {
         auto now = deadline::clock::now();

@@ -17,7 +17,7 @@
 namespace locksmith {
 
 class options_reader {
-public:
+  public:
     // Throws config_error unless `options` is an object or null (= no options).
     explicit options_reader(const nlohmann::json& options);
 
@@ -32,7 +32,7 @@ public:
     // Throws config_error("config.unknown_key") for the first key no accessor asked for.
     void finish() const;
 
-private:
+  private:
     const nlohmann::json* get(const std::string& name);
     const nlohmann::json& options_;
     std::set<std::string> known_;

@@ -103,8 +103,8 @@ struct selection_report {
     struct entry {
         std::string strategy;
         int priority = 0;
-        bool candidate = false;     // passes every rule; candidates come first, best first
-        std::string passed_over;    // why not a candidate (empty for candidates)
+        bool candidate = false;   // passes every rule; candidates come first, best first
+        std::string passed_over;  // why not a candidate (empty for candidates)
     };
     capability requested = capability::none;
     std::vector<entry> entries;
@@ -117,7 +117,7 @@ struct selection_report {
 };
 
 class strategy_registry {
-public:
+  public:
     strategy_registry() = default;
     strategy_registry(const strategy_registry&) = delete;
     strategy_registry& operator=(const strategy_registry&) = delete;
@@ -159,7 +159,7 @@ public:
     // explanation) when there is none.
     std::vector<strategy_info> candidates(capability required) const;
 
-private:
+  private:
     strategy_info info_locked(const strategy_descriptor& d, bool probe = true) const;
     support_status support_locked(const strategy_descriptor& d) const;
     // Recursive: a descriptor's capabilities_for, called under it, may look up other entries

@@ -25,23 +25,23 @@
 //    one flock, and a release one flock.
 #include <locksmith/strategies/file.hpp>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <fcntl.h>
-#include <fstream>
-#include <sstream>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/backoff.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
-#include <locksmith/author/strategy_support.hpp>
 
 namespace locksmith::strategies {
 namespace {
@@ -53,7 +53,9 @@ constexpr capability file_capabilities = capability::exclusive | capability::sha
                                          capability::crash_release;
 
 // Whether the file behind a granted descriptor was unlinked after we opened it.
-bool retired(const struct stat& st) { return st.st_nlink == 0; }
+bool retired(const struct stat& st) {
+    return st.st_nlink == 0;
+}
 
 struct file_owner_state final : key_local_state {
     std::shared_ptr<const lock_directory> dir;
@@ -117,12 +119,11 @@ struct file_owner_state final : key_local_state {
 };
 
 class file_store final : public store {
-public:
+  public:
     explicit file_store(std::shared_ptr<const lock_directory> dir)
-        : store(strategy_name, file_capabilities),
-          dir_(std::move(dir)) {}
+        : store(strategy_name, file_capabilities), dir_(std::move(dir)) {}
 
-protected:
+  protected:
     bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds) override {
         return acquire(k, mode, false);
     }
@@ -152,7 +153,7 @@ protected:
 
     lock_status do_status(std::string_view resource) override;
 
-private:
+  private:
     file_owner_state* state_of(const key& k) const {
         return k.local_state_of<file_owner_state>(instance_id());
     }
@@ -241,7 +242,8 @@ private:
     bool acquire(key& k, lock_mode mode, bool blocking) {
         auto& state = state_for(k);
         if (state.held == mode) return true;
-        const int op = (mode == lock_mode::exclusive ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
+        const int op =
+            (mode == lock_mode::exclusive ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
         if (state.held) return convert(k, state, mode, op);
         return grant_fresh(state, mode, op);
     }
@@ -278,7 +280,8 @@ private:
         }
         state.close_file();
         throw acquire_error("file: converting lock '" + k.resource() + "' from " +
-                            std::string(to_string(previous)) + " to " + std::string(to_string(mode)) +
+                            std::string(to_string(previous)) + " to " +
+                            std::string(to_string(mode)) +
                             " failed and the lock was lost (flock(2) does not convert atomically)");
     }
 
@@ -344,7 +347,8 @@ std::shared_ptr<store> make_file_store(const file_options& options) {
 strategy_descriptor file_strategy() {
     strategy_descriptor d;
     d.name = strategy_name;
-    d.description = "flock(2) on one file per lock name (TYPO3 FileLockStrategy, Symfony FlockStore)";
+    d.description =
+        "flock(2) on one file per lock name (TYPO3 FileLockStrategy, Symfony FlockStore)";
     d.default_priority = 75;
     d.capabilities = file_capabilities;
     set_factory<file_options>(d, make_file_store);

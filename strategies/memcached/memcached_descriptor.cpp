@@ -1,5 +1,6 @@
 // The memcached strategy's registry entry. It is compiled into liblocksmith; the store itself is
-// in the module liblocksmith_memcached.so, loaded on first use (include/locksmith/author/module.hpp).
+// in the module liblocksmith_memcached.so, loaded on first use
+// (include/locksmith/author/module.hpp).
 #include "memcached_descriptor.hpp"
 
 #include <locksmith/author/module.hpp>

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include <locksmith/author/connection_pool.hpp>
+#include <locksmith/author/plugin.hpp>
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
-#include <locksmith/author/plugin.hpp>
 #include <locksmith/strategies/memcached.hpp>
-#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/version.hpp>
 
 #include "memcached_descriptor.hpp"

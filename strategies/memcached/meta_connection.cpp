@@ -15,8 +15,8 @@
 #include <cstring>
 #include <memory>
 
-#include <locksmith/errors.hpp>
 #include <locksmith/author/strategy_support.hpp>
+#include <locksmith/errors.hpp>
 
 namespace locksmith::strategies::memcached_detail {
 namespace {

@@ -20,11 +20,10 @@ constexpr capability memory_capabilities = capability::exclusive | capability::s
                                            capability::expiring;
 
 class memory_store final : public store {
-public:
-    memory_store()
-        : store("memory", memory_capabilities) {}
+  public:
+    memory_store() : store("memory", memory_capabilities) {}
 
-protected:
+  protected:
     bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) override {
         std::lock_guard guard(mutex_);
         return grant(k.resource(), k.token(), mode, ttl);
@@ -81,14 +80,15 @@ protected:
         auto first = clock::time_point::max();
         for (const auto& [token, expiry] : e->owners) first = std::min(first, expiry);
         if (first != clock::time_point::max())
-            status.remaining = std::chrono::duration_cast<std::chrono::milliseconds>(first - clock::now());
+            status.remaining =
+                std::chrono::duration_cast<std::chrono::milliseconds>(first - clock::now());
         status.holders.push_back(std::to_string(e->owners.size()) + " owner(s) in this process");
         return status;
     }
 
-private:
+  private:
     struct entry {
-        std::string writer;                          // token of the writer, empty when none
+        std::string writer;                               // token of the writer, empty when none
         std::map<std::string, clock::time_point> owners;  // writer and readers, with expiry
     };
 
@@ -153,12 +153,15 @@ private:
 
 }  // namespace
 
-std::shared_ptr<store> make_memory_store() { return std::make_shared<memory_store>(); }
+std::shared_ptr<store> make_memory_store() {
+    return std::make_shared<memory_store>();
+}
 
 strategy_descriptor memory_strategy() {
     strategy_descriptor d;
     d.name = "memory";
-    d.description = "in-process locks for tests and single-process programs (Symfony InMemoryStore)";
+    d.description =
+        "in-process locks for tests and single-process programs (Symfony InMemoryStore)";
     d.default_priority = 10;
     d.capabilities = memory_capabilities;
     d.enabled_by_default = false;

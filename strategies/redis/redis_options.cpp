@@ -48,8 +48,8 @@ int parse_number(std::string_view text, int min, int max, const char* what) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min ||
         value > max)
-        bad_url(std::string("the ") + what + " is not a number in [" + std::to_string(min) +
-                ", " + std::to_string(max) + "]");
+        bad_url(std::string("the ") + what + " is not a number in [" + std::to_string(min) + ", " +
+                std::to_string(max) + "]");
     return value;
 }
 
@@ -102,16 +102,19 @@ redis_endpoint parse_url(std::string_view url) {
     // before it, so that a password may contain '@'.
     auto slash = rest.find_first_of("/?#");
     if (slash != std::string_view::npos && rest.find('@', slash) != std::string_view::npos)
-        bad_url("'@' after the host: percent-encode '/', '?' and '#' in a user or password "
-                "(%2F, %3F, %23)");
+        bad_url(
+            "'@' after the host: percent-encode '/', '?' and '#' in a user or password "
+            "(%2F, %3F, %23)");
     if (slash != std::string_view::npos && rest[slash] != '/')
-        bad_url("query parameters and fragments are not supported; give a password as "
-                "redis://[user]:password@host[:port][/db]");
+        bad_url(
+            "query parameters and fragments are not supported; give a password as "
+            "redis://[user]:password@host[:port][/db]");
     auto authority = rest.substr(0, slash);
     auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
     if (path.find_first_of("?#") != std::string_view::npos)
-        bad_url("query parameters and fragments are not supported; give a password as "
-                "redis://[user]:password@host[:port][/db]");
+        bad_url(
+            "query parameters and fragments are not supported; give a password as "
+            "redis://[user]:password@host[:port][/db]");
     auto at = authority.rfind('@');
     if (at != std::string_view::npos) {
         auto userinfo = authority.substr(0, at);

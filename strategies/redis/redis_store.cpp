@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include <locksmith/errors.hpp>
 #include <locksmith/author/plugin.hpp>
-#include <locksmith/version.hpp>
+#include <locksmith/errors.hpp>
 #include <locksmith/strategies/redis.hpp>
+#include <locksmith/version.hpp>
 
 #include "redis_connection.hpp"
 #include "redis_descriptor.hpp"
@@ -32,9 +32,9 @@ enum script_id : std::size_t {
     status_id,
     fence_id
 };
-constexpr std::array<const char*, 7> script_text = {
-    acquire_script, refresh_script, release_script, unwait_script,
-    holds_script,   status_script,  fence_script};
+constexpr std::array<const char*, 7> script_text = {acquire_script, refresh_script, release_script,
+                                                    unwait_script,  holds_script,   status_script,
+                                                    fence_script};
 constexpr std::array<const char*, 7> script_name = {"acquire", "refresh", "release", "unwait",
                                                     "holds",   "status",  "fence"};
 
@@ -64,7 +64,9 @@ void check_ttl(milliseconds ttl) {
 class redis_store final : public store {
   public:
     explicit redis_store(redis_options options)
-        : store("redis", redis_capabilities), options_(std::move(options)), pool_(pool_settings(options_)) {
+        : store("redis", redis_capabilities),
+          options_(std::move(options)),
+          pool_(pool_settings(options_)) {
         // Connect once now, so that a wrong endpoint or password fails at construction (and the
         // factory falls back), and load the scripts so that later calls go by SHA.
         auto c = pool_.take();

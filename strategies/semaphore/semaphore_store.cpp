@@ -29,18 +29,18 @@
 #include <unordered_map>
 #include <vector>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
-#include <locksmith/author/strategy_support.hpp>
 
 namespace locksmith::strategies {
 namespace {
 
 constexpr const char* strategy_name = "semaphore";
 // What the store offers and the registry entry says (one statement of both).
-constexpr capability semaphore_capabilities =
-    capability::exclusive | capability::noblock | capability::native_wait | capability::crash_release;
+constexpr capability semaphore_capabilities = capability::exclusive | capability::noblock |
+                                              capability::native_wait | capability::crash_release;
 constexpr std::uint32_t max_semaphores = 32000;  // SEMMSL's usual ceiling
 
 // glibc leaves this union to the caller (semctl(2)).
@@ -49,7 +49,6 @@ union semun {
     semid_ds* buf;
     unsigned short* array;
 };
-
 
 [[noreturn]] void throw_removed(int semid, int err, const std::string& what) {
     throw backend_error(strategy_name, std::string(err == EIDRM ? "EIDRM" : "EINVAL"),
@@ -87,7 +86,8 @@ void check_set_is_ours(const semid_ds& ds, key_t key, std::uint32_t mode) {
             "; locksmith only uses a set that this user (uid " + std::to_string(me) +
             ") created, with at most mode " + octal_mode(mode) +
             ", since anyone else with access could release or block its locks. Remove it when no "
-            "process of yours uses it: ipcrm -S " + hex_key(key));
+            "process of yours uses it: ipcrm -S " +
+            hex_key(key));
 }
 
 // Creates the set, or opens an existing one of ours and waits for its creator to initialise it.
@@ -119,8 +119,7 @@ std::pair<int, std::uint32_t> open_set(key_t key, std::uint32_t wanted, std::uin
                         " (kernel limits: /proc/sys/kernel/sem)",
                     errno);
     id = ::semget(key, 0, 0);
-    if (id < 0)
-        throw_errno(strategy_name, "opening semaphore set with key " + hex_key(key), errno);
+    if (id < 0) throw_errno(strategy_name, "opening semaphore set with key " + hex_key(key), errno);
     for (int i = 0; i < 2000; ++i) {
         semid_ds ds{};
         semun arg{};
@@ -173,7 +172,6 @@ int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until
         return errno;
     }
 }
-
 
 class semaphore_set;
 

@@ -24,10 +24,10 @@
 #include <string_view>
 #include <thread>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
-#include <locksmith/author/strategy_support.hpp>
 
 #include "shm_segment.hpp"
 
@@ -94,8 +94,7 @@ struct shm_key_state : key_local_state {
 class shm_store final : public store {
   public:
     explicit shm_store(std::shared_ptr<segment> seg)
-        : store(strategy_name, shm_capabilities),
-          segment_(std::move(seg)) {}
+        : store(strategy_name, shm_capabilities), segment_(std::move(seg)) {}
 
   protected:
     bool do_try_acquire(key& k, lock_mode, std::chrono::milliseconds) override {

@@ -28,11 +28,11 @@
 #include <sstream>
 #include <string_view>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/backoff.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
-#include <locksmith/author/strategy_support.hpp>
 
 namespace locksmith::strategies {
 namespace {
@@ -348,9 +348,9 @@ class simple_store final : public store {
 
     // The O_EXCL create. Returns false when the file exists.
     bool create(const std::string& name, const std::string& token) {
-        const int fd = ::openat(dir_->fd(), name.c_str(),
-                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                dir_->file_mode());
+        const int fd =
+            ::openat(dir_->fd(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     dir_->file_mode());
         if (fd < 0) {
             if (errno == EEXIST) return false;
             throw_errno(strategy_name, "creating lock file " + path_of(name), errno);
@@ -457,10 +457,11 @@ class simple_store final : public store {
             throw acquire_error("simple: lock '" + k.resource() +
                                 "' changed owner while this process was taking it over");
         // Written beside it and renamed over it, so readers see the old or the new record.
-        const std::string temp = "." + stable_name_hash(k.resource()).hex() + "." + k.token() + ".tmp";
-        const int fd = ::openat(dir_->fd(), temp.c_str(),
-                                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                                dir_->file_mode());
+        const std::string temp =
+            "." + stable_name_hash(k.resource()).hex() + "." + k.token() + ".tmp";
+        const int fd =
+            ::openat(dir_->fd(), temp.c_str(),
+                     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, dir_->file_mode());
         if (fd < 0) throw_errno(strategy_name, "creating " + path_of(temp), errno);
         share_new(fd, temp);
         const std::string text = format_record(k.token(), me(), r.created_ms);
@@ -495,7 +496,8 @@ std::shared_ptr<store> make_simple_store(const simple_options& options) {
         throw invalid_argument_error("simple: max_age must not be negative");
     if (options.write_grace.count() <= 0)
         throw invalid_argument_error("simple: write_grace must be positive");
-    return std::make_shared<simple_store>(open_lock_directory(options.lock_dir, options.shared_group, strategy_name), options);
+    return std::make_shared<simple_store>(
+        open_lock_directory(options.lock_dir, options.shared_group, strategy_name), options);
 }
 
 std::filesystem::path simple_lock_path(const std::filesystem::path& lock_dir,

@@ -18,14 +18,31 @@ namespace locksmith::strategies::sql_detail {
 namespace {
 
 // The functions of libmariadb.so.3 this driver calls, resolved on first use (load_client_api).
-#define LS_MARIADB_FUNCTIONS(X)                                                                   \
-    X(mysql_close)                                                                                \
-    X(mysql_errno) X(mysql_error) X(mysql_get_socket) X(mysql_init) X(mysql_options)              \
-        X(mysql_real_connect) X(mysql_real_query) X(mysql_stmt_affected_rows)                     \
-            X(mysql_stmt_bind_param) X(mysql_stmt_bind_result) X(mysql_stmt_close)                \
-                X(mysql_stmt_errno) X(mysql_stmt_error) X(mysql_stmt_execute) X(mysql_stmt_fetch) \
-                    X(mysql_stmt_free_result) X(mysql_stmt_init) X(mysql_stmt_insert_id)          \
-                        X(mysql_stmt_prepare) X(mysql_stmt_store_result)
+// One function per line, kept by hand: clang-format reflows X-macro lists differently each run.
+// clang-format off
+#define LS_MARIADB_FUNCTIONS(X) \
+    X(mysql_close) \
+    X(mysql_errno) \
+    X(mysql_error) \
+    X(mysql_get_socket) \
+    X(mysql_init) \
+    X(mysql_options) \
+    X(mysql_real_connect) \
+    X(mysql_real_query) \
+    X(mysql_stmt_affected_rows) \
+    X(mysql_stmt_bind_param) \
+    X(mysql_stmt_bind_result) \
+    X(mysql_stmt_close) \
+    X(mysql_stmt_errno) \
+    X(mysql_stmt_error) \
+    X(mysql_stmt_execute) \
+    X(mysql_stmt_fetch) \
+    X(mysql_stmt_free_result) \
+    X(mysql_stmt_init) \
+    X(mysql_stmt_insert_id) \
+    X(mysql_stmt_prepare) \
+    X(mysql_stmt_store_result)
+// clang-format on
 struct mariadb_api {
 #define LS_DECLARE(f) decltype(&::f) f = nullptr;
     LS_MARIADB_FUNCTIONS(LS_DECLARE)

@@ -2,9 +2,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
-#include <cstdio>
 #include <sysexits.h>
 #include <unistd.h>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -15,8 +15,8 @@
 #include "support/skip_report.hpp"
 
 using locksmith::test::cli_result;
-using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
+using locksmith::test::describe;
 using locksmith::test::run_unprivileged;
 using locksmith::test::skip_case;
 using locksmith::test::wait_for_file;
@@ -224,8 +224,9 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_a_clear_message_and_a_sysexits_code) {
             },
             &why);
         if (!unreadable) return skip_case(why);
-        BOOST_TEST(*unreadable == 0, "unreadable config: 1 wrong exit code, 2 not one clean "
-                                     "line, 3 no 'cannot be read', 4 no path (details on stderr)");
+        BOOST_TEST(*unreadable == 0,
+                   "unreadable config: 1 wrong exit code, 2 not one clean "
+                   "line, 3 no 'cannot be read', 4 no path (details on stderr)");
     }
     std::string not_json = box.write_file("not.json", "this is not json");
     expect_clean_error(run({"run", "--config", not_json, "n", "--", "true"}), EX_CONFIG, "");

@@ -7,8 +7,8 @@
 #include "cli/cli_sandbox.hpp"
 
 using locksmith::test::cli_result;
-using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
+using locksmith::test::describe;
 using locksmith::test::wait_for_file;
 using nlohmann::json;
 

@@ -25,11 +25,11 @@
 #include "support/test_environment.hpp"
 
 namespace fs = std::filesystem;
-using locksmith::test::cli_result;
-using locksmith::test::describe;
-using locksmith::test::cli_sandbox;
-using locksmith::test::local_user;
 using locksmith::test::another_local_user_or_skip;
+using locksmith::test::cli_result;
+using locksmith::test::cli_sandbox;
+using locksmith::test::describe;
+using locksmith::test::local_user;
 using nlohmann::json;
 
 namespace {

@@ -14,8 +14,8 @@
 
 using namespace std::chrono_literals;
 using locksmith::test::cli_result;
-using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
+using locksmith::test::describe;
 using locksmith::test::wait_for_file;
 using nlohmann::json;
 
@@ -41,14 +41,17 @@ std::optional<std::string> server(const char* variable) {
 }
 
 // A key prefix of this test process, so that parallel runs do not share names on a server.
-std::string prefix() { return "locksmith-cli-test:" + std::to_string(::getpid()) + ":"; }
+std::string prefix() {
+    return "locksmith-cli-test:" + std::to_string(::getpid()) + ":";
+}
 
 json redis_config(const std::string& url) {
     return json::parse(R"({"strategies": {"redis": {"options": {}}}})")
-        .patch(json::array({{{"op", "add"}, {"path", "/strategies/redis/options/url"}, {"value", url}},
-                            {{"op", "add"},
-                             {"path", "/strategies/redis/options/key_prefix"},
-                             {"value", prefix()}}}));
+        .patch(
+            json::array({{{"op", "add"}, {"path", "/strategies/redis/options/url"}, {"value", url}},
+                         {{"op", "add"},
+                          {"path", "/strategies/redis/options/key_prefix"},
+                          {"value", prefix()}}}));
 }
 
 }  // namespace
@@ -101,7 +104,7 @@ BOOST_AUTO_TEST_CASE(run_does_not_fall_back_to_another_remote_strategy) {
     if (!memcached) return;
     json config = redis_config(dead_redis);
     config["strategies"]["memcached"]["options"] = {{"servers", *memcached},
-                                                     {"key_prefix", prefix()}};
+                                                    {"key_prefix", prefix()}};
     cli_sandbox box(config);
     auto r = box.run(box.with_config("run", {"job", "--", "echo", "ran"}));
     BOOST_TEST(r.exit_code == 69, describe(r));
@@ -155,9 +158,9 @@ BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
     cli_sandbox box(redis_config(*url));
     std::string script =
         "trap '' TERM; touch " + box.path("ready") + "; while :; do sleep 0.05; done";
-    auto p = box.start(box.with_config("run", {"--strategy", "redis", "--ttl", "0.3", "--kill-after",
-                                               "0.5", "--lost-exit-code", "99", "stubborn", "-c",
-                                               script}));
+    auto p = box.start(
+        box.with_config("run", {"--strategy", "redis", "--ttl", "0.3", "--kill-after", "0.5",
+                                "--lost-exit-code", "99", "stubborn", "-c", script}));
     BOOST_REQUIRE(wait_for_file(box.path("ready")));
     ::kill(p.pid, SIGSTOP);
     std::this_thread::sleep_for(800ms);

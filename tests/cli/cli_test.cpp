@@ -14,8 +14,8 @@
 
 using namespace std::chrono_literals;
 using locksmith::test::cli_result;
-using locksmith::test::describe;
 using locksmith::test::cli_sandbox;
+using locksmith::test::describe;
 using locksmith::test::wait_for_file;
 
 namespace {
@@ -162,9 +162,9 @@ BOOST_AUTO_TEST_CASE(wait_gives_up_after_the_timeout) {
 
 BOOST_AUTO_TEST_CASE(waiting_run_gets_the_lock_when_the_holder_ends) {
     cli_sandbox box;
-    auto holder =
-        box.start(run_args(box, {"q", "-c", "touch " + box.path("ready") + "; sleep 0.4; echo holder >> " +
-                                       box.path("log")}));
+    auto holder = box.start(run_args(
+        box, {"q", "-c",
+              "touch " + box.path("ready") + "; sleep 0.4; echo holder >> " + box.path("log")}));
     BOOST_REQUIRE(wait_for_file(box.path("ready")));
     auto r = box.run(run_args(box, {"-v", "q", "-c", "echo waiter >> " + box.path("log")}));
     BOOST_TEST(r.exit_code == 0, describe(r));

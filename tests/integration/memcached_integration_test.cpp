@@ -341,24 +341,26 @@ BOOST_AUTO_TEST_CASE(watchdog_keeps_a_short_lock_and_reports_its_loss) {
     // process that already started it would never renew (core gap, see the issue note).
     test::byte_pipe ready;
     test::byte_pipe lost;
-    pid_t child = test::fork_child([&] {
-        auto s = strategies::make_memcached_store(options_for(servers));
-        std::atomic<bool> was_lost{false};
-        lock_options o;
-        // 3 s, renewed every second: a renewal may come two seconds late on a busy machine
-        // before the item lapses (with 1 s the case failed on a loaded machine).
-        o.ttl = 3s;
-        o.auto_refresh = true;
-        o.on_lost = [&](const error&) { was_lost = true; };
-        named_lock held(s, std::make_shared<key>(name), o);
-        if (!held.try_lock()) return 2;
-        ready.put('1');
-        for (int i = 0; i < 1200 && !was_lost; ++i) std::this_thread::sleep_for(50ms);
-        if (!was_lost) return 3;
-        if (held.is_acquired()) return 4;
-        lost.put('L');
-        return 0;
-    }, std::chrono::seconds(60));
+    pid_t child = test::fork_child(
+        [&] {
+            auto s = strategies::make_memcached_store(options_for(servers));
+            std::atomic<bool> was_lost{false};
+            lock_options o;
+            // 3 s, renewed every second: a renewal may come two seconds late on a busy machine
+            // before the item lapses (with 1 s the case failed on a loaded machine).
+            o.ttl = 3s;
+            o.auto_refresh = true;
+            o.on_lost = [&](const error&) { was_lost = true; };
+            named_lock held(s, std::make_shared<key>(name), o);
+            if (!held.try_lock()) return 2;
+            ready.put('1');
+            for (int i = 0; i < 1200 && !was_lost; ++i) std::this_thread::sleep_for(50ms);
+            if (!was_lost) return 3;
+            if (held.is_acquired()) return 4;
+            lost.put('L');
+            return 0;
+        },
+        std::chrono::seconds(60));
     BOOST_REQUIRE(ready.get(5s) == '1');
     auto taker = make_lock(shared_store(), name);
     BOOST_TEST(!taker.try_lock_for(8s));  // renewed: still held long after its TTL

@@ -802,7 +802,8 @@ BOOST_AUTO_TEST_CASE(command_timeout_bounds_a_trickled_reply) {
 
 BOOST_AUTO_TEST_CASE(connect_timeout_bounds_authentication) {
     // The server accepts and trickles its answer to AUTH: setting the connection up is bounded.
-    fake_redis server([](const auto&) { return std::nullopt; }, "+" + std::string(40, 'O') + "\r\n");
+    fake_redis server([](const auto&) { return std::nullopt; },
+                      "+" + std::string(40, 'O') + "\r\n");
     auto options = options_for(server.url(":secret-pw@"));
     options.command_timeout = 300ms;
     auto result = std::async(std::launch::async, [&] {

@@ -543,7 +543,8 @@ BOOST_AUTO_TEST_CASE(beside_pg_advisory_in_one_program) {
     a.unlock();
     b.unlock();
     // A refused connection reads the same through either.
-    const std::string closed = "postgresql://u@127.0.0.1:" + std::to_string(test::free_port()) + "/db";
+    const std::string closed =
+        "postgresql://u@127.0.0.1:" + std::to_string(test::free_port()) + "/db";
     po.dsn = closed;
     BOOST_TEST((kind_of([&] { strategies::make_pg_advisory_store(po); }) == error_kind::transient));
     BOOST_TEST((kind_of([&] { strategies::make_sql_store(options_for(closed)); }) ==

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/strategies/file.hpp>
-#include <locksmith/author/strategy_support.hpp>
 
 #include "local/fresh_objects.hpp"
 #include "local/local_helpers.hpp"
@@ -132,9 +132,7 @@ BOOST_FIXTURE_TEST_CASE(long_lived_lock_objects_in_four_processes_lose_no_update
 BOOST_FIXTURE_TEST_CASE(planted_content_in_a_lock_file_never_makes_it_spin, dir_fixture) {
     for (const std::string& content :
          {std::string("x"), std::string(1, '\1'), std::string("\1garbage", 8)}) {
-        {
-            std::ofstream(path("planted"), std::ios::binary) << content;
-        }
+        { std::ofstream(path("planted"), std::ios::binary) << content; }
         ::chmod(path("planted").c_str(), 0600);
         pid_t child = fork_child(
             [&] {
@@ -156,9 +154,7 @@ BOOST_FIXTURE_TEST_CASE(planted_content_in_a_lock_file_never_makes_it_spin, dir_
 
 BOOST_FIXTURE_TEST_CASE(a_hard_link_to_a_victim_is_refused_and_left_unchanged, dir_fixture) {
     const auto victim = dir.path() / "victim";
-    {
-        std::ofstream(victim, std::ios::binary) << "victim";
-    }
+    { std::ofstream(victim, std::ios::binary) << "victim"; }
     std::filesystem::create_hard_link(victim, path("linked"));
     // In a child with a safety limit: a version that took the victim's first byte for a
     // "retired" mark spun for ever.
@@ -187,8 +183,7 @@ BOOST_FIXTURE_TEST_CASE(a_hard_link_to_a_victim_is_refused_and_left_unchanged, d
     BOOST_TEST(std::filesystem::hard_link_count(victim) == 2u);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_fifo_or_directory_at_the_lock_path_is_an_error_not_a_hang,
-                        dir_fixture) {
+BOOST_FIXTURE_TEST_CASE(a_fifo_or_directory_at_the_lock_path_is_an_error_not_a_hang, dir_fixture) {
     BOOST_REQUIRE(::mkfifo(path("fifo").c_str(), 0600) == 0);
     std::filesystem::create_directory(path("dir"));
     pid_t child = fork_child(
@@ -213,9 +208,7 @@ BOOST_FIXTURE_TEST_CASE(a_file_of_another_user_is_refused, dir_fixture) {
         BOOST_TEST(!running_in_ci());
         return;
     }
-    {
-        std::ofstream(path("foreign")) << "";
-    }
+    { std::ofstream(path("foreign")) << ""; }
     BOOST_REQUIRE(::chown(path("foreign").c_str(), 65534, 65534) == 0);
     BOOST_CHECK_THROW((void)make_lock(make(), "foreign").try_lock(), backend_error);
 }

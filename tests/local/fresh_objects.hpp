@@ -19,10 +19,9 @@ namespace locksmith::test {
 // The first `long_lived` children instead keep one factory and lock for all their increments:
 // beside fresh objects that remove and recreate a lock file, they must notice that the file
 // they keep open was retired. Returns the number of children that failed.
-inline int increment_with_fresh_objects(const std::string& config_json,
-                                        const std::string& strategy, const std::string& name,
-                                        const counter_file& counter, int processes,
-                                        int iterations, int long_lived = 0) {
+inline int increment_with_fresh_objects(const std::string& config_json, const std::string& strategy,
+                                        const std::string& name, const counter_file& counter,
+                                        int processes, int iterations, int long_lived = 0) {
     byte_pipe gate;
     std::vector<pid_t> children;
     for (int p = 0; p < processes; ++p)

@@ -17,13 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include <locksmith/author/store.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/named_lock.hpp>
-#include <locksmith/author/store.hpp>
 
 #include "support/child_process.hpp"
-#include "support/skip_report.hpp"
 #include "support/printers.hpp"
+#include "support/skip_report.hpp"
 
 namespace locksmith::test {
 

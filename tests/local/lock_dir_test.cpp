@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/strategies/file.hpp>
 #include <locksmith/strategies/simple.hpp>
-#include <locksmith/author/strategy_support.hpp>
 
 #include "local/local_helpers.hpp"
 #include "support/test_environment.hpp"
@@ -248,7 +248,8 @@ BOOST_AUTO_TEST_CASE(another_user_cannot_remove_or_replace_our_lock_files) {
                 auto holder = make_lock(s, name);
                 BOOST_REQUIRE(holder.try_lock());
                 const fs::path file =
-                    dir / lock_file_name(name, std::string(strategy) == "file" ? ".lock" : ".slock");
+                    dir /
+                    lock_file_name(name, std::string(strategy) == "file" ? ".lock" : ".slock");
                 BOOST_REQUIRE(fs::exists(file));
                 pid_t child = fork_child_as(*user, [&] {
                     int failures = 0;

@@ -284,6 +284,6 @@ BOOST_FIXTURE_TEST_CASE(another_user_can_neither_use_nor_release_our_set, set_fi
     }));
     BOOST_TEST(rc == 0);
     // Still ours alone: another process of ours cannot take it.
-    BOOST_TEST(wait_child(fork_child([&] { return make_lock(make(), "ours").try_lock() ? 1 : 0; })) ==
-               0);
+    BOOST_TEST(
+        wait_child(fork_child([&] { return make_lock(make(), "ours").try_lock() ? 1 : 0; })) == 0);
 }

@@ -295,7 +295,6 @@ BOOST_AUTO_TEST_CASE(an_all_zero_object_is_an_error_not_a_hang) {
     remove_shm_segment(name);
 }
 
-
 // Hardening (issue 11 point 5): a segment that another user created under our name, open to
 // everyone, would let that user unlock our mutexes' slots or hold them; it is refused, naming the
 // path and the command that removes it.

@@ -388,7 +388,8 @@ BOOST_AUTO_TEST_CASE(a_relative_lock_dir_is_refused) {
 
 BOOST_FIXTURE_TEST_CASE(fresh_lock_objects_in_four_processes_lose_no_update, dir_fixture) {
     counter_file counter(dir.path() / "counter");
-    BOOST_TEST(increment_with_fresh_objects(config_json(), "simple", "fresh", counter, 4, 300) == 0);
+    BOOST_TEST(increment_with_fresh_objects(config_json(), "simple", "fresh", counter, 4, 300) ==
+               0);
     BOOST_TEST(counter.value() == 1200);
 }
 
@@ -434,7 +435,8 @@ BOOST_AUTO_TEST_CASE(another_user_of_a_shared_directory_can_release) {
     auto user = another_local_user_or_skip();
     if (!user) return;
     const std::string group = ::getgrgid(user->gid)->gr_name;
-    const auto base = std::filesystem::temp_directory_path() / run_unique("locksmith-simple-shared");
+    const auto base =
+        std::filesystem::temp_directory_path() / run_unique("locksmith-simple-shared");
     std::filesystem::create_directory(base);
     ::chmod(base.c_str(), 0755);
     const auto shared = base / "locks";

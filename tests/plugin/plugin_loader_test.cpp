@@ -13,9 +13,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <locksmith/author/module.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
-#include <locksmith/author/module.hpp>
 
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"
@@ -55,7 +55,9 @@ config with_plugins(const std::string& plugins_json, const std::string& more = "
     return config::parse("{\"plugins\": " + plugins_json + more + "}", "test config");
 }
 
-std::string quoted(const fs::path& p) { return "\"" + p.string() + "\""; }
+std::string quoted(const fs::path& p) {
+    return "\"" + p.string() + "\"";
+}
 
 // The config_error a factory on a fresh registry (built-ins included) throws for `cfg`.
 config_error factory_error(const config& cfg) {
@@ -125,15 +127,16 @@ BOOST_AUTO_TEST_CASE(a_plugins_strategy_is_selected_and_configured_like_a_built_
 
 BOOST_AUTO_TEST_CASE(a_plugins_options_are_checked_by_the_plugin) {
     plugin_folder f;
-    auto e = factory_error(with_plugins("[" + quoted(f.plugin("ok")) + "]",
-                                        R"(, "strategies": {"plugin_probe": {"options": {"bogus": 1}}})"));
+    auto e = factory_error(
+        with_plugins("[" + quoted(f.plugin("ok")) + "]",
+                     R"(, "strategies": {"plugin_probe": {"options": {"bogus": 1}}})"));
     BOOST_TEST(e.pointer() == "/strategies/plugin_probe/options/bogus", e.what());
 }
 
 BOOST_AUTO_TEST_CASE(a_plugin_that_registers_a_taken_name_is_refused_whole) {
     plugin_folder f;
-    auto e = factory_error(with_plugins("[" + quoted(f.plugin("ok")) + ", " +
-                                        quoted(f.plugin("duplicate")) + "]"));
+    auto e = factory_error(
+        with_plugins("[" + quoted(f.plugin("ok")) + ", " + quoted(f.plugin("duplicate")) + "]"));
     const std::string m = e.what();
     BOOST_TEST(e.pointer() == "/plugins/1");
     BOOST_TEST(contains(m, f.plugin("duplicate").string()), m);
@@ -170,7 +173,8 @@ BOOST_AUTO_TEST_CASE(a_plugin_others_can_write_or_replace_is_refused) {
     const auto plugin = f.plugin("ok");
     const auto cfg = with_plugins("[" + quoted(plugin) + "]");
     fs::permissions(plugin, fs::perms::group_write, fs::perm_options::add);
-    BOOST_TEST(contains(factory_error(cfg).what(), plugin.string() + " is writable by group or others"));
+    BOOST_TEST(
+        contains(factory_error(cfg).what(), plugin.string() + " is writable by group or others"));
     fs::permissions(plugin, fs::perms::group_write, fs::perm_options::remove);
     fs::permissions(f.dir, fs::perms::others_write, fs::perm_options::add);
     BOOST_TEST(contains(factory_error(cfg).what(),
@@ -193,7 +197,8 @@ std::string run_cli(const std::string& args) {
     FILE* p = ::popen((std::string(LOCKSMITH_CLI) + " " + args + " 2>&1").c_str(), "r");
     BOOST_REQUIRE(p != nullptr);
     std::array<char, 4096> buffer{};
-    while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), p)) out.append(buffer.data(), n);
+    while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), p))
+        out.append(buffer.data(), n);
     const int status = ::pclose(p);
     return std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "\n" + out;
 }
@@ -208,7 +213,8 @@ BOOST_AUTO_TEST_CASE(the_command_loads_plugins_shows_their_origin_and_checks_the
                                << "], \"strategies\": {\"plugin_probe\": {\"priority\": 99}}}";
     auto out = run_cli("strategies --config " + config_file.string());
     BOOST_TEST(out.rfind("0\n", 0) == 0u, out);
-    BOOST_TEST(contains(out, "plugin " + fs::canonical(f.plugin("ok")).string() + " (probe 0.0.1)"), out);
+    BOOST_TEST(contains(out, "plugin " + fs::canonical(f.plugin("ok")).string() + " (probe 0.0.1)"),
+               out);
     BOOST_TEST(contains(out, "built in"), out);
     out = run_cli("config check " + config_file.string());
     BOOST_TEST(out == "0\n" + config_file.string() + ": OK\n", out);

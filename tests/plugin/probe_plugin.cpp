@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include <locksmith/options.hpp>
 #include <locksmith/author/plugin.hpp>
+#include <locksmith/options.hpp>
 #include <locksmith/strategies/memory.hpp>
 
 #ifndef PROBE_STRATEGY

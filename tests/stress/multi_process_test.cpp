@@ -131,22 +131,24 @@ void test_counter_with_fresh_lock_objects(const strategy_under_test& entry) {
     byte_pipe ready;
     std::vector<pid_t> children;
     for (int p = 0; p < process_count; ++p) {
-        children.push_back(fork_child([&]() -> int {
-            go.close_write();
-            ready.close_read();
-            ready.put('R');
-            (void)go.get(20s);
-            for (int i = 0; i < fresh_increments; ++i) {
-                fresh_lock fresh(entry, resource);
-                fresh.lock->lock();
-                long value = counter.read();
-                if (value < 0) return 3;
-                std::this_thread::sleep_for(50us);  // widen the race window
-                if (!counter.write(value + 1)) return 4;
-                fresh.lock->unlock();
-            }
-            return 0;
-        }, 120s));
+        children.push_back(fork_child(
+            [&]() -> int {
+                go.close_write();
+                ready.close_read();
+                ready.put('R');
+                (void)go.get(20s);
+                for (int i = 0; i < fresh_increments; ++i) {
+                    fresh_lock fresh(entry, resource);
+                    fresh.lock->lock();
+                    long value = counter.read();
+                    if (value < 0) return 3;
+                    std::this_thread::sleep_for(50us);  // widen the race window
+                    if (!counter.write(value + 1)) return 4;
+                    fresh.lock->unlock();
+                }
+                return 0;
+            },
+            120s));
     }
     ready.close_write();
     for (int p = 0; p < process_count; ++p)
@@ -193,24 +195,26 @@ void test_counter_with_a_holder_killed_midway(const strategy_under_test& entry) 
     byte_pipe progress;  // each worker reports once it is halfway
     std::vector<pid_t> workers;
     for (int p = 0; p < process_count; ++p) {
-        workers.push_back(fork_child([&]() -> int {
-            go.close_write();
-            ready.close_read();
-            progress.close_read();
-            auto lock = make_lock(entry, resource);
-            ready.put('R');
-            (void)go.get(20s);
-            for (int i = 0; i < increments; ++i) {
-                lock.lock();
-                long value = counter.read();
-                if (value < 0) return 3;
-                std::this_thread::sleep_for(50us);
-                if (!counter.write(value + 1)) return 4;
-                lock.unlock();
-                if (i == increments / 2) progress.put('P');
-            }
-            return 0;
-        }, 120s));
+        workers.push_back(fork_child(
+            [&]() -> int {
+                go.close_write();
+                ready.close_read();
+                progress.close_read();
+                auto lock = make_lock(entry, resource);
+                ready.put('R');
+                (void)go.get(20s);
+                for (int i = 0; i < increments; ++i) {
+                    lock.lock();
+                    long value = counter.read();
+                    if (value < 0) return 3;
+                    std::this_thread::sleep_for(50us);
+                    if (!counter.write(value + 1)) return 4;
+                    lock.unlock();
+                    if (i == increments / 2) progress.put('P');
+                }
+                return 0;
+            },
+            120s));
     }
     ready.close_write();
     progress.close_write();
@@ -250,24 +254,26 @@ void test_fencing_tokens_across_processes(const strategy_under_test& entry) {
     byte_pipe ready;
     std::vector<pid_t> children;
     for (int p = 0; p < process_count; ++p) {
-        children.push_back(fork_child([&]() -> int {
-            go.close_write();
-            ready.close_read();
-            auto lock = make_lock(entry, resource);
-            ready.put('R');
-            (void)go.get(20s);
-            for (int i = 0; i < grants; ++i) {
-                lock.lock();
-                const auto token = lock.fencing_token();
-                if (!token) return 5;
-                const long previous = last.read();
-                if (previous < 0) return 3;
-                if (long(*token) <= previous) return 6;  // not larger than an earlier grant's
-                if (!last.write(long(*token))) return 4;
-                lock.unlock();
-            }
-            return 0;
-        }, 120s));
+        children.push_back(fork_child(
+            [&]() -> int {
+                go.close_write();
+                ready.close_read();
+                auto lock = make_lock(entry, resource);
+                ready.put('R');
+                (void)go.get(20s);
+                for (int i = 0; i < grants; ++i) {
+                    lock.lock();
+                    const auto token = lock.fencing_token();
+                    if (!token) return 5;
+                    const long previous = last.read();
+                    if (previous < 0) return 3;
+                    if (long(*token) <= previous) return 6;  // not larger than an earlier grant's
+                    if (!last.write(long(*token))) return 4;
+                    lock.unlock();
+                }
+                return 0;
+            },
+            120s));
     }
     ready.close_write();
     for (int p = 0; p < process_count; ++p)

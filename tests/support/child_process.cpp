@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <pwd.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,7 +104,8 @@ pid_t fork_child_as(const local_user& user, const std::function<int()>& body,
                     std::chrono::seconds limit) {
     return fork_child(
         [&] {
-            if (::setgroups(0, nullptr) != 0 || ::setgid(user.gid) != 0 || ::setuid(user.uid) != 0) {
+            if (::setgroups(0, nullptr) != 0 || ::setgid(user.gid) != 0 ||
+                ::setuid(user.uid) != 0) {
                 std::perror("fork_child_as: dropping privileges");
                 return 121;
             }

@@ -33,11 +33,18 @@ class peer_body {
 
     bool run(char command, std::chrono::milliseconds arg) {
         switch (command) {
-            case 't': return current().try_lock();
-            case 's': return current().try_lock_shared();
-            case 'w': return current().try_lock_for(arg);
-            case 'L': current().lock(); return true;
-            case 'S': current().lock_shared(); return true;
+            case 't':
+                return current().try_lock();
+            case 's':
+                return current().try_lock_shared();
+            case 'w':
+                return current().try_lock_for(arg);
+            case 'L':
+                current().lock();
+                return true;
+            case 'S':
+                current().lock_shared();
+                return true;
             case 'u': {
                 if (!lock_ || !lock_->held_mode()) return false;
                 lock_->unlock();
@@ -54,7 +61,8 @@ class peer_body {
                     return false;
                 }
             }
-            case 'h': return lock_ && lock_->is_acquired();
+            case 'h':
+                return lock_ && lock_->is_acquired();
         }
         throw std::logic_error(std::string("lock_peer: unknown command ") + command);
     }
@@ -162,9 +170,15 @@ bool lock_peer::ask(char command, std::chrono::milliseconds arg) {
     return *reply == '1';
 }
 
-bool lock_peer::try_lock() { return ask('t'); }
-bool lock_peer::try_lock_shared() { return ask('s'); }
-bool lock_peer::try_lock_for(std::chrono::milliseconds wait) { return ask('w', wait); }
+bool lock_peer::try_lock() {
+    return ask('t');
+}
+bool lock_peer::try_lock_shared() {
+    return ask('s');
+}
+bool lock_peer::try_lock_for(std::chrono::milliseconds wait) {
+    return ask('w', wait);
+}
 void lock_peer::start_lock(bool shared) {
     if (!to_peer_.put(shared ? 'S' : 'L')) throw std::runtime_error("lock_peer: the peer is gone");
 }
@@ -173,8 +187,14 @@ std::optional<bool> lock_peer::answer(std::chrono::milliseconds timeout) {
     if (!reply) return std::nullopt;
     return *reply == '1';
 }
-bool lock_peer::unlock() { return ask('u'); }
-bool lock_peer::refresh(std::chrono::milliseconds ttl) { return ask('r', ttl); }
-bool lock_peer::is_acquired() { return ask('h'); }
+bool lock_peer::unlock() {
+    return ask('u');
+}
+bool lock_peer::refresh(std::chrono::milliseconds ttl) {
+    return ask('r', ttl);
+}
+bool lock_peer::is_acquired() {
+    return ask('h');
+}
 
 }  // namespace locksmith::test

@@ -5,8 +5,8 @@
 #include <optional>
 #include <ostream>
 
-#include <locksmith/capability.hpp>
 #include <locksmith/author/store.hpp>
+#include <locksmith/capability.hpp>
 
 namespace locksmith {
 

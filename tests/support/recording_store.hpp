@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <locksmith/capability.hpp>
 #include <locksmith/author/store.hpp>
+#include <locksmith/capability.hpp>
 
 namespace locksmith::test {
 

@@ -1,13 +1,13 @@
 #include "support/strategies_under_test.hpp"
 
-#include <algorithm>
-#include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/sem.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 
 #include <locksmith/registry.hpp>
 
@@ -19,9 +19,9 @@ namespace {
 // A private lock directory per test process, so parallel test runs do not share files.
 std::string private_lock_dir() {
     static const std::string dir = [] {
-        auto path = std::filesystem::temp_directory_path() /
-                    ("locksmith-test-" + std::to_string(::getuid()) + "-" +
-                     std::to_string(::getpid()));
+        auto path =
+            std::filesystem::temp_directory_path() /
+            ("locksmith-test-" + std::to_string(::getuid()) + "-" + std::to_string(::getpid()));
         std::filesystem::create_directories(path);
         std::filesystem::permissions(path, std::filesystem::perms::owner_all,
                                      std::filesystem::perm_options::replace);
@@ -135,9 +135,10 @@ std::vector<strategy_under_test> strategies_under_test() {
         auto members = nlohmann::json::array();
         for (std::size_t from = 0; from <= urls->size();) {
             auto to = std::min(urls->find(',', from), urls->size());
-            members.push_back({{"strategy", "redis"},
-                               {"options", {{"url", urls->substr(from, to - from)},
-                                            {"key_prefix", remote_test_prefix()}}}});
+            members.push_back(
+                {{"strategy", "redis"},
+                 {"options",
+                  {{"url", urls->substr(from, to - from)}, {"key_prefix", remote_test_prefix()}}}});
             from = to + 1;
         }
         all.push_back(

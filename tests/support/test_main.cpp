@@ -4,4 +4,6 @@
 
 bool init_unit_test();
 
-int main(int argc, char* argv[]) { return locksmith::test::run_tests(&init_unit_test, argc, argv); }
+int main(int argc, char* argv[]) {
+    return locksmith::test::run_tests(&init_unit_test, argc, argv);
+}

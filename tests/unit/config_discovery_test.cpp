@@ -20,9 +20,9 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
 
-#include "support/test_environment.hpp"
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"
+#include "support/test_environment.hpp"
 
 using namespace locksmith;
 using locksmith::test::scoped_env;

@@ -19,9 +19,9 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/registry.hpp>
 
-#include "support/test_environment.hpp"
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
+#include "support/test_environment.hpp"
 #include "support/test_strategy.hpp"
 
 using namespace locksmith;
@@ -484,7 +484,8 @@ BOOST_AUTO_TEST_CASE(deep_nesting_is_refused_without_recursing) {
     BOOST_TEST(c.line == 1u);
     BOOST_TEST(c.column > 0u);
     // Brackets inside strings are text, not nesting.
-    BOOST_CHECK_NO_THROW(config::parse(R"({"locks": {")" + std::string(1000, '[') + R"(\"{": {}}})"));
+    BOOST_CHECK_NO_THROW(
+        config::parse(R"({"locks": {")" + std::string(1000, '[') + R"(\"{": {}}})"));
 }
 
 BOOST_AUTO_TEST_CASE(a_fifo_is_refused_without_blocking) {
@@ -493,12 +494,12 @@ BOOST_AUTO_TEST_CASE(a_fifo_is_refused_without_blocking) {
                 ("locksmith-config-fifo-" + std::to_string(::getpid()));
     std::filesystem::remove(fifo);
     BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-    BOOST_TEST(in_child([&] { (void)config::load_file(fifo); }, "config.io", "not a regular file") ==
-               0);
+    BOOST_TEST(
+        in_child([&] { (void)config::load_file(fifo); }, "config.io", "not a regular file") == 0);
     {
         scoped_env e("LOCKSMITH_CONFIG", fifo.string());
-        BOOST_TEST(in_child([&] { (void)config::from_environment(); }, "config.io",
-                            fifo.string()) == 0);
+        BOOST_TEST(
+            in_child([&] { (void)config::from_environment(); }, "config.io", fifo.string()) == 0);
     }
     std::filesystem::remove(fifo);
 }
@@ -574,8 +575,8 @@ BOOST_AUTO_TEST_CASE(check_lists_every_strategys_option_errors_once_each) {
         "semaphore": {"options": {"bogus": 1}}, "memory": {"options": {"nope": true}}}})");
     auto c = catch_config_error([&] { r.validate(config::load_file(path)); });
     BOOST_TEST(c.thrown);
-    for (const char* p : {"/strategies/file/options/lock_dirr", "/strategies/semaphore/options/bogus",
-                          "/strategies/memory/options/nope"})
+    for (const char* p : {"/strategies/file/options/lock_dirr",
+                          "/strategies/semaphore/options/bogus", "/strategies/memory/options/nope"})
         BOOST_TEST(count_of(c.message, p) == 1u, c.message);
     BOOST_TEST(count_of(c.message, path.string()) == 3u, c.message);
     BOOST_TEST(c.message.find("built-in defaults") == std::string::npos, c.message);
@@ -603,11 +604,13 @@ BOOST_AUTO_TEST_CASE(out_of_range_numbers_are_quoted_exactly) {
     BOOST_TEST(text.find("18446744073709551615") != std::string::npos, text);
     BOOST_TEST(text.find("-1") == std::string::npos, text);
     // A huge priority must never be accepted as a small one.
-    BOOST_CHECK_THROW(config::parse(R"({"strategies": {"file": {"priority": 18446744073709551615}}})"),
-                      config_error);
+    BOOST_CHECK_THROW(
+        config::parse(R"({"strategies": {"file": {"priority": 18446744073709551615}}})"),
+        config_error);
 
     if (default_registry().contains("semaphore")) {
-        text = problems(R"({"strategies": {"semaphore": {"options": {"key": 18446744073709551615}}}})");
+        text = problems(
+            R"({"strategies": {"semaphore": {"options": {"key": 18446744073709551615}}}})");
         BOOST_TEST(text.find("18446744073709551615") != std::string::npos, text);
     }
 }

@@ -534,8 +534,9 @@ BOOST_AUTO_TEST_CASE(bad_lock_dirs_give_clear_errors) {
     // that became another user (nobody), for whom the directory is read-only.
     auto ro = d.parent / "readonly";
     fs::create_directory(ro);
-    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
-                            fs::perms::others_exec,
+    fs::permissions(ro,
+                    fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
+                        fs::perms::others_exec,
                     fs::perm_options::replace);
     fs::permissions(d.parent, fs::perms::others_exec, fs::perm_options::add);
     std::string why;
@@ -561,7 +562,8 @@ BOOST_AUTO_TEST_CASE(bad_lock_dirs_give_clear_errors) {
 // instead of deciding again (a rule's pin yields to a request that names its own capabilities).
 BOOST_AUTO_TEST_CASE(resolve_says_what_decided_and_from_where) {
     fixture f;
-    auto factory = f.factory(R"({"locks": {"pinned.*": {"strategy": "alpha", "require": "shared"}}})");
+    auto factory =
+        f.factory(R"({"locks": {"pinned.*": {"strategy": "alpha", "require": "shared"}}})");
     auto r = factory.resolve("pinned.1");
     BOOST_TEST(r.strategy == "alpha");
     BOOST_TEST(!r.strategy_from_request);

@@ -1,7 +1,7 @@
-// No secret in any message: every URL form the redis, memcached and sql parsers see, with a password
-// in its userinfo, a query parameter, a fragment or percent-encoded, through every path that can
-// echo it (the URL parser, the options reader, config check, the factory, a JSON syntax error),
-// and redact_url, the one function that prints a URL.
+// No secret in any message: every URL form the redis, memcached and sql parsers see, with a
+// password in its userinfo, a query parameter, a fragment or percent-encoded, through every path
+// that can echo it (the URL parser, the options reader, config check, the factory, a JSON syntax
+// error), and redact_url, the one function that prints a URL.
 #define BOOST_TEST_MODULE secrets
 #include <boost/test/unit_test.hpp>
 

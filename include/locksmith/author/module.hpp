@@ -1,7 +1,7 @@
 // Loading strategies from shared libraries: the built-in modules, on first use, and the
-// config's plugins. Both are plugins in the sense of <locksmith/author/plugin.hpp>: one entry point,
-// locksmith_plugin_info, whose API version and C++ ABI are checked before anything else in the
-// library is used.
+// config's plugins. Both are plugins in the sense of <locksmith/author/plugin.hpp>: one entry
+// point, locksmith_plugin_info, whose API version and C++ ABI are checked before anything else in
+// the library is used.
 //
 //   load_on_first_use  wraps a built-in module's metadata so that its probe, validator and
 //                      factory load liblocksmith_<name>.so only when first called
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include <locksmith/config.hpp>
 #include <locksmith/author/plugin.hpp>
+#include <locksmith/config.hpp>
 #include <locksmith/registry.hpp>
 
 namespace locksmith {

@@ -31,8 +31,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <locksmith/registry.hpp>
 #include <locksmith/author/store.hpp>
+#include <locksmith/registry.hpp>
 
 // Bumped whenever locksmith_plugin, locksmith_host or what crosses them changes meaning.
 // (Version 1 was the module entry point that wrote into the caller's struct before its version
@@ -47,7 +47,7 @@ extern "C" {
 // Facts about the compiler and types that decide whether C++ objects can cross between the
 // plugin and the program. Compared field by field; any difference refuses the plugin.
 struct locksmith_cxx_abi {
-    std::uint32_t gxx_abi_version;  // __GXX_ABI_VERSION (0 when the compiler has none)
+    std::uint32_t gxx_abi_version;   // __GXX_ABI_VERSION (0 when the compiler has none)
     std::uint32_t standard_library;  // 1 = libstdc++ old ABI, 2 = libstdc++ C++11 ABI,
                                      // 3 = libc++, 0 = other
     std::uint32_t json_major;        // nlohmann_json's major version
@@ -96,25 +96,21 @@ constexpr locksmith_cxx_abi this_cxx_abi() noexcept {
         0,
 #endif
 #if defined(_LIBCPP_VERSION)
-        3,
+            3,
 #elif defined(_GLIBCXX_USE_CXX11_ABI)
-        _GLIBCXX_USE_CXX11_ABI ? 2u : 1u,
+            _GLIBCXX_USE_CXX11_ABI ? 2u : 1u,
 #else
         0,
 #endif
-        NLOHMANN_JSON_VERSION_MAJOR,
-        sizeof(std::string),
-        sizeof(std::function<void()>),
-        sizeof(std::shared_ptr<int>),
-        sizeof(nlohmann::json),
-        sizeof(strategy_descriptor),
-        sizeof(store),
+            NLOHMANN_JSON_VERSION_MAJOR, sizeof(std::string), sizeof(std::function<void()>),
+            sizeof(std::shared_ptr<int>), sizeof(nlohmann::json), sizeof(strategy_descriptor),
+            sizeof(store),
     };
 }
 
 // How a plugin's registration function adds its strategies to the program that loads it.
 class plugin_registrar {
-public:
+  public:
     explicit plugin_registrar(locksmith_host* host) noexcept : host_(host) {}
     // Hands a copy of `d` to the program; it is registered (or the plugin refused as a whole)
     // when the registration function returns. The program sets `d.origin`.
@@ -126,7 +122,7 @@ public:
         const char* what() const noexcept override { return "the program refused a strategy"; }
     };
 
-private:
+  private:
     locksmith_host* host_;
 };
 
@@ -155,24 +151,24 @@ int register_through(locksmith_host* host) noexcept {
 // calling it runs none of the plugin's C++ code. `plugin_name` and `plugin_version` are string
 // literals (or constexpr const char*); `add` is a function void(locksmith::plugin_registrar&).
 #define LOCKSMITH_DEFINE_PLUGIN(ident, plugin_name, plugin_version, add)                        \
-    extern "C" const locksmith_plugin* locksmith_plugin_info_##ident(void) {                   \
+    extern "C" const locksmith_plugin* locksmith_plugin_info_##ident(void) {                    \
         static constexpr locksmith_cxx_abi abi = ::locksmith::this_cxx_abi();                   \
-        static constexpr locksmith_plugin info = {LOCKSMITH_PLUGIN_API_VERSION, plugin_name,   \
-                                                  plugin_version, &abi,                        \
+        static constexpr locksmith_plugin info = {LOCKSMITH_PLUGIN_API_VERSION, plugin_name,    \
+                                                  plugin_version, &abi,                         \
                                                   &::locksmith::detail::register_through<add>}; \
-        return &info;                                                                          \
+        return &info;                                                                           \
     }
 
 // Defines the entry point the program looks for, forwarding to locksmith_plugin_info_<ident>.
 // Separate so that several modules can be linked into one program (the locksmith command) by
 // their own names.
-#define LOCKSMITH_PLUGIN_ENTRY(ident)                                          \
+#define LOCKSMITH_PLUGIN_ENTRY(ident)                                         \
     extern "C" __attribute__((visibility("default"))) const locksmith_plugin* \
-    locksmith_plugin_info(void) {                                              \
-        return locksmith_plugin_info_##ident();                                \
+    locksmith_plugin_info(void) {                                             \
+        return locksmith_plugin_info_##ident();                               \
     }
 
 // A plugin: its struct and its entry point.
-#define LOCKSMITH_PLUGIN(ident, plugin_name, plugin_version, add) \
+#define LOCKSMITH_PLUGIN(ident, plugin_name, plugin_version, add)    \
     LOCKSMITH_DEFINE_PLUGIN(ident, plugin_name, plugin_version, add) \
     LOCKSMITH_PLUGIN_ENTRY(ident)

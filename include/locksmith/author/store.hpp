@@ -39,7 +39,7 @@ std::string_view to_string(lock_mode mode) noexcept;
 std::string_view to_string(lock_status::state state) noexcept;
 
 class store {
-public:
+  public:
     virtual ~store() = default;
     store(const store&) = delete;
     store& operator=(const store&) = delete;
@@ -86,7 +86,7 @@ public:
     // Throws: expired_error when k lost the lock before a token was assigned; backend_error.
     std::optional<std::uint64_t> fencing_token(key& k);
 
-protected:
+  protected:
     store(std::string strategy, capability capabilities);
 
     virtual bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) = 0;
@@ -101,7 +101,7 @@ protected:
     // Default: the token the grant put in k (or none).
     virtual std::optional<std::uint64_t> do_fencing_token(key& k);
 
-private:
+  private:
     void check_mode(lock_mode mode) const;
     std::string strategy_;
     capability capabilities_;

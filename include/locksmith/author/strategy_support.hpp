@@ -15,14 +15,14 @@
 //   socket_closed_by_peer         whether the server closed an idle connection
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/stat.h>
-#include <sys/types.h>
 
 namespace locksmith {
 
@@ -62,7 +62,7 @@ class options_reader;
 // files are created relative to it (openat) and a symlink swapped in later cannot redirect them.
 // Private (only its owner writes to it) or shared with one group (the `shared_group` option).
 class lock_directory {
-public:
+  public:
     lock_directory(int fd, std::filesystem::path path, std::optional<gid_t> shared_group)
         : fd_(fd), path_(std::move(path)), shared_group_(shared_group) {}
     ~lock_directory();
@@ -89,7 +89,7 @@ public:
     // not be seen); it belongs to neither this user nor (shared directory) the shared group.
     std::string refusal(const struct stat& st) const;
 
-private:
+  private:
     int fd_;
     std::filesystem::path path_;
     std::optional<gid_t> shared_group_;
@@ -138,7 +138,7 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
 //   };
 //   const my_api& api = load_client_api<my_api>("libpq.so.5", "libpq5", "pg_advisory");
 class client_library {
-public:
+  public:
     // Opens `soname` (dlopen counts references: every opening of one soname shares one copy).
     // Throws backend_error (native code "dlopen", permanent) naming `strategy`, the library and
     // the Debian `package` to install.
@@ -150,7 +150,7 @@ public:
         function = reinterpret_cast<F*>(symbol(name));
     }
 
-private:
+  private:
     void* symbol(const char* name) const;
     void* handle_;
     std::string soname_;

@@ -15,16 +15,36 @@ namespace locksmith::pg {
 namespace {
 
 // The functions of libpq.so.5 locksmith calls; libpq-fe.h gives every signature.
-#define LOCKSMITH_LIBPQ_FUNCTIONS(X)                                                       \
-    X(PQconnectStartParams)                                                                \
-    X(PQconnectPoll)                                                                       \
-    X(PQconninfoParse) X(PQconninfoFree) X(PQfreemem) X(PQsetNoticeProcessor)              \
-        X(PQsetErrorVerbosity) X(PQconnectionNeedsPassword) X(PQstatus) X(PQerrorMessage)  \
-            X(PQfinish) X(PQsocket) X(PQsendQuery) X(PQsendPrepare) X(PQsendQueryPrepared) \
-                X(PQisBusy) X(PQgetResult) X(PQconsumeInput) X(PQresultStatus)             \
-                    X(PQresultErrorField) X(PQresultErrorMessage) X(PQclear) X(PQntuples)  \
-                        X(PQnfields) X(PQgetvalue) X(PQcmdTuples)
-
+// One function per line, kept by hand: clang-format reflows X-macro lists differently each run.
+// clang-format off
+#define LOCKSMITH_LIBPQ_FUNCTIONS(X) \
+    X(PQconnectStartParams) \
+    X(PQconnectPoll) \
+    X(PQconninfoParse) \
+    X(PQconninfoFree) \
+    X(PQfreemem) \
+    X(PQsetNoticeProcessor) \
+    X(PQsetErrorVerbosity) \
+    X(PQconnectionNeedsPassword) \
+    X(PQstatus) \
+    X(PQerrorMessage) \
+    X(PQfinish) \
+    X(PQsocket) \
+    X(PQsendQuery) \
+    X(PQsendPrepare) \
+    X(PQsendQueryPrepared) \
+    X(PQisBusy) \
+    X(PQgetResult) \
+    X(PQconsumeInput) \
+    X(PQresultStatus) \
+    X(PQresultErrorField) \
+    X(PQresultErrorMessage) \
+    X(PQclear) \
+    X(PQntuples) \
+    X(PQnfields) \
+    X(PQgetvalue) \
+    X(PQcmdTuples)
+// clang-format on
 struct libpq_api {
 #define LOCKSMITH_LIBPQ_POINTER(f) decltype(&::f) f = nullptr;
     LOCKSMITH_LIBPQ_FUNCTIONS(LOCKSMITH_LIBPQ_POINTER)
