@@ -3,7 +3,9 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
+#include <pthread.h>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -74,9 +76,18 @@ std::optional<request> parse_request(const char* name) {
 class session {
   public:
     session(const zookeeper_options& o) : hosts_(o.hosts) {
+        // The client's two threads start here and inherit this thread's signal mask: with every
+        // signal blocked in them, process signals (SIGCHLD for the locksmith command's
+        // signalfd) reach the program's own threads, never the client's.
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
         errno = 0;
         zh_ = zookeeper_init2(o.hosts.c_str(), &session::on_event,
                               int(o.session_timeout.count()), nullptr, this, 0, quiet_log);
+        const int init_errno = errno;
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        errno = init_errno;
         if (!zh_)
             throw invalid_argument_error(std::string(strategy_name) + ": hosts '" + o.hosts +
                                          "' cannot be used (" + std::strerror(errno) +
