@@ -1,14 +1,15 @@
 // The zookeeper strategy's options and store (its registry entry is in zookeeper_descriptor.cpp).
+#include <pthread.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
-#include <pthread.h>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,10 @@ bool transient_rc(int rc) {
 }
 
 [[noreturn]] void fail(const std::string& hosts, const std::string& what, int rc) {
-    throw backend_error(strategy_name, "ZOO " + std::to_string(rc),
-                        std::string(strategy_name) + ": " + what + " on '" + hosts +
-                            "' failed: " + zerror(rc),
-                        transient_rc(rc) ? error_kind::transient : error_kind::permanent);
+    throw backend_error(
+        strategy_name, "ZOO " + std::to_string(rc),
+        std::string(strategy_name) + ": " + what + " on '" + hosts + "' failed: " + zerror(rc),
+        transient_rc(rc) ? error_kind::transient : error_kind::permanent);
 }
 
 // The C client logs connection failures to stderr by default; errors reach callers as
@@ -83,8 +84,8 @@ class session {
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         errno = 0;
-        zh_ = zookeeper_init2(o.hosts.c_str(), &session::on_event,
-                              int(o.session_timeout.count()), nullptr, this, 0, quiet_log);
+        zh_ = zookeeper_init2(o.hosts.c_str(), &session::on_event, int(o.session_timeout.count()),
+                              nullptr, this, 0, quiet_log);
         const int init_errno = errno;
         pthread_sigmask(SIG_SETMASK, &old, nullptr);
         errno = init_errno;
@@ -106,6 +107,8 @@ class session {
                                     " ms: is it running and reachable?",
                                 error_kind::transient);
         }
+        id_ = zoo_client_id(zh_)->client_id;
+        timeout_ = milliseconds(zoo_recv_timeout(zh_));
     }
     ~session() {
         // A fork()ed child must not close the parent's session (the close would reach the server).
@@ -114,12 +117,27 @@ class session {
     session(const session&) = delete;
     session& operator=(const session&) = delete;
 
-    zhandle_t* zh() const noexcept { return zh_; }
+    // Runs one call of the C client on the handle; ZSESSIONEXPIRED once abandoned.
+    template <class F>
+    int call(F&& f) {
+        std::shared_lock guard(use_);
+        return zh_ ? f(zh_) : ZSESSIONEXPIRED;
+    }
     const std::string& hosts() const noexcept { return hosts_; }
-    std::int64_t id() const noexcept { return zoo_client_id(zh_)->client_id; }
-    milliseconds timeout() const noexcept { return milliseconds(zoo_recv_timeout(zh_)); }
-    bool usable() const noexcept {
-        return generation_ == fork_generation() && !expired_.load();
+    std::int64_t id() const noexcept { return id_; }
+    milliseconds timeout() const noexcept { return timeout_; }
+    bool usable() const noexcept { return generation_ == fork_generation() && !expired_.load(); }
+
+    // Gives the session up after a disconnect as long as its timeout: the server has expired it
+    // or will, so its locks count as lost. Its nodes go when the last key lets go of it (the
+    // close), or when the server expires it.
+    void abandon() noexcept {
+        expired_ = true;
+        // Closed now, not when the last key lets go: a client that reconnected would keep the
+        // session, and with it the nodes, alive.
+        std::unique_lock guard(use_);
+        if (zh_ && generation_ == fork_generation()) zookeeper_close(zh_);
+        zh_ = nullptr;
     }
 
     // Waits until the client is connected (true) or the session expired or `until` passed.
@@ -142,13 +160,14 @@ class session {
         char buf[1];
         int len = sizeof buf;
         struct Stat stat;
-        const int rc = zoo_wget(zh_, path.c_str(), &session::on_event, this, buf, &len, &stat);
+        const int rc = call([&](zhandle_t* zh) {
+            return zoo_wget(zh, path.c_str(), &session::on_event, this, buf, &len, &stat);
+        });
         guard.lock();
         bool changed = true;
         if (rc == ZOK)
             changed = cv_.wait_until(guard, until, [&] {
-                return watches_[path].events != seen || state_events_ != state_seen ||
-                       expired_;
+                return watches_[path].events != seen || state_events_ != state_seen || expired_;
             });
         if (--watches_[path].waiters == 0) watches_.erase(path);
         if (rc != ZOK && rc != ZNONODE && !transient_rc(rc)) {
@@ -182,6 +201,9 @@ class session {
     const std::string hosts_;
     const std::uint64_t generation_ = fork_generation();
     zhandle_t* zh_ = nullptr;
+    std::shared_mutex use_;
+    std::int64_t id_ = 0;
+    milliseconds timeout_{0};
     std::mutex mutex_;
     std::condition_variable cv_;
     bool connected_ = false;
@@ -232,11 +254,15 @@ class zookeeper_store final : public store {
         const auto until = clock::now() + s.timeout();
         for (;;) {
             struct Stat stat;
-            const int rc = zoo_exists(s.zh(), held->node.c_str(), 0, &stat);
+            const int rc =
+                s.call([&](zhandle_t* zh) { return zoo_exists(zh, held->node.c_str(), 0, &stat); });
             if (rc == ZOK) return stat.ephemeralOwner == s.id();
             if (rc == ZNONODE || rc == ZSESSIONEXPIRED) return false;
             if (!transient_rc(rc)) fail(s.hosts(), "looking up '" + held->node + "'", rc);
-            if (!s.wait_connected(until)) return false;
+            if (!s.wait_connected(until)) {
+                s.abandon();
+                return false;
+            }
         }
     }
 
@@ -274,7 +300,7 @@ class zookeeper_store final : public store {
     void make_root(session& s) {
         // Every node of the root path, persistent; "/" is the chroot when hosts names one.
         struct Stat stat;
-        int rc = zoo_exists(s.zh(), "/", 0, &stat);
+        int rc = s.call([&](zhandle_t* zh) { return zoo_exists(zh, "/", 0, &stat); });
         if (rc == ZNONODE)
             throw backend_error(strategy_name, "ZOO " + std::to_string(rc),
                                 std::string(strategy_name) + ": the chroot of hosts '" +
@@ -286,8 +312,10 @@ class zookeeper_store final : public store {
         for (std::size_t slash = 1; slash != std::string::npos;) {
             slash = options_.root.find('/', slash + 1);
             const auto path = options_.root.substr(0, slash);
-            rc = zoo_create(s.zh(), path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
-                            ZOO_PERSISTENT, nullptr, 0);
+            rc = s.call([&](zhandle_t* zh) {
+                return zoo_create(zh, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                  ZOO_PERSISTENT, nullptr, 0);
+            });
             if (rc != ZOK && rc != ZNODEEXISTS) fail(s.hosts(), "creating root '" + path + "'", rc);
         }
     }
@@ -302,11 +330,11 @@ class zookeeper_store final : public store {
     }
 
     // The requests under `parent`, by sequence. Waits out a disconnect until `until`.
-    std::vector<request> requests(session& s, const std::string& parent,
-                                  clock::time_point until) {
+    std::vector<request> requests(session& s, const std::string& parent, clock::time_point until) {
         for (;;) {
             String_vector children{};
-            const int rc = zoo_get_children(s.zh(), parent.c_str(), 0, &children);
+            const int rc = s.call(
+                [&](zhandle_t* zh) { return zoo_get_children(zh, parent.c_str(), 0, &children); });
             if (rc == ZOK) {
                 std::vector<request> all;
                 for (int i = 0; i < children.count; ++i)
@@ -332,14 +360,19 @@ class zookeeper_store final : public store {
         for (int attempt = 0;; ++attempt) {
             std::vector<char> path(prefix.size() + 16);
             struct Stat stat;
-            int rc = zoo_create2(s.zh(), prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
-                                 ZOO_EPHEMERAL_SEQUENTIAL, path.data(), int(path.size()), &stat);
+            int rc = s.call([&](zhandle_t* zh) {
+                return zoo_create2(zh, prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                   ZOO_EPHEMERAL_SEQUENTIAL, path.data(), int(path.size()), &stat);
+            });
             if (rc == ZOK) return {path.data(), stat.czxid};
             if (rc == ZNONODE && attempt < 8) {
                 // The parent is missing (first use, or the server removed the empty container).
-                rc = zoo_create(s.zh(), parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
-                                ZOO_CONTAINER, nullptr, 0);
-                if (rc == ZNONODE) make_root(s);  // someone removed the root
+                rc = s.call([&](zhandle_t* zh) {
+                    return zoo_create(zh, parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                      ZOO_CONTAINER, nullptr, 0);
+                });
+                if (rc == ZNONODE)
+                    make_root(s);  // someone removed the root
                 else if (rc != ZOK && rc != ZNODEEXISTS)
                     fail(s.hosts(), "creating '" + parent + "'", rc);
                 continue;
@@ -348,11 +381,14 @@ class zookeeper_store final : public store {
                 fail(s.hosts(), "creating a node under '" + parent + "'", rc);
             // The create may have been applied with its reply lost: find the node by its guid
             // once connected again (Curator's protection mode), else create it again.
-            if (!s.wait_connected(until)) fail(s.hosts(), "creating a node under '" + parent + "'", rc);
+            if (!s.wait_connected(until))
+                fail(s.hosts(), "creating a node under '" + parent + "'", rc);
             for (const auto& r : requests(s, parent, until))
                 if (r.name.compare(0, guid.size(), guid) == 0) {
                     const auto found = parent + "/" + r.name;
-                    if (zoo_exists(s.zh(), found.c_str(), 0, &stat) == ZOK)
+                    if (s.call([&](zhandle_t* zh) {
+                            return zoo_exists(zh, found.c_str(), 0, &stat);
+                        }) == ZOK)
                         return {found, stat.czxid};
                 }
         }
@@ -364,7 +400,7 @@ class zookeeper_store final : public store {
         if (!s.usable()) return;
         const auto until = clock::now() + s.timeout();
         for (;;) {
-            const int rc = zoo_delete(s.zh(), node.c_str(), -1);
+            const int rc = s.call([&](zhandle_t* zh) { return zoo_delete(zh, node.c_str(), -1); });
             if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED) return;
             if (!transient_rc(rc) || !s.wait_connected(until))
                 fail(s.hosts(), "deleting '" + node + "'", rc);
@@ -389,8 +425,7 @@ class zookeeper_store final : public store {
                 if (self == all.end())
                     throw backend_error(strategy_name, "ZOO " + std::to_string(ZSESSIONEXPIRED),
                                         std::string(strategy_name) + ": the request for lock '" +
-                                            k.resource() + "' vanished from '" +
-                                            options_.hosts +
+                                            k.resource() + "' vanished from '" + options_.hosts +
                                             "' (the session expired): try again",
                                         error_kind::transient);
                 // The node to wait for: the nearest earlier node of another request (a
@@ -467,9 +502,9 @@ zookeeper_options zookeeper_options::from_json(const nlohmann::json& options) {
     const auto chroot = hosts->find('/');
     if (hosts->empty() || hosts->find_first_of(" \t\n") != std::string::npos || chroot == 0 ||
         (chroot != std::string::npos && !valid_path(hosts->substr(chroot))))
-        throw config_error("config.value", "/hosts",
-                           "option 'hosts' must be host:port[,host:port...][/chroot], got '" +
-                               *hosts + "'");
+        throw config_error(
+            "config.value", "/hosts",
+            "option 'hosts' must be host:port[,host:port...][/chroot], got '" + *hosts + "'");
     o.hosts = *hosts;
     if (auto v = r.integer("session_timeout_ms", 1000, 600000))
         o.session_timeout = milliseconds(*v);
