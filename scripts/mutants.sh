@@ -12,9 +12,10 @@
 #   scripts/mutants.sh [-l LIST] [NAME...]     NAME: only these entries (default: all)
 #
 # Environment: BUILD_DIR (default build-mutants, its own Ninja build), JOBS (default 2),
-# LOCKSMITH_TEST_REDIS_URL / LOCKSMITH_TEST_MEMCACHED / LOCKSMITH_TEST_POSTGRES_DSN (when unset
-# and redis-server / memcached / postgres are installed, the script starts its own on free ports
-# in a temporary directory and stops them at the end).
+# LOCKSMITH_TEST_REDIS_URL / LOCKSMITH_TEST_MEMCACHED / LOCKSMITH_TEST_POSTGRES_DSN /
+# LOCKSMITH_TEST_ZOOKEEPER (when unset and redis-server / memcached / postgres / zookeeper are
+# installed, the script starts its own on free ports in a temporary directory and stops them at
+# the end).
 # The changed file is always restored, also on Ctrl-C or an error (trap).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +39,7 @@ cleanup() {
   fi
   for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   [ -z "${pg_env+x}" ] || env "${pg_env[@]}" "$root/scripts/services.sh" stop >/dev/null 2>&1 || true
+  [ -z "${zk_env+x}" ] || env "${zk_env[@]}" "$root/scripts/services.sh" stop >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -123,6 +125,13 @@ if [ -z "${LOCKSMITH_TEST_POSTGRES_DSN:-}" ] && ls /usr/lib/postgresql/*/bin/pos
           LOCKSMITH_POSTGRES_PORT="$(free_port)")
   env "${pg_env[@]}" "$root/scripts/services.sh" start >"$work/postgres-start.log" 2>&1 &&
     eval "$(env "${pg_env[@]}" "$root/scripts/services.sh" env)"
+fi
+
+if [ -z "${LOCKSMITH_TEST_ZOOKEEPER:-}" ] && [ -r /usr/share/java/zookeeper.jar ]; then
+  zk_env=(LOCKSMITH_SERVICES_DIR="$work/services-zk" LOCKSMITH_SERVICES=zookeeper
+          LOCKSMITH_ZOOKEEPER_PORT="$(free_port)")
+  env "${zk_env[@]}" "$root/scripts/services.sh" start >"$work/zookeeper-start.log" 2>&1 &&
+    eval "$(env "${zk_env[@]}" "$root/scripts/services.sh" env)"
 fi
 
 # --- build and baseline ----------------------------------------------------------------------
