@@ -94,6 +94,11 @@ class session {
                                          "' cannot be used (" + std::strerror(errno) +
                                          "): give host:port[,host:port][/chroot] with hosts "
                                          "that resolve");
+        // By default the client's I/O thread resolves the hosts again at every poll, i.e.
+        // calls getaddrinfo() several times a second. A fork() while it is inside getaddrinfo()
+        // leaves glibc's lock held in the child, whose own first getaddrinfo() (a new session)
+        // then hangs forever. Resolve only when a connection is lost.
+        zoo_set_servers_resolution_delay(zh_, -1);
         std::unique_lock guard(mutex_);
         const auto until = clock::now() + o.connect_timeout;
         if (!cv_.wait_until(guard, until, [&] { return connected_ || expired_; }) || expired_) {
