@@ -115,6 +115,17 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"etcd", std::nullopt,
                        "LOCKSMITH_TEST_ETCD is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    if (auto hosts = env("LOCKSMITH_TEST_ZOOKEEPER"))
+        // A short session timeout, so that a killed holder frees its locks within seconds.
+        all.push_back({"zookeeper",
+                       nlohmann::json{{"hosts", *hosts},
+                                      {"session_timeout_ms", 2000},
+                                      {"root", "/" + remote_test_prefix()}},
+                       ""});
+    else
+        all.push_back({"zookeeper", std::nullopt,
+                       "LOCKSMITH_TEST_ZOOKEEPER is unset (run scripts/services.sh start, then "
+                       "eval \"$(scripts/services.sh env)\")"});
     // sql, once per driver: SQLite in the private lock directory, the servers from the
     // environment, each in a table of its own so that a test run never meets a user's table.
     const std::string run_hint =

@@ -1,0 +1,83 @@
+// The `zookeeper` strategy: Apache Curator's lock recipe (InterProcessMutex and
+// InterProcessReadWriteLock) on ZooKeeper, through its C client.
+//
+//   zookeeper_options      the strategy's JSON options
+//   zookeeper_lock_parent  the znode under which a name's requests queue
+//   make_zookeeper_store
+//
+// Contract:
+//  - One ZooKeeper session per store, shared by every key of the store (the C client is
+//    thread-safe). Its nodes are ephemeral: they live as long as the session.
+//  - A request is an ephemeral sequential node under the name's parent,
+//    `<root>/<stable_name_hash(name) as 32 hex digits>`, so that any name (with '/', "..", NUL,
+//    1 MiB) maps to one short, safe node; a hash collision makes two names one lock (less
+//    concurrency, never two holders). The node is `<owner token>-write-<seq>` or
+//    `<owner token>-read-<seq>`: the owner's token makes a create whose reply was lost (a
+//    connection loss during the create) findable again, as Curator's protection mode does.
+//  - Grant: a write node holds when no other owner's node has a lower sequence; a read node
+//    holds when no other owner's write node has one (readers wait only for earlier writers).
+//    A waiter watches only the node it waits for (the nearest earlier one, or earlier write
+//    node for a reader): no herd, native waiting, first come first served in sequence order.
+//  - The parent is a container node (CreateMode CONTAINER): the server removes it once its last
+//    request is gone (ZooKeeper checks every containerCheckIntervalMs, 60 s by default). The
+//    root and the nodes above it are persistent and stay.
+//  - Fencing token: the node's czxid (the transaction id of its creation), which increases over
+//    the whole ensemble, also when a parent was removed and created again (the sequence number
+//    would then start over).
+//  - Promote (read -> write) queues a write node behind the owner's read node and needs every
+//    other node before it gone; a writer that queued between the two would wait for this reader
+//    forever, so the promotion fails with acquire_error instead (the read lock is kept). Demote
+//    (write -> read) queues a read node, granted at once, then deletes the write node.
+//  - Loss: a session that expires (the server did not hear from the client within the session
+//    timeout: a paused or partitioned process) takes its nodes with it; is_acquired() then says
+//    false and the loss is reported. A disconnect shorter than the session timeout keeps the
+//    lock: is_acquired() waits for the client to reconnect, for at most the session timeout.
+//    The store then starts a new session for later requests.
+//  - Crash: a holder that dies frees its locks when its session expires (session_timeout).
+//  - Errors: backend_error whose native_code is the C client's "ZOO <rc>" (e.g. "ZOO -4" for
+//    ZCONNECTIONLOSS), naming the hosts.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include <locksmith/author/store.hpp>
+
+namespace locksmith::strategies {
+
+// What the zookeeper strategy offers (its registry entry and its store agree on this).
+inline constexpr capability zookeeper_capabilities =
+    capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
+    capability::distributed | capability::crash_release | capability::fencing | capability::fair |
+    capability::consensus;
+
+struct zookeeper_options {
+    // "host:port,host:port[/chroot]", as the C client takes it. The chroot must exist.
+    std::string hosts;
+    // The session timeout asked of the server, which clamps it to its own
+    // [minSessionTimeout, maxSessionTimeout] (2 and 20 ticks by default). A holder that dies or
+    // is cut off for longer loses its locks.
+    std::chrono::milliseconds session_timeout{std::chrono::seconds(10)};
+    // Longest wait for the first connection.
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
+    // Absolute path under which the per-name parents go (created when missing).
+    std::string root = "/locksmith";
+
+    // Reads {"hosts": "...", "session_timeout_ms": 10000, "connect_timeout_ms": 5000,
+    // "root": "/locksmith"}; only "hosts" is required. Throws config_error.
+    static zookeeper_options from_json(const nlohmann::json& options);
+};
+
+// The path of `name`'s parent node under `root`.
+std::string zookeeper_lock_parent(const std::string& root, std::string_view name);
+
+// Connects (waiting for at most connect_timeout) and creates the root, so that unreachable
+// hosts or a chroot that does not exist fail here.
+// Throws invalid_argument_error for bad options, backend_error otherwise.
+std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options);
+
+}  // namespace locksmith::strategies

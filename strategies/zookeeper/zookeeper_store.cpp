@@ -1,0 +1,551 @@
+// The zookeeper strategy's options and store (its registry entry is in zookeeper_descriptor.cpp).
+#include <pthread.h>
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include <zookeeper.h>
+
+#include <locksmith/author/plugin.hpp>
+#include <locksmith/author/strategy_support.hpp>
+#include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
+#include <locksmith/strategies/zookeeper.hpp>
+#include <locksmith/version.hpp>
+
+#include "zookeeper_descriptor.hpp"
+
+namespace locksmith::strategies {
+namespace {
+
+using std::chrono::milliseconds;
+using clock = std::chrono::steady_clock;
+
+constexpr const char* strategy_name = "zookeeper";
+
+bool transient_rc(int rc) {
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
+           rc == ZCLOSING || rc == ZSESSIONMOVED;
+}
+
+[[noreturn]] void fail(const std::string& hosts, const std::string& what, int rc) {
+    throw backend_error(
+        strategy_name, "ZOO " + std::to_string(rc),
+        std::string(strategy_name) + ": " + what + " on '" + hosts + "' failed: " + zerror(rc),
+        transient_rc(rc) ? error_kind::transient : error_kind::permanent);
+}
+
+// The C client logs connection failures to stderr by default; errors reach callers as
+// exceptions instead.
+void quiet_log(const char*) {}
+
+// What a node name says: "<attempt guid>-write-<10-digit sequence>".
+struct request {
+    std::string name;
+    long long seq = -1;
+    bool write = true;
+};
+
+std::optional<request> parse_request(const char* name) {
+    request r;
+    r.name = name;
+    if (r.name.size() < 11) return std::nullopt;
+    const auto dash = r.name.size() - 11;
+    if (r.name[dash] != '-') return std::nullopt;
+    try {
+        r.seq = std::stoll(r.name.substr(dash + 1));
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    if (dash >= 5 && r.name.compare(dash - 5, 5, "-read") == 0)
+        r.write = false;
+    else if (dash < 6 || r.name.compare(dash - 6, 6, "-write") != 0)
+        return std::nullopt;  // not a lock request: left alone
+    return r;
+}
+
+// One ZooKeeper session (a zhandle_t), shared by the store and the keys that hold through it.
+class session {
+  public:
+    session(const zookeeper_options& o) : hosts_(o.hosts) {
+        // The client's two threads start here and inherit this thread's signal mask: with every
+        // signal blocked in them, process signals (SIGCHLD for the locksmith command's
+        // signalfd) reach the program's own threads, never the client's.
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        errno = 0;
+        zh_ = zookeeper_init2(o.hosts.c_str(), &session::on_event, int(o.session_timeout.count()),
+                              nullptr, this, 0, quiet_log);
+        const int init_errno = errno;
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        errno = init_errno;
+        if (!zh_)
+            throw invalid_argument_error(std::string(strategy_name) + ": hosts '" + o.hosts +
+                                         "' cannot be used (" + std::strerror(errno) +
+                                         "): give host:port[,host:port][/chroot] with hosts "
+                                         "that resolve");
+        // By default the client's I/O thread resolves the hosts again at every poll, i.e.
+        // calls getaddrinfo() several times a second. A fork() while it is inside getaddrinfo()
+        // leaves glibc's lock held in the child, whose own first getaddrinfo() (a new session)
+        // then hangs forever. Resolve only when a connection is lost.
+        zoo_set_servers_resolution_delay(zh_, -1);
+        std::unique_lock guard(mutex_);
+        const auto until = clock::now() + o.connect_timeout;
+        if (!cv_.wait_until(guard, until, [&] { return connected_ || expired_; }) || expired_) {
+            guard.unlock();
+            zookeeper_close(zh_);
+            zh_ = nullptr;
+            throw backend_error(strategy_name, "connect",
+                                std::string(strategy_name) + ": no ZooKeeper server of '" +
+                                    o.hosts + "' answered within " +
+                                    std::to_string(o.connect_timeout.count()) +
+                                    " ms: is it running and reachable?",
+                                error_kind::transient);
+        }
+        id_ = zoo_client_id(zh_)->client_id;
+        timeout_ = milliseconds(zoo_recv_timeout(zh_));
+    }
+    ~session() {
+        // A fork()ed child must not close the parent's session (the close would reach the server).
+        if (zh_ && generation_ == fork_generation()) zookeeper_close(zh_);
+    }
+    session(const session&) = delete;
+    session& operator=(const session&) = delete;
+
+    // Runs one call of the C client on the handle; ZSESSIONEXPIRED once abandoned.
+    template <class F>
+    int call(F&& f) {
+        std::shared_lock guard(use_);
+        return zh_ ? f(zh_) : ZSESSIONEXPIRED;
+    }
+    const std::string& hosts() const noexcept { return hosts_; }
+    std::int64_t id() const noexcept { return id_; }
+    milliseconds timeout() const noexcept { return timeout_; }
+    bool usable() const noexcept { return generation_ == fork_generation() && !expired_.load(); }
+
+    // Gives the session up after a disconnect as long as its timeout: the server has expired it
+    // or will, so its locks count as lost. Its nodes go when the last key lets go of it (the
+    // close), or when the server expires it.
+    void abandon() noexcept {
+        expired_ = true;
+        // Closed now, not when the last key lets go: a client that reconnected would keep the
+        // session, and with it the nodes, alive.
+        std::unique_lock guard(use_);
+        if (zh_ && generation_ == fork_generation()) zookeeper_close(zh_);
+        zh_ = nullptr;
+    }
+
+    // Waits until the client is connected (true) or the session expired or `until` passed.
+    bool wait_connected(clock::time_point until) {
+        std::unique_lock guard(mutex_);
+        cv_.wait_until(guard, until, [&] { return connected_ || expired_; });
+        return connected_ && !expired_;
+    }
+
+    // Waits until the node `path` is gone (true) or `until` passed (false). Returns early (true)
+    // when the connection state changes, so that the caller looks again.
+    bool wait_deleted(const std::string& path, clock::time_point until) {
+        std::unique_lock guard(mutex_);
+        auto& w = watches_[path];
+        ++w.waiters;
+        const auto seen = w.events;
+        const auto state_seen = state_events_;
+        guard.unlock();
+        // getData, not exists: on a node already gone it leaves no watch behind (Curator).
+        char buf[1];
+        int len = sizeof buf;
+        struct Stat stat;
+        const int rc = call([&](zhandle_t* zh) {
+            return zoo_wget(zh, path.c_str(), &session::on_event, this, buf, &len, &stat);
+        });
+        guard.lock();
+        bool changed = true;
+        if (rc == ZOK)
+            changed = cv_.wait_until(guard, until, [&] {
+                return watches_[path].events != seen || state_events_ != state_seen || expired_;
+            });
+        if (--watches_[path].waiters == 0) watches_.erase(path);
+        if (rc != ZOK && rc != ZNONODE && !transient_rc(rc)) {
+            guard.unlock();
+            fail(hosts_, "watching '" + path + "'", rc);
+        }
+        return changed;
+    }
+
+  private:
+    static void on_event(zhandle_t*, int type, int state, const char* path, void* context) {
+        auto* self = static_cast<session*>(context);
+        std::lock_guard guard(self->mutex_);
+        if (type == ZOO_SESSION_EVENT) {
+            self->connected_ = state == ZOO_CONNECTED_STATE;
+            if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+                self->expired_ = true;
+            ++self->state_events_;
+        } else if (path) {
+            auto w = self->watches_.find(path);
+            if (w != self->watches_.end()) ++w->second.events;
+        }
+        self->cv_.notify_all();
+    }
+
+    struct watch {
+        std::uint64_t events = 0;
+        int waiters = 0;
+    };
+
+    const std::string hosts_;
+    const std::uint64_t generation_ = fork_generation();
+    zhandle_t* zh_ = nullptr;
+    std::shared_mutex use_;
+    std::int64_t id_ = 0;
+    milliseconds timeout_{0};
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool connected_ = false;
+    std::atomic<bool> expired_{false};
+    std::uint64_t state_events_ = 0;
+    std::map<std::string, watch, std::less<>> watches_;
+};
+
+// A key's grant: its node, in the session that created it.
+struct grant : key_local_state {
+    std::shared_ptr<session> owner;
+    std::string node;  // full path
+    lock_mode mode = lock_mode::exclusive;
+};
+
+class zookeeper_store final : public store {
+  public:
+    explicit zookeeper_store(const zookeeper_options& options)
+        : store(strategy_name, zookeeper_capabilities), options_(options) {
+        current();
+    }
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode mode, milliseconds) override {
+        return acquire(k, mode, std::nullopt);
+    }
+
+    bool do_wait_acquire(key& k, lock_mode mode, milliseconds, deadline until) override {
+        return acquire(k, mode, until);
+    }
+
+    void do_release(key& k) override {
+        auto* held = held_by(k);
+        if (!held) return;
+        auto owner = held->owner;
+        const auto node = held->node;
+        k.set_local_state(instance_id(), nullptr);
+        remove(*owner, node);
+    }
+
+    bool do_holds(const key& k) override {
+        auto* held = k.local_state_of<grant>(instance_id());
+        if (!held || !held->owner->usable()) return false;
+        auto& s = *held->owner;
+        // The server's word: the node is there and belongs to this session. A disconnect is
+        // waited out for at most the session timeout, after which the session is as good as
+        // expired (Curator's LOST).
+        const auto until = clock::now() + s.timeout();
+        for (;;) {
+            struct Stat stat;
+            const int rc =
+                s.call([&](zhandle_t* zh) { return zoo_exists(zh, held->node.c_str(), 0, &stat); });
+            if (rc == ZOK) return stat.ephemeralOwner == s.id();
+            if (rc == ZNONODE || rc == ZSESSIONEXPIRED) return false;
+            if (!transient_rc(rc)) fail(s.hosts(), "looking up '" + held->node + "'", rc);
+            if (!s.wait_connected(until)) {
+                s.abandon();
+                return false;
+            }
+        }
+    }
+
+    lock_status do_status(std::string_view resource) override {
+        auto s = current();
+        lock_status st;
+        st.held = lock_status::state::free;
+        for (const auto& r : requests(*s, zookeeper_lock_parent(options_.root, resource),
+                                      clock::now() + s->timeout())) {
+            if (r.write) {
+                if (st.holders.empty()) {
+                    st.held = lock_status::state::held_exclusive;
+                    st.holders.push_back("node " + r.name);
+                }
+                break;
+            }
+            st.held = lock_status::state::held_shared;
+            st.holders.push_back("node " + r.name);
+        }
+        return st;
+    }
+
+  private:
+    // The store's session, started afresh when the last one expired (or in a forked child).
+    std::shared_ptr<session> current() {
+        std::lock_guard guard(mutex_);
+        if (!session_ || !session_->usable()) {
+            session_.reset();
+            session_ = std::make_shared<session>(options_);
+            make_root(*session_);
+        }
+        return session_;
+    }
+
+    void make_root(session& s) {
+        // Every node of the root path, persistent; "/" is the chroot when hosts names one.
+        struct Stat stat;
+        int rc = s.call([&](zhandle_t* zh) { return zoo_exists(zh, "/", 0, &stat); });
+        if (rc == ZNONODE)
+            throw backend_error(strategy_name, "ZOO " + std::to_string(rc),
+                                std::string(strategy_name) + ": the chroot of hosts '" +
+                                    options_.hosts +
+                                    "' does not exist: create it (zkCli.sh create <path>) or "
+                                    "drop it from hosts",
+                                error_kind::permanent);
+        if (rc != ZOK) fail(s.hosts(), "looking up the chroot", rc);
+        for (std::size_t slash = 1; slash != std::string::npos;) {
+            slash = options_.root.find('/', slash + 1);
+            const auto path = options_.root.substr(0, slash);
+            rc = s.call([&](zhandle_t* zh) {
+                return zoo_create(zh, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                  ZOO_PERSISTENT, nullptr, 0);
+            });
+            if (rc != ZOK && rc != ZNODEEXISTS) fail(s.hosts(), "creating root '" + path + "'", rc);
+        }
+    }
+
+    // k's grant when its session still lives; a grant of an expired session (or of the parent
+    // of a fork()ed child) is dropped: it is gone, or not ours.
+    grant* held_by(key& k) {
+        auto* held = k.local_state_of<grant>(instance_id());
+        if (held && held->owner->usable()) return held;
+        if (held) k.set_local_state(instance_id(), nullptr);
+        return nullptr;
+    }
+
+    // The requests under `parent`, by sequence. Waits out a disconnect until `until`.
+    std::vector<request> requests(session& s, const std::string& parent, clock::time_point until) {
+        for (;;) {
+            String_vector children{};
+            const int rc = s.call(
+                [&](zhandle_t* zh) { return zoo_get_children(zh, parent.c_str(), 0, &children); });
+            if (rc == ZOK) {
+                std::vector<request> all;
+                for (int i = 0; i < children.count; ++i)
+                    if (auto r = parse_request(children.data[i])) all.push_back(std::move(*r));
+                deallocate_String_vector(&children);
+                std::sort(all.begin(), all.end(),
+                          [](const request& a, const request& b) { return a.seq < b.seq; });
+                return all;
+            }
+            if (rc == ZNONODE) return {};
+            if (rc != ZCONNECTIONLOSS || !s.wait_connected(until))
+                fail(s.hosts(), "listing '" + parent + "'", rc);
+        }
+    }
+
+    // Creates the request node "<parent>/<guid>-<write|read>-<seq>": its path and czxid.
+    std::pair<std::string, std::int64_t> create(session& s, const std::string& parent,
+                                                lock_mode mode) {
+        const auto guid = random_token();
+        const auto prefix =
+            parent + "/" + guid + (mode == lock_mode::exclusive ? "-write-" : "-read-");
+        const auto until = clock::now() + s.timeout();
+        for (int attempt = 0;; ++attempt) {
+            std::vector<char> path(prefix.size() + 16);
+            struct Stat stat;
+            int rc = s.call([&](zhandle_t* zh) {
+                return zoo_create2(zh, prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                   ZOO_EPHEMERAL_SEQUENTIAL, path.data(), int(path.size()), &stat);
+            });
+            if (rc == ZOK) return {path.data(), stat.czxid};
+            if (rc == ZNONODE && attempt < 8) {
+                // The parent is missing (first use, or the server removed the empty container).
+                rc = s.call([&](zhandle_t* zh) {
+                    return zoo_create(zh, parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                      ZOO_CONTAINER, nullptr, 0);
+                });
+                if (rc == ZNONODE)
+                    make_root(s);  // someone removed the root
+                else if (rc != ZOK && rc != ZNODEEXISTS)
+                    fail(s.hosts(), "creating '" + parent + "'", rc);
+                continue;
+            }
+            if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
+                fail(s.hosts(), "creating a node under '" + parent + "'", rc);
+            // The create may have been applied with its reply lost: find the node by its guid
+            // once connected again (Curator's protection mode), else create it again.
+            if (!s.wait_connected(until))
+                fail(s.hosts(), "creating a node under '" + parent + "'", rc);
+            for (const auto& r : requests(s, parent, until))
+                if (r.name.compare(0, guid.size(), guid) == 0) {
+                    const auto found = parent + "/" + r.name;
+                    if (s.call([&](zhandle_t* zh) {
+                            return zoo_exists(zh, found.c_str(), 0, &stat);
+                        }) == ZOK)
+                        return {found, stat.czxid};
+                }
+        }
+    }
+
+    // Deletes `node`; a disconnect is waited out for at most the session timeout (the session's
+    // end removes the node anyway).
+    void remove(session& s, const std::string& node) {
+        if (!s.usable()) return;
+        const auto until = clock::now() + s.timeout();
+        for (;;) {
+            const int rc = s.call([&](zhandle_t* zh) { return zoo_delete(zh, node.c_str(), -1); });
+            if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED) return;
+            if (!transient_rc(rc) || !s.wait_connected(until))
+                fail(s.hosts(), "deleting '" + node + "'", rc);
+        }
+    }
+
+    bool acquire(key& k, lock_mode mode, std::optional<deadline> until) {
+        auto* held = held_by(k);
+        if (held && held->mode == mode) return true;
+        auto s = held ? held->owner : current();
+        const auto parent = zookeeper_lock_parent(options_.root, k.resource());
+        const auto [node, czxid] = create(*s, parent, mode);
+        const auto own = node.substr(parent.size() + 1);
+        const std::string kept = held ? held->node.substr(parent.size() + 1) : std::string();
+        try {
+            for (;;) {
+                const auto now = clock::now();
+                const auto list_until = until ? std::max(*until, now) : now + s->timeout();
+                const auto all = requests(*s, parent, list_until);
+                auto self = std::find_if(all.begin(), all.end(),
+                                         [&](const request& r) { return r.name == own; });
+                if (self == all.end())
+                    throw backend_error(strategy_name, "ZOO " + std::to_string(ZSESSIONEXPIRED),
+                                        std::string(strategy_name) + ": the request for lock '" +
+                                            k.resource() + "' vanished from '" + options_.hosts +
+                                            "' (the session expired): try again",
+                                        error_kind::transient);
+                // The node to wait for: the nearest earlier node of another request (a
+                // writer waits for every one, a reader only for writers).
+                const request* blocker = nullptr;
+                const request* kept_read = nullptr;
+                for (auto r = all.begin(); r != self; ++r) {
+                    if (r->name == kept) {
+                        kept_read = &*r;
+                        continue;
+                    }
+                    if (mode == lock_mode::exclusive || r->write) blocker = &*r;
+                    if (kept_read && r->write && mode == lock_mode::exclusive)
+                        throw acquire_error(
+                            std::string(strategy_name) + ": promoting lock '" + k.resource() +
+                            "' would deadlock: a writer queued behind this read lock waits for "
+                            "it; the read lock is kept: release it and retry");
+                }
+                if (!blocker) break;
+                if (!until || clock::now() >= *until) {
+                    remove(*s, node);
+                    return false;
+                }
+                s->wait_deleted(parent + "/" + blocker->name, *until);
+            }
+        } catch (...) {
+            try {
+                remove(*s, node);
+            } catch (const std::exception&) {
+                // The node goes with the session at the latest.
+            }
+            throw;
+        }
+        if (held) remove(*s, held->node);  // the other mode's node, after the new grant
+        auto state = std::make_unique<grant>();
+        state->owner = s;
+        state->node = node;
+        state->mode = mode;
+        k.set_local_state(instance_id(), std::move(state));
+        k.set_fencing_token(std::uint64_t(czxid));
+        return true;
+    }
+
+    const zookeeper_options options_;
+    std::mutex mutex_;
+    std::shared_ptr<session> session_;
+};
+
+bool valid_path(const std::string& p) {
+    if (p.size() < 2 || p.front() != '/' || p.back() == '/') return false;
+    for (std::size_t begin = 1; begin <= p.size();) {
+        auto end = p.find('/', begin);
+        if (end == std::string::npos) end = p.size();
+        const auto part = p.substr(begin, end - begin);
+        if (part.empty() || part == "." || part == ".." ||
+            part.find_first_of(std::string("\0", 1)) != std::string::npos)
+            return false;
+        begin = end + 1;
+    }
+    return true;
+}
+
+}  // namespace
+
+std::string zookeeper_lock_parent(const std::string& root, std::string_view name) {
+    return root + "/" + stable_name_hash(name).hex();
+}
+
+zookeeper_options zookeeper_options::from_json(const nlohmann::json& options) {
+    options_reader r(options);
+    zookeeper_options o;
+    auto hosts = r.string("hosts");
+    if (!hosts) throw config_error("config.missing", "/hosts", "option 'hosts' is required");
+    const auto chroot = hosts->find('/');
+    if (hosts->empty() || hosts->find_first_of(" \t\n") != std::string::npos || chroot == 0 ||
+        (chroot != std::string::npos && !valid_path(hosts->substr(chroot))))
+        throw config_error(
+            "config.value", "/hosts",
+            "option 'hosts' must be host:port[,host:port...][/chroot], got '" + *hosts + "'");
+    o.hosts = *hosts;
+    if (auto v = r.integer("session_timeout_ms", 1000, 600000))
+        o.session_timeout = milliseconds(*v);
+    if (auto v = r.integer("connect_timeout_ms", 1, 3600000)) o.connect_timeout = milliseconds(*v);
+    if (auto root = r.string("root")) {
+        if (!valid_path(*root))
+            throw config_error("config.value", "/root",
+                               "option 'root' must be an absolute znode path such as "
+                               "/locksmith (no trailing '/', no empty, '.' or '..' parts), got '" +
+                                   *root + "'");
+        o.root = *root;
+    }
+    r.finish();
+    return o;
+}
+
+std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options) {
+    if (options.session_timeout <= milliseconds(0) || options.connect_timeout <= milliseconds(0))
+        throw invalid_argument_error("zookeeper: timeouts must be positive");
+    if (!valid_path(options.root))
+        throw invalid_argument_error("zookeeper: root must be an absolute znode path, got '" +
+                                     options.root + "'");
+    return std::make_shared<zookeeper_store>(options);
+}
+
+}  // namespace locksmith::strategies
+
+// The module's registration (include/locksmith/author/plugin.hpp): the metadata from
+// zookeeper_descriptor.cpp with the validator and the factory.
+namespace {
+void add_zookeeper(locksmith::plugin_registrar& registrar) {
+    using namespace locksmith::strategies;
+    auto d = zookeeper_metadata();
+    locksmith::set_factory<zookeeper_options>(d, &make_zookeeper_store);
+    registrar.add(d);
+}
+}  // namespace
+
+LOCKSMITH_DEFINE_PLUGIN(zookeeper, "zookeeper", locksmith::version, add_zookeeper)

@@ -1,0 +1,351 @@
+// The zookeeper strategy against a real ZooKeeper: the shared server of scripts/services.sh
+// (LOCKSMITH_TEST_ZOOKEEPER) and, for the fault case, a private server this test starts, stops
+// and restarts with the same script (its own state folder and port).
+#define BOOST_TEST_MODULE zookeeper_integration
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zookeeper.h>
+
+#include <locksmith/locksmith.hpp>
+#include <locksmith/strategies/zookeeper.hpp>
+
+#include "integration/integration_support.hpp"
+#include "support/child_process.hpp"
+#include "support/printers.hpp"
+#include "support/suite_helpers.hpp"
+
+using namespace locksmith;
+using namespace std::chrono_literals;
+using locksmith::test::endpoint;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* hosts_variable = "LOCKSMITH_TEST_ZOOKEEPER";
+// The safety net of cases that wait for something that must happen; never a speed check.
+constexpr auto must_happen = 30s;
+const std::string test_root = "/locksmith-it-" + std::to_string(::getpid());
+
+strategies::zookeeper_options options_for(const std::string& hosts) {
+    strategies::zookeeper_options o;
+    o.hosts = hosts;
+    o.session_timeout = 4s;
+    o.connect_timeout = 2s;
+    o.root = test_root;
+    return o;
+}
+
+std::shared_ptr<store> store_for(const std::string& hosts) {
+    return strategies::make_zookeeper_store(options_for(hosts));
+}
+
+named_lock make_lock(std::shared_ptr<store> s, const std::string& name, lock_options o = {}) {
+    return named_lock(std::move(s), std::make_shared<key>(name), std::move(o));
+}
+
+double ms_since(clock_type::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+// A session of the test's own, to look at the server from outside the strategy.
+class admin {
+  public:
+    explicit admin(const std::string& hosts) {
+        zoo_set_debug_level(ZooLogLevel(0));  // quiet
+        zh_ = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
+        BOOST_REQUIRE(zh_);
+        const auto until = clock_type::now() + must_happen;
+        while (zoo_state(zh_) != ZOO_CONNECTED_STATE && clock_type::now() < until)
+            std::this_thread::sleep_for(10ms);
+    }
+    ~admin() { zookeeper_close(zh_); }
+    admin(const admin&) = delete;
+    admin& operator=(const admin&) = delete;
+    // How many requests queue for `name` (holders and waiters).
+    int requests(const std::string& name) {
+        String_vector children{};
+        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        if (zoo_get_children(zh_, parent.c_str(), 0, &children) != ZOK) return 0;
+        const int n = children.count;
+        deallocate_String_vector(&children);
+        return n;
+    }
+    // Polls until `name` has `n` requests: orders steps on what the server shows.
+    bool eventually_requests(const std::string& name, int n) {
+        const auto until = clock_type::now() + must_happen;
+        while (clock_type::now() < until) {
+            if (requests(name) == n) return true;
+            std::this_thread::sleep_for(2ms);
+        }
+        return false;
+    }
+
+  private:
+    zhandle_t* zh_ = nullptr;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(zk_server,
+                      *boost::unit_test::precondition(locksmith::test::server_precondition{
+                          hosts_variable}))
+
+BOOST_AUTO_TEST_CASE(waiters_are_served_in_arrival_order) {
+    // Eight waiters queue one after the other (each seen on the server before the next comes);
+    // the order of grants is the order of arrival.
+    const auto hosts = endpoint(hosts_variable);
+    admin a(hosts);
+    auto s = store_for(hosts);
+    const auto name = test::unique_resource("fifo");
+    auto holder = make_lock(s, name);
+    BOOST_REQUIRE(holder.try_lock());
+    std::mutex m;
+    std::vector<int> granted;
+    std::vector<std::thread> waiters;
+    for (int i = 0; i < 8; ++i) {
+        waiters.emplace_back([&, i] {
+            auto lock = make_lock(s, name);
+            if (!lock.try_lock_for(must_happen)) return;
+            {
+                std::lock_guard guard(m);
+                granted.push_back(i);
+            }
+            lock.unlock();
+        });
+        BOOST_REQUIRE(a.eventually_requests(name, i + 2));
+    }
+    holder.unlock();
+    for (auto& t : waiters) t.join();
+    BOOST_TEST(granted == (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(readers_wait_only_for_earlier_writers) {
+    const auto hosts = endpoint(hosts_variable);
+    admin a(hosts);
+    auto s = store_for(hosts);
+    const auto name = test::unique_resource("rw");
+    auto reader1 = make_lock(s, name);
+    BOOST_REQUIRE(reader1.try_lock_shared());
+    auto writer = make_lock(s, name);
+    auto wrote = std::async(std::launch::async, [&] {
+        const bool ok = writer.try_lock_for(must_happen);
+        if (ok) writer.unlock();
+        return ok;
+    });
+    BOOST_REQUIRE(a.eventually_requests(name, 2));
+    // A reader that comes after the queued writer waits for it (no writer starvation).
+    auto reader2 = make_lock(s, name);
+    BOOST_TEST(!reader2.try_lock_shared());
+    reader1.unlock();
+    BOOST_TEST(wrote.get());
+    BOOST_TEST(reader2.try_lock_shared());
+    reader2.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(fencing_tokens_increase_over_grants) {
+    const auto hosts = endpoint(hosts_variable);
+    auto s = store_for(hosts);
+    const auto name = test::unique_resource("fence");
+    std::uint64_t last = 0;
+    for (int i = 0; i < 200; ++i) {
+        auto lock = make_lock(s, name);
+        BOOST_REQUIRE(lock.try_lock());
+        const auto token = lock.fencing_token();
+        BOOST_REQUIRE(token);
+        BOOST_TEST(*token > last);
+        last = *token;
+        lock.unlock();
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_holder_paused_past_its_session_timeout_loses_the_lock_and_learns_it) {
+    const auto hosts = endpoint(hosts_variable);
+    const auto name = test::unique_resource("sigstop");
+    test::byte_pipe to_parent, to_child;
+    pid_t child = test::fork_child([&] {
+        auto o = options_for(hosts);
+        o.session_timeout = 1s;  // the server's minimum here (services.sh: 2 ticks of 500 ms)
+        std::atomic<bool> told{false};
+        lock_options lo;
+        lo.on_lost = [&](const error&) { told = true; };
+        auto lock = make_lock(strategies::make_zookeeper_store(o), name, lo);
+        if (!lock.try_lock()) return 2;
+        to_parent.put('H');
+        if (to_child.get(must_happen) != 'C') return 3;
+        const bool held = lock.is_acquired();
+        to_parent.put(held ? 'S' : (told ? 'L' : 'N'));
+        return 0;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    ::kill(child, SIGSTOP);
+    const auto stopped = clock_type::now();
+    // The session expires while the holder sleeps: the lock goes to the next owner.
+    auto waiter = make_lock(store_for(hosts), name);
+    BOOST_TEST(waiter.try_lock_for(must_happen));
+    BOOST_TEST_MESSAGE("granted " << ms_since(stopped) << " ms after SIGSTOP of the holder");
+    ::kill(child, SIGCONT);
+    to_child.put('C');
+    // 'L': is_acquired() false and on_lost called; 'S' would be a second holder.
+    BOOST_TEST(to_parent.get(must_happen).value_or('?') == 'L');
+    BOOST_TEST(test::wait_child(child) == 0);
+    BOOST_TEST(waiter.is_acquired());
+    waiter.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(any_name_maps_to_its_own_lock) {
+    const auto hosts = endpoint(hosts_variable);
+    auto s = store_for(hosts);
+    const std::string big((1 << 20) - 1, 'x');  // and big + "y": the longest name
+    const std::vector<std::string> names = {"/",
+                                            "..",
+                                            "a/../b",
+                                            "a/b",
+                                            "a_b",
+                                            std::string("nul\0one", 7),
+                                            std::string("nul\0two", 7),
+                                            big,
+                                            big + "y",
+                                            "zookeeper/quota"};
+    std::vector<named_lock> held;
+    for (const auto& n : names) {
+        held.push_back(make_lock(s, n));
+        BOOST_TEST(held.back().try_lock(), "lock " << n.substr(0, 20));
+    }
+    // Each name is held by its own lock: a second owner of any of them is refused.
+    for (const auto& n : names) BOOST_TEST(!make_lock(s, n).try_lock(), n.substr(0, 20));
+    for (auto& l : held) l.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(a_chroot_that_does_not_exist_is_named) {
+    auto o = options_for(endpoint(hosts_variable) + "/no/such/chroot");
+    try {
+        strategies::make_zookeeper_store(o);
+        BOOST_FAIL("a store on a missing chroot");
+    } catch (const backend_error& e) {
+        BOOST_TEST_MESSAGE(e.what());
+        BOOST_TEST(std::string(e.what()).find("chroot") != std::string::npos);
+        BOOST_TEST(std::string(e.what()).find("/no/such/chroot") != std::string::npos);
+        BOOST_TEST(!e.transient());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(unreachable_hosts_fail_within_the_connect_timeout) {
+    auto o = options_for("127.0.0.1:" + std::to_string(test::free_port()));
+    o.connect_timeout = 500ms;
+    try {
+        strategies::make_zookeeper_store(o);
+        BOOST_FAIL("a store without a server");
+    } catch (const backend_error& e) {
+        BOOST_TEST_MESSAGE(e.what());
+        BOOST_TEST(std::string(e.what()).find(o.hosts) != std::string::npos);
+        BOOST_TEST(e.transient());
+    }
+    BOOST_CHECK_THROW(strategies::zookeeper_options::from_json({{"hosts", "a b:1"}}), config_error);
+    BOOST_CHECK_THROW(
+        strategies::zookeeper_options::from_json({{"hosts", "127.0.0.1:1"}, {"root", "x/.."}}),
+        config_error);
+    BOOST_CHECK_THROW(strategies::zookeeper_options::from_json({{"host", "127.0.0.1:1"}}),
+                      config_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Faults: a private ZooKeeper, started and stopped with scripts/services.sh in a state folder
+// and on a port of this test's own.
+
+namespace {
+
+class private_zookeeper {
+  public:
+    private_zookeeper()
+        : dir_("/tmp/locksmith-zk-faults-" + std::to_string(::getpid())), port_(test::free_port()) {
+        start();
+    }
+    ~private_zookeeper() {
+        run("stop");
+        std::system(("rm -rf '" + dir_ + "'").c_str());
+    }
+    std::string hosts() const { return "127.0.0.1:" + std::to_string(port_); }
+    void start() { BOOST_REQUIRE_MESSAGE(run("start") == 0, "could not start zookeeper"); }
+    void stop() { BOOST_REQUIRE(run("stop") == 0); }
+
+  private:
+    int run(const char* what) const {
+        const std::string cmd =
+            "LOCKSMITH_SERVICES_DIR='" + dir_ +
+            "' LOCKSMITH_SERVICES=zookeeper LOCKSMITH_ZOOKEEPER_PORT=" + std::to_string(port_) +
+            " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >/dev/null 2>&1";
+        return std::system(cmd.c_str());
+    }
+    std::string dir_;
+    int port_;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(zk_faults,
+                      *boost::unit_test::precondition(locksmith::test::server_precondition{
+                          hosts_variable}))
+
+BOOST_AUTO_TEST_CASE(server_restarted_within_the_session_timeout_keeps_holder_and_waiter) {
+    // The server keeps its sessions across a restart (they are in its log); a client that comes
+    // back within the session timeout keeps its nodes and watches.
+    private_zookeeper server;
+    auto o = options_for(server.hosts());
+    o.session_timeout = 30s;
+    auto s = strategies::make_zookeeper_store(o);
+    const auto name = test::unique_resource("restart");
+    auto holder = make_lock(s, name);
+    auto waiter = make_lock(s, name);
+    BOOST_REQUIRE(holder.try_lock());
+    auto waited = std::async(std::launch::async, [&] { return waiter.try_lock_for(60s); });
+    {
+        admin a(server.hosts());
+        BOOST_REQUIRE(a.eventually_requests(name, 2));
+    }
+    server.stop();
+    server.start();
+    BOOST_TEST(holder.is_acquired());
+    BOOST_TEST((waited.wait_for(0s) == std::future_status::timeout));
+    holder.unlock();
+    BOOST_TEST(waited.get());
+    BOOST_TEST(waiter.is_acquired());
+    waiter.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(server_down_past_the_session_timeout_loses_the_lock) {
+    private_zookeeper server;
+    auto o = options_for(server.hosts());
+    o.session_timeout = 2s;
+    auto s = strategies::make_zookeeper_store(o);
+    const auto name = test::unique_resource("down");
+    auto holder = make_lock(s, name);
+    BOOST_REQUIRE(holder.try_lock());
+    server.stop();
+    // Down longer than the session timeout: is_acquired() waits it out and says lost.
+    const auto asked = clock_type::now();
+    BOOST_TEST(!holder.is_acquired());
+    BOOST_TEST_MESSAGE("is_acquired() answered after " << ms_since(asked) << " ms");
+    // New requests fail with a clear error while the server is down.
+    auto fresh = make_lock(s, name);
+    BOOST_CHECK_THROW((void)fresh.try_lock(), backend_error);
+    server.start();
+    // Back: the store starts a new session; the old one's lock is gone.
+    BOOST_TEST(fresh.try_lock_for(must_happen));
+    fresh.unlock();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
