@@ -170,4 +170,51 @@ BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
     BOOST_TEST(has(r.err, "SIGKILL"), r.err);
 }
 
+// The remote strategies of issues 13 and 14 under the command: a run holds the name, a second
+// run with -n is refused while it does, the command returns when its child exits (client
+// threads must not take the SIGCHLD that `run` waits for), and the name is free afterwards.
+void run_holds_and_excludes(const std::string& strategy, const json& options) {
+    json config;
+    config["strategies"][strategy]["options"] = options;
+    cli_sandbox box(config);
+    auto first =
+        box.start(box.with_config("run", {"--strategy", strategy, "remote-job", "-c",
+                                          "touch " + box.path("holding") + "; while [ ! -e " +
+                                              box.path("done") + " ]; do sleep 0.02; done"}));
+    BOOST_REQUIRE_MESSAGE(wait_for_file(box.path("holding")), strategy << ": the run never held");
+    auto second =
+        box.run(box.with_config("run", {"-n", "--strategy", strategy, "remote-job", "--", "true"}));
+    BOOST_TEST(second.exit_code == 1, strategy << ": " << describe(second));
+    box.write_file("done", "");
+    auto r = box.wait(first, 20s);
+    BOOST_TEST(r.exit_code == 0, strategy << ": " << describe(r));
+    auto third =
+        box.run(box.with_config("run", {"-n", "--strategy", strategy, "remote-job", "--", "true"}));
+    BOOST_TEST(third.exit_code == 0, strategy << ": " << describe(third));
+}
+
+BOOST_AUTO_TEST_CASE(run_on_zookeeper_holds_excludes_and_returns) {
+    auto hosts = server("LOCKSMITH_TEST_ZOOKEEPER");
+    if (!hosts) return;
+    run_holds_and_excludes("zookeeper", {{"hosts", *hosts}, {"root", "/" + prefix()}});
+}
+
+BOOST_AUTO_TEST_CASE(run_on_etcd_holds_excludes_and_returns) {
+    auto endpoints = server("LOCKSMITH_TEST_ETCD");
+    if (!endpoints) return;
+    run_holds_and_excludes("etcd", {{"endpoints", *endpoints}, {"prefix", prefix()}});
+}
+
+BOOST_AUTO_TEST_CASE(run_on_pg_advisory_holds_excludes_and_returns) {
+    auto dsn = server("LOCKSMITH_TEST_POSTGRES_DSN");
+    if (!dsn) return;
+    run_holds_and_excludes("pg_advisory", {{"dsn", *dsn}});
+}
+
+BOOST_AUTO_TEST_CASE(run_on_sql_holds_excludes_and_returns) {
+    auto dsn = server("LOCKSMITH_TEST_MARIADB_DSN");
+    if (!dsn) return;
+    run_holds_and_excludes("sql", {{"dsn", *dsn}, {"table", "locksmith_cli_test_keys"}});
+}
+
 BOOST_AUTO_TEST_SUITE_END()
