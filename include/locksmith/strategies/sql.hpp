@@ -36,8 +36,12 @@
 //  - SQLite: the file's folder must be safe like a lock directory (open_lock_directory: not a
 //    symlink, writable by nobody but its owner); the folder is created 0700 when missing and the
 //    file 0600; the file is never opened through a symlink. WAL mode and a busy timeout let many
-//    processes share it. A SQLite-backed store is host-local: it lacks `distributed`, and
-//    selection (sql_capabilities_for) treats it as a local strategy.
+//    processes share it. Commits are not synced (synchronous = NORMAL): a crash of the processes
+//    loses nothing, but after an OS crash or power loss the last grants may be gone — their
+//    holders are gone too — and with them the last fence counts, so a fencing token may then be
+//    issued twice; resources that keep tokens across a reboot should use a server database.
+//    A SQLite-backed store is host-local: it lacks `distributed`, and selection
+//    (sql_capabilities_for) treats it as a local strategy.
 //  - Connections: a pool of at most pool_size; one that failed or that the server closed while
 //    idle is dropped, so a restarted server is used again without restarting the process.
 //    Set-up is bounded by connect_timeout and each statement by command_timeout (MariaDB's
