@@ -310,3 +310,65 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_back) {
     server.stop();
     std::filesystem::remove_all(dir);
 }
+
+// A private etcd with authentication on: a user with a role on the strategy's prefix locks, a
+// wrong password is a permanent error that names the user and not the password.
+BOOST_AUTO_TEST_CASE(user_and_password_log_in_and_a_wrong_password_is_refused) {
+    if (!test::env(endpoint_variable) && !test::running_in_ci()) return;  // no etcd here
+    const int port = test::free_port();
+    const int peer = test::free_port();
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("locksmith-etcd-auth-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    const std::string client = "http://127.0.0.1:" + std::to_string(port);
+    const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer);
+    test::private_server server(
+        {"etcd", "--name", "auth", "--data-dir", dir.string(), "--listen-client-urls", client,
+         "--advertise-client-urls", client, "--listen-peer-urls", peer_url,
+         "--initial-advertise-peer-urls", peer_url, "--initial-cluster", "auth=" + peer_url,
+         "--log-level", "error"},
+        port, SIGTERM);
+    const std::string ctl = "etcdctl --endpoints=" + client + " ";
+    auto run = [](const std::string& command) {
+        return std::system((command + " >/dev/null 2>&1").c_str());
+    };
+    bool up = false;
+    for (int i = 0; i < 100 && !up; ++i) {
+        up = run(ctl + "endpoint health") == 0;
+        if (!up) std::this_thread::sleep_for(100ms);
+    }
+    BOOST_REQUIRE(up);
+    BOOST_REQUIRE(run(ctl + "user add root --new-user-password=root-pw") == 0);
+    BOOST_REQUIRE(run(ctl + "user add app --new-user-password=app-secret-pw") == 0);
+    BOOST_REQUIRE(run(ctl + "role add locker") == 0);
+    BOOST_REQUIRE(
+        run(ctl + "role grant-permission locker --prefix=true readwrite " + test_prefix) == 0);
+    BOOST_REQUIRE(run(ctl + "user grant-role app locker") == 0);
+    BOOST_REQUIRE(run(ctl + "auth enable") == 0);
+
+    auto o = options_for(client);
+    o.user = "app";
+    o.password = "app-secret-pw";
+    const auto name = test::unique_resource("auth");
+    auto a = make_lock(strategies::make_etcd_store(o), name);
+    BOOST_TEST(a.try_lock());
+    auto b = make_lock(strategies::make_etcd_store(o), name);
+    BOOST_TEST(!b.try_lock());
+    a.unlock();
+    BOOST_TEST(b.try_lock());
+    b.unlock();
+
+    o.password = "not-the-password";
+    try {
+        auto c = make_lock(strategies::make_etcd_store(o), name);
+        (void)c.try_lock();
+        BOOST_ERROR("a wrong password was accepted");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("not-the-password") == std::string::npos, what);
+        BOOST_TEST(what.find("app") != std::string::npos, what);
+        BOOST_TEST((e.kind() == error_kind::permanent), what);
+    }
+    server.stop();
+    std::filesystem::remove_all(dir);
+}
