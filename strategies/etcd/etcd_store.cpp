@@ -109,6 +109,9 @@ struct etcd_key_state final : key_local_state {
     std::int64_t ttl_s = 0;
     std::string key;            // the etcd key (raw bytes)
     std::int64_t revision = 0;  // its create revision: the fencing token
+    // When the lease was last granted or kept alive: it lives at least the TTL from then. A
+    // waiter's grant counts its lifetime from here, not from the start of a long wait.
+    key::clock::time_point renewed{};
 };
 
 // The wire names of the key's queue under a lock name.
@@ -157,7 +160,10 @@ class etcd_store final : public store {
         auto s = enqueue(k, ttl);
         if (s.owner) return grant(k, std::move(s.state));
         try {
-            if (wait_for_turn(s.state, ttl, until)) return grant(k, std::move(s.state));
+            if (wait_for_turn(s.state, ttl, until)) {
+                k.set_attempt_started(s.state.renewed);
+                return grant(k, std::move(s.state));
+            }
         } catch (...) {
             revoke_quietly(s.state.lease);
             throw;
@@ -264,6 +270,7 @@ class etcd_store final : public store {
     queued enqueue(const key& k, milliseconds ttl) {
         queued q;
         q.state.ttl_s = ttl_seconds(ttl);
+        q.state.renewed = key::clock::now();
         q.state.lease = grant_lease(q.state.ttl_s);
         const queue_names names(options_.prefix, k.resource());
         q.state.key = names.dir + hex(std::uint64_t(q.state.lease));
@@ -327,6 +334,7 @@ class etcd_store final : public store {
                 if (steady_clock::now() >= next_keep_alive) {
                     const auto sent = steady_clock::now();
                     if (!keep_alive(s.lease)) lost_while_waiting(s);
+                    s.renewed = sent;
                     lease_valid_until = sent + ttl;
                     next_keep_alive = sent + keep_alive_every;
                 }

@@ -217,6 +217,29 @@ BOOST_AUTO_TEST_CASE(fencing_tokens_increase_across_processes) {
     BOOST_TEST(increasing);
 }
 
+// A waiter keeps its own lease alive while it waits: a wait longer than its TTL ends in a
+// grant with the TTL counted from the last renewal, not in "expired before it was granted".
+BOOST_AUTO_TEST_CASE(a_wait_longer_than_the_waiters_ttl_ends_in_a_grant) {
+    const auto name = test::unique_resource("long_wait");
+    auto holder = make_lock(shared_store(), name, 30s);
+    BOOST_REQUIRE(holder.try_lock());
+    auto waiter = make_lock(shared_store(), name, 2s);
+    auto waited = std::async(std::launch::async, [&]() -> std::string {
+        try {
+            return waiter.try_lock_for(must_happen) ? "granted" : "timed out";
+        } catch (const error& e) {
+            return std::string("error: ") + e.what();
+        }
+    });
+    BOOST_REQUIRE(eventually_queue_length(endpoint(endpoint_variable), name, 2));
+    std::this_thread::sleep_for(3500ms);  // longer than the waiter's TTL, on purpose
+    holder.unlock();
+    BOOST_TEST(waited.get() == "granted");
+    BOOST_TEST(waiter.is_acquired());
+    BOOST_TEST(!waiter.is_expired());
+    waiter.unlock();
+}
+
 BOOST_AUTO_TEST_CASE(a_holder_paused_past_its_lease_loses_the_lock_and_learns_it) {
     const std::string name = test::unique_resource("paused");
     const std::string endpoints = endpoint(endpoint_variable);
