@@ -229,10 +229,10 @@ def write(r, json_path, report_path):
       f"{r['settings']['runs']} runs** unless it says otherwise; raw baselines and peers ran in "
       "the same run, interleaved round by round. Benchmarks are not tests: nothing fails on a "
       "figure.\n")
-    w("```sh\nbench/run.sh --quick    # < 3 minutes: 5 runs (3 for the database rows), short loops (CI)\n"
+    w("```sh\nbench/run.sh --quick    # < 3.5 minutes: 5 runs (3 for the database, zookeeper and etcd rows), short loops (CI)\n"
       "bench/run.sh --full     # 7 runs, longer loops, 10,000 locks in scenario 5\n```\n")
-    w("It builds in Release into `build-bench-harness/`, starts redis, memcached, PostgreSQL and "
-      "MariaDB with `scripts/services.sh` when they are not running (and stops them afterwards "
+    w("It builds in Release into `build-bench-harness/`, starts redis, memcached, PostgreSQL, "
+      "MariaDB, ZooKeeper, etcd and three more redis-servers with `scripts/services.sh` when they are not running (and stops them afterwards "
       "only if it started them; `LOCKSMITH_SERVICES_DIR` and the port variables choose which "
       "servers), runs every scenario for every strategy that is built and reachable, and writes "
       "`bench/results/<date>-<mode>.json` and this file. A strategy with several option sets "
