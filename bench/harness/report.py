@@ -354,6 +354,9 @@ def write(r, json_path, report_path):
       "release all, s | not acquired |\n|---|---:|---:|---:|---:|---:|---:|")
     for s, d in S.items():
         m = d.get("5", {})
+        if "skipped" in m:
+            w(f"| `{s}` | {m['skipped']} | | | | | |")
+            continue
         w(f"| `{s}` | {fmt(med(m, 'locks'), 0)} | {span(m, 'rss_bytes_per_lock', 0)} | "
           f"{span(m, 'fds_per_lock', 2)} | {span(m, 'acquire_all_s', 3)} | "
           f"{span(m, 'release_all_s', 3)} | {fmt(med(m, 'not_acquired'), 0)} |")

@@ -370,7 +370,9 @@ def main():
                     text += chunk
             for line in text.decode(errors="replace").splitlines():
                 if line.startswith("Zookeeper version:"):
-                    result["servers"]["zookeeper"] = line.split(":", 1)[1].split(",")[0].strip()
+                    # "3.8.0-${mvngit.commit.id}, built on ..." (Debian): the release
+                    version = line.split(":", 1)[1].split(",")[0].strip()
+                    result["servers"]["zookeeper"] = version.split("-")[0]
         except (OSError, ValueError):
             pass
     if env.get("LOCKSMITH_TEST_ETCD"):
