@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The benchmark harness, in one command (issue 7):
 #
-#   bench/run.sh [--quick|--full]        (default --quick; quick < 3 minutes once built)
+#   bench/run.sh [--quick|--full]        (default --quick; quick < 3.5 minutes once built)
 #
 # Builds in Release into its own build directory (LOCKSMITH_BENCH_BUILD, default
-# build-bench-harness), starts redis, memcached, PostgreSQL and MariaDB with scripts/services.sh
+# build-bench-harness), starts redis, memcached, PostgreSQL, MariaDB, ZooKeeper, etcd and the three
+# quorum redis-servers (for `combined`) with scripts/services.sh
 # when they are not running (and stops afterwards only those it started; scripts/services.sh's
 # variables LOCKSMITH_SERVICES_DIR and LOCKSMITH_*_PORT choose which servers: set them to use
 # servers of your own), runs every scenario for every strategy that is built and reachable, plus
@@ -39,13 +40,18 @@ if [[ -x scripts/services.sh ]]; then
   # Read the status into a variable first: `status | grep -q` can kill the writer with SIGPIPE,
   # which under pipefail would look like "not running" and make us stop a server we did not start.
   before=$(scripts/services.sh status 2>/dev/null || true)
-  for svc in redis memcached postgres mariadb; do
-    if ! grep -q "^$svc: running" <<<"$before"; then
-      if LOCKSMITH_SERVICES=$svc scripts/services.sh start >&2; then
-        started+=("$svc")
-      else
-        echo "bench: $svc could not be started; its strategy is skipped" >&2
-      fi
+  for svc in redis memcached postgres mariadb zookeeper etcd redis-quorum; do
+    # redis-quorum is three servers (redis-quorum-0..2): all must run.
+    if [[ $svc == redis-quorum ]]; then
+      running=$(grep -c '^redis-quorum-[0-9]: running' <<<"$before" || true)
+      [[ $running == 3 ]] && continue
+    elif grep -q "^$svc: running" <<<"$before"; then
+      continue
+    fi
+    if LOCKSMITH_SERVICES=$svc scripts/services.sh start >&2; then
+      started+=("$svc")
+    else
+      echo "bench: $svc could not be started; its strategy is skipped" >&2
     fi
   done
   cleanup() {
@@ -59,6 +65,10 @@ if [[ -x scripts/services.sh ]]; then
   grep -q '^memcached: running' <<<"$after" || unset LOCKSMITH_TEST_MEMCACHED
   grep -q '^postgres: running' <<<"$after" || unset LOCKSMITH_TEST_POSTGRES_DSN
   grep -q '^mariadb: running' <<<"$after" || unset LOCKSMITH_TEST_MARIADB_DSN
+  grep -q '^zookeeper: running' <<<"$after" || unset LOCKSMITH_TEST_ZOOKEEPER
+  grep -q '^etcd: running' <<<"$after" || unset LOCKSMITH_TEST_ETCD
+  [[ $(grep -c '^redis-quorum-[0-9]: running' <<<"$after" || true) == 3 ]] ||
+    unset LOCKSMITH_TEST_REDIS_QUORUM
 fi
 
 "$py" bench/harness/run_bench.py --mode "$mode" --build "$build" --command "bench/run.sh --$mode"

@@ -7,6 +7,8 @@
 //
 // ID is a strategy's name, or a variant: one strategy with one of its option sets, named
 // <strategy>-<variant> (sql-sqlite, sql-postgresql, sql-mariadb: the sql strategy on each driver).
+// `combined` is the combined strategy over the three redis servers of LOCKSMITH_TEST_REDIS_QUORUM
+// (consensus quorum).
 //
 // Scenarios (each child process builds its own store with the same options):
 //   1  uncontended lock()+unlock() pairs/s, one thread, and the raw baseline for the backend,
@@ -16,9 +18,11 @@
 //      release 4 others wait
 //   4  fairness: acquisitions per process, 4 processes, one name, no hold
 //   5  RSS and fds per held lock, N (10,000) locks held at once
-//   6  recovery: K holders killed with SIGKILL, time until a waiting process holds each lock
+//   6  recovery: K holders killed with SIGKILL (their TTL: --ttl-ms), time until a waiting
+//      process (default TTL) holds each lock
 // Endpoints: LOCKSMITH_TEST_REDIS_URL, LOCKSMITH_TEST_MEMCACHED, LOCKSMITH_TEST_POSTGRES_DSN,
-// LOCKSMITH_TEST_MARIADB_DSN (scripts/services.sh env).
+// LOCKSMITH_TEST_MARIADB_DSN, LOCKSMITH_TEST_ZOOKEEPER, LOCKSMITH_TEST_ETCD,
+// LOCKSMITH_TEST_REDIS_QUORUM (scripts/services.sh env).
 // Every loop is bounded by time or count. Nothing here judges a figure.
 #include <fcntl.h>
 #include <pthread.h>
@@ -73,6 +77,12 @@
 #endif
 #ifdef LOCKSMITH_BENCH_SQLITE3
 #include <sqlite3.h>
+#endif
+#ifdef LOCKSMITH_BENCH_ZOOKEEPER
+#include <zookeeper.h>
+#endif
+#ifdef LOCKSMITH_BENCH_ETCD
+#include "http_connection.hpp"  // strategies/etcd: the strategy's own HTTP/1.1 transport
 #endif
 #include <locksmith/author/strategy_support.hpp>
 
@@ -143,6 +153,24 @@ const char* endpoint(const char* variable) {
     return value;
 }
 
+// One root per run, so that runs never share a lock; the cleanup removes it.
+std::string zookeeper_root() {
+    return "/locksmith-bench-" + cfg.id;
+}
+
+// LOCKSMITH_TEST_REDIS_QUORUM: three comma-separated redis URLs.
+std::vector<std::string> quorum_urls() {
+    std::vector<std::string> urls;
+    std::string all = endpoint("LOCKSMITH_TEST_REDIS_QUORUM");
+    for (std::size_t at = 0; at <= all.size();) {
+        auto comma = all.find(',', at);
+        if (comma == std::string::npos) comma = all.size();
+        if (comma > at) urls.push_back(all.substr(at, comma - at));
+        at = comma + 1;
+    }
+    return urls;
+}
+
 // Advisory locks are per database, not per prefix: the bench's names carry the run's id so that
 // two runs (or tests) on one server never share a lock.
 std::string lock_name(const std::string& base) {
@@ -169,6 +197,21 @@ json strategy_options() {
         if (!url) die("LOCKSMITH_TEST_REDIS_URL is unset");
         return {{"url", url}, {"key_prefix", remote_prefix()}};
     }
+    // session_timeout_ms 2000: a killed holder's nodes go when its session expires, so this
+    // decides scenario 6 (the server clamps it to [2, 20] ticks).
+    if (s == "zookeeper")
+        return {{"hosts", endpoint("LOCKSMITH_TEST_ZOOKEEPER")},
+                {"session_timeout_ms", 2000},
+                {"root", zookeeper_root()}};
+    if (s == "etcd")
+        return {{"endpoints", endpoint("LOCKSMITH_TEST_ETCD")}, {"prefix", remote_prefix()}};
+    if (s == "combined") {
+        json members = json::array();
+        for (const auto& url : quorum_urls())
+            members.push_back({{"strategy", "redis"},
+                               {"options", {{"url", url}, {"key_prefix", remote_prefix()}}}});
+        return {{"quorum", "consensus"}, {"members", members}};
+    }
     if (s == "memcached") {
         const char* servers = std::getenv("LOCKSMITH_TEST_MEMCACHED");
         if (!servers) die("LOCKSMITH_TEST_MEMCACHED is unset");
@@ -189,15 +232,20 @@ lock_options options(std::chrono::milliseconds ttl = 30s) {
     return o;
 }
 
-// Runs `body` for `seconds` (checked every 64 calls); returns calls per second.
+// Runs `body` for `seconds` (checked every 64 calls, or every call when one takes more than
+// 10 us: etcd makes some 300 pairs/s); returns calls per second.
 template <class F>
 double rate(double seconds, F&& body) {
-    for (int i = 0; i < 200; ++i) body();  // warm-up
+    // Warm-up: 200 calls, or 20 ms of them for the slow backends.
+    const std::int64_t warm = now_ns();
+    int warmed = 0;
+    while (warmed < 200 && (warmed < 2 || now_ns() - warm < 20'000'000)) body(), ++warmed;
+    const int batch = (now_ns() - warm) / warmed > 10'000 ? 1 : 64;
     const std::int64_t start = now_ns(), end = start + std::int64_t(seconds * 1e9);
     std::int64_t n = 0, t = start;
     while (t < end) {
-        for (int i = 0; i < 64; ++i) body();
-        n += 64;
+        for (int i = 0; i < batch; ++i) body();
+        n += batch;
         t = now_ns();
     }
     return double(n) * 1e9 / double(t - start);
@@ -745,6 +793,122 @@ json raw_sql_sqlite(double seconds) {
 }
 #endif
 
+#ifdef LOCKSMITH_BENCH_ZOOKEEPER
+// A session of the C client (threaded), connected; dies after 10 s without a connection.
+zhandle_t* zookeeper_connect() {
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    zhandle_t* zh =
+        zookeeper_init(endpoint("LOCKSMITH_TEST_ZOOKEEPER"), nullptr, 10000, nullptr, nullptr, 0);
+    if (!zh) die("zookeeper_init");
+    const std::int64_t give_up = now_ns() + 10'000'000'000;
+    while (zoo_state(zh) != ZOO_CONNECTED_STATE) {
+        if (now_ns() > give_up) die("no ZooKeeper session within 10 s");
+        std::this_thread::sleep_for(1ms);
+    }
+    return zh;
+}
+
+void zookeeper_ok(int rc, const char* what) {
+    if (rc != ZOK && rc != ZNODEEXISTS) die(std::string("zookeeper ") + what + ": " + zerror(rc));
+}
+
+json raw_zookeeper(double seconds) {
+    zhandle_t* zh = zookeeper_connect();
+    const std::string root = zookeeper_root(), parent = root + "/raw";
+    for (const auto& path : {root, parent})
+        zookeeper_ok(zoo_create(zh, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT,
+                                nullptr, 0),
+                     "create");
+    // The store's requests for an uncontended grant and its release: create2 of an ephemeral
+    // sequential node named "<guid>-write-", the listing of the parent (is it the first?), delete.
+    const std::string prefix = parent + "/" + random_token() + "-write-";
+    char path[512];
+    struct Stat stat;
+    double same = rate(seconds / 2, [&] {
+        zookeeper_ok(zoo_create2(zh, prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                 ZOO_EPHEMERAL_SEQUENTIAL, path, sizeof path, &stat),
+                     "create2");
+        String_vector children{};
+        zookeeper_ok(zoo_get_children(zh, parent.c_str(), 0, &children), "get_children");
+        deallocate_String_vector(&children);
+        zookeeper_ok(zoo_delete(zh, path, -1), "delete");
+    });
+    // The textbook pair: create the ephemeral sequential node, delete it.
+    double textbook = rate(seconds / 2, [&] {
+        zookeeper_ok(zoo_create(zh, prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL_SEQUENTIAL, path, sizeof path),
+                     "create");
+        zookeeper_ok(zoo_delete(zh, path, -1), "delete");
+    });
+    zookeeper_close(zh);
+    return {{"raw", same},
+            {"raw_what",
+             "ZooKeeper C client, one session: the store's requests (create2 ephemeral "
+             "sequential; get_children of the parent; delete)"},
+            {"raw_textbook", textbook},
+            {"raw_textbook_what", "C client: create ephemeral sequential + delete"}};
+}
+#endif
+#ifdef LOCKSMITH_BENCH_ETCD
+json raw_etcd(double seconds) {
+    namespace e = strategies::etcd_detail;
+    std::string url = endpoint("LOCKSMITH_TEST_ETCD");
+    e::http_connection c(e::parse_endpoint(url.substr(0, url.find(','))), 2s);
+    auto post = [&](std::string_view path, const json& body) {
+        auto r = c.post(path, body.dump(), "", std::chrono::steady_clock::now() + 5s, path);
+        if (r.status != 200) die("etcd " + std::string(path) + ": " + r.body);
+        return json::parse(r.body);
+    };
+    const std::string dir = remote_prefix() + "raw/";
+    auto b64 = [](const std::string& text) {
+        static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        std::string out;
+        for (std::size_t i = 0; i < text.size(); i += 3) {
+            std::uint32_t v = std::uint32_t(std::uint8_t(text[i])) << 16;
+            if (i + 1 < text.size()) v |= std::uint32_t(std::uint8_t(text[i + 1])) << 8;
+            if (i + 2 < text.size()) v |= std::uint8_t(text[i + 2]);
+            out += a[v >> 18 & 63];
+            out += a[v >> 12 & 63];
+            out += i + 1 < text.size() ? a[v >> 6 & 63] : '=';
+            out += i + 2 < text.size() ? a[v & 63] : '=';
+        }
+        return out;
+    };
+    std::string end = dir;
+    end.back() = char(end.back() + 1);
+    const json first = {{"key", b64(dir)},
+                        {"range_end", b64(end)},
+                        {"sort_target", "CREATE"},
+                        {"sort_order", "ASCEND"},
+                        {"limit", 1},
+                        {"keys_only", true}};
+    const std::string token = b64(random_token());
+    // The store's requests for an uncontended grant and its release, on one keep-alive
+    // connection: lease grant; the txn that creates the key with the lease if absent and reads
+    // the queue's first key; lease revoke (which deletes the key).
+    double r = rate(seconds, [&] {
+        const json lease = post("/v3/lease/grant", {{"TTL", "30"}}).at("ID");
+        const std::string id = lease.is_string() ? lease.get<std::string>() : lease.dump();
+        std::uint64_t hex_id = std::stoull(id);
+        char name[32];
+        std::snprintf(name, sizeof name, "%llx", static_cast<unsigned long long>(hex_id));
+        const std::string key = b64(dir + name);
+        const json txn =
+            post("/v3/kv/txn",
+                 {{"compare", {{{"target", "CREATE"}, {"key", key}, {"create_revision", "0"}}}},
+                  {"success",
+                   {{{"request_put", {{"key", key}, {"value", token}, {"lease", id}}}},
+                    {{"request_range", first}}}},
+                  {"failure", {{{"request_range", {{"key", key}}}}, {{"request_range", first}}}}});
+        if (!txn.value("succeeded", false)) die("etcd txn did not create the key");
+        post("/v3/lease/revoke", {{"ID", id}});
+    });
+    return {{"raw", r},
+            {"raw_what",
+             "the store's HTTP/1.1 transport, one keep-alive connection: its gateway requests "
+             "(lease grant; txn put-if-absent + range of the first key; lease revoke)"}};
+}
+#endif
 // The raw baseline of the strategy, run for `half` seconds (twice that when it has a textbook
 // pair too); empty when it has none.
 json raw_baseline(double half) {
@@ -769,6 +933,12 @@ json raw_baseline(double half) {
 #endif
 #ifdef LOCKSMITH_BENCH_SQLITE3
     if (n == "sql-sqlite") return raw_sql_sqlite(half);
+#endif
+#ifdef LOCKSMITH_BENCH_ZOOKEEPER
+    if (n == "zookeeper") return raw_zookeeper(2 * half);
+#endif
+#ifdef LOCKSMITH_BENCH_ETCD
+    if (n == "etcd") return raw_etcd(half);
 #endif
     return json::object();
 }
@@ -1079,7 +1249,9 @@ json scenario_recovery() {
         if (pid == 0) {
             try {
                 auto s = make_store();
-                named_lock l(s, make_key("recovery." + std::to_string(i)), options(ttl));
+                // The default TTL, not the holders': etcd's waiter fails when its own TTL runs
+                // out before the grant, and the waiters wait about the holders' TTL.
+                named_lock l(s, make_key("recovery." + std::to_string(i)), options());
                 if (l.try_lock()) ::_exit(3);  // the holder must still hold it
                 a->ready.fetch_add(1);
                 ::alarm(unsigned(limit_s) + 1);  // not recovered by then: SIGALRM ends the wait
@@ -1124,29 +1296,60 @@ json scenario_recovery() {
             {"ttl_ms", cfg.ttl_ms}};
 }
 
+#ifdef LOCKSMITH_BENCH_HIREDIS
+void remove_redis_keys(const char* url) {
+    auto [host, port, db] = parse_redis_url(url);
+    redisContext* c = redisConnect(host.c_str(), port);
+    if (!c || c->err) die("redisConnect");
+    if (db != 0) freeReplyObject(must(c, redisCommand(c, "SELECT %d", db)));
+    const std::string pattern = remote_prefix() + "*";
+    std::string cursor = "0";
+    for (int round = 0; round < 100000; ++round) {  // bounded
+        auto* r = must(
+            c, redisCommand(c, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), pattern.c_str()));
+        cursor.assign(r->element[0]->str, r->element[0]->len);
+        for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
+            auto* k = r->element[1]->element[i];
+            freeReplyObject(must(c, redisCommand(c, "UNLINK %b", k->str, k->len)));
+        }
+        freeReplyObject(r);
+        if (cursor == "0") break;
+    }
+    redisFree(c);
+}
+#endif
+
 void cleanup() {
 #ifdef LOCKSMITH_BENCH_HIREDIS
     // The redis strategy keeps a fencing counter per name with no TTL (tokens must never repeat),
-    // so a run leaves one key per name it used: remove this run's keys.
-    if (cfg.strategy == "redis" && std::getenv("LOCKSMITH_TEST_REDIS_URL")) {
-        auto [host, port, db] = parse_redis_url(std::getenv("LOCKSMITH_TEST_REDIS_URL"));
-        redisContext* c = redisConnect(host.c_str(), port);
-        if (!c || c->err) die("redisConnect");
-        if (db != 0) freeReplyObject(must(c, redisCommand(c, "SELECT %d", db)));
-        const std::string pattern = remote_prefix() + "*";
-        std::string cursor = "0";
-        for (int round = 0; round < 100000; ++round) {  // bounded
-            auto* r = must(
-                c, redisCommand(c, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), pattern.c_str()));
-            cursor.assign(r->element[0]->str, r->element[0]->len);
-            for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
-                auto* k = r->element[1]->element[i];
-                freeReplyObject(must(c, redisCommand(c, "UNLINK %b", k->str, k->len)));
+    // so a run leaves one key per name it used: remove this run's keys (on each member for
+    // combined).
+    if (cfg.strategy == "redis" && std::getenv("LOCKSMITH_TEST_REDIS_URL"))
+        remove_redis_keys(std::getenv("LOCKSMITH_TEST_REDIS_URL"));
+    if (cfg.strategy == "combined" && std::getenv("LOCKSMITH_TEST_REDIS_QUORUM"))
+        for (const auto& url : quorum_urls()) remove_redis_keys(url.c_str());
+#endif
+#ifdef LOCKSMITH_BENCH_ZOOKEEPER
+    // The run's root and its parents (the request nodes are gone with their sessions).
+    if (cfg.strategy == "zookeeper" && std::getenv("LOCKSMITH_TEST_ZOOKEEPER")) {
+        zhandle_t* zh = zookeeper_connect();
+        const std::string root = zookeeper_root();
+        String_vector children{};
+        if (zoo_get_children(zh, root.c_str(), 0, &children) == ZOK) {
+            for (int i = 0; i < children.count; ++i) {
+                const std::string parent = root + "/" + children.data[i];
+                String_vector nodes{};
+                if (zoo_get_children(zh, parent.c_str(), 0, &nodes) == ZOK) {
+                    for (int j = 0; j < nodes.count; ++j)
+                        zoo_delete(zh, (parent + "/" + nodes.data[j]).c_str(), -1);
+                    deallocate_String_vector(&nodes);
+                }
+                zoo_delete(zh, parent.c_str(), -1);
             }
-            freeReplyObject(r);
-            if (cursor == "0") break;
+            deallocate_String_vector(&children);
         }
-        redisFree(c);
+        zoo_delete(zh, root.c_str(), -1);
+        zookeeper_close(zh);
     }
 #endif
     // The sql variants' table of this run (the SQLite file goes with the work folder).

@@ -14,8 +14,11 @@ BENCH = os.path.dirname(HERE)
 ROOT = os.path.dirname(BENCH)
 
 LOCAL = ["file", "simple", "semaphore", "shm", "memory", "sql-sqlite"]
-REMOTE = ["redis", "memcached", "pg_advisory", "sql-postgresql", "sql-mariadb"]
+REMOTE = ["redis", "memcached", "pg_advisory", "sql-postgresql", "sql-mariadb", "zookeeper", "etcd",
+          "combined"]
 MULTI_PROCESS = LOCAL[:4] + ["sql-sqlite"] + REMOTE  # not memory
+# combined (over three redis) is measured in scenarios 1 and 3 only, beside the redis row.
+ONLY_SCENARIOS = {"combined": {1, 3}}
 # Bench ids that are a variant of a strategy (one of its option sets, chosen in locksmith_bench):
 # each is its own row everywhere, and is skipped with the reason when its strategy is not built.
 VARIANTS = {"sql-sqlite": "sql", "sql-postgresql": "sql", "sql-mariadb": "sql"}
@@ -23,12 +26,20 @@ VARIANTS = {"sql-sqlite": "sql", "sql-postgresql": "sql", "sql-mariadb": "sql"}
 ENDPOINTS = {"redis": "LOCKSMITH_TEST_REDIS_URL", "memcached": "LOCKSMITH_TEST_MEMCACHED",
              "pg_advisory": "LOCKSMITH_TEST_POSTGRES_DSN",
              "sql-postgresql": "LOCKSMITH_TEST_POSTGRES_DSN",
-             "sql-mariadb": "LOCKSMITH_TEST_MARIADB_DSN"}
+             "sql-mariadb": "LOCKSMITH_TEST_MARIADB_DSN",
+             "zookeeper": "LOCKSMITH_TEST_ZOOKEEPER", "etcd": "LOCKSMITH_TEST_ETCD",
+             "combined": "LOCKSMITH_TEST_REDIS_QUORUM"}
 # Rows whose loops are slow or that hold a server connection per lock: fewer runs of scenarios
 # 2-5 in quick mode, and at most this many locks in scenario 5 (a held pg_advisory lock is one
 # server session, so 50; the sql tables grow by one row per name).
-DATABASE = ["pg_advisory", "sql-sqlite", "sql-postgresql", "sql-mariadb"]
-MAX_LOCKS = {"pg_advisory": 50, "sql-sqlite": 1000, "sql-postgresql": 1000, "sql-mariadb": 1000}
+# zookeeper and etcd are slow too (every grant is a consensus write: etcd makes ≈ 350 pairs/s,
+# three raft writes each), and hold few locks in scenario 5.
+DATABASE = ["pg_advisory", "sql-sqlite", "sql-postgresql", "sql-mariadb", "zookeeper", "etcd"]
+MAX_LOCKS = {"pg_advisory": 50, "sql-sqlite": 1000, "sql-postgresql": 1000, "sql-mariadb": 1000,
+             "zookeeper": 200, "etcd": 100}
+# Scenario 6's TTL where the mode's is not what decides: etcd's leases are whole seconds with a
+# minimum near 2 s; zookeeper ignores it (the bench's session_timeout_ms, 2000, decides).
+TTL_MS = {"etcd": 2000, "zookeeper": 2000}
 
 MODES = {
     # runs: repetitions of every figure; seconds: per driver call of that scenario
@@ -37,10 +48,12 @@ MODES = {
     # still for PdoStore on SQLite, which syncs its journal at each commit (20-500 pairs/s here).
     "quick": dict(runs=5, s1=0.25, s2=0.48, s3=0.4, s4=0.3, locks=1000, ttl_ms=1000, trials=5,
                   s6_runs=1, peer_pairs_remote=700, peer_pairs_local=4000, tooz_pairs=300,
-                  cli_runs=100, database_runs=3, sqlite_pairs=20, database_peer_pairs=200),
+                  cli_runs=100, database_runs=3, sqlite_pairs=20, database_peer_pairs=200,
+                  consensus_peer_pairs=150, etcd_s1=0.3, etcd_runs=3),
     "full": dict(runs=7, s1=1.0, s2=4.0, s3=2.0, s4=2.0, locks=10000, ttl_ms=2000, trials=5,
                  s6_runs=2, peer_pairs_remote=5000, peer_pairs_local=50000, tooz_pairs=2000,
-                 cli_runs=1000, database_runs=7, sqlite_pairs=200, database_peer_pairs=2000),
+                 cli_runs=1000, database_runs=7, sqlite_pairs=200, database_peer_pairs=2000,
+                 consensus_peer_pairs=2000, etcd_s1=2.0, etcd_runs=7),
 }
 
 # peer name -> (command builder, which of our strategies it is compared with)
@@ -58,7 +71,14 @@ PEERS = {
     "symfony-pdo-pgsql": ("php", "pdo-pgsql", "sql-postgresql"),
     "symfony-pdo-mysql": ("php", "pdo-mysql", "sql-mariadb"),
     "symfony-pdo-sqlite": ("php", "pdo-sqlite", "sql-sqlite"),
+    "kazoo": ("py", "kazoo", "zookeeper"),
+    "tooz-zookeeper": ("py", "tooz-zookeeper", "zookeeper"),
+    "etcd3": ("py", "etcd3", "etcd"),
+    "tooz-etcd3gw": ("py", "tooz-etcd3gw", "etcd"),
+    "tooz-etcd3": ("py", "tooz-etcd3", "etcd"),
 }
+# Peers of the consensus stores: fewer pairs (each is two or three consensus writes).
+CONSENSUS_PEERS = {"kazoo", "tooz-zookeeper", "etcd3", "tooz-etcd3gw", "tooz-etcd3"}
 
 
 def log(*a):
@@ -208,6 +228,8 @@ def main():
                              str(pairs), str(warmup)], env=env)
         pairs = m["tooz_pairs"] if name.startswith("tooz") else (
             pairs_remote if remote else pairs_local)
+        if name in CONSENSUS_PEERS:
+            pairs = min(pairs, m["consensus_peer_pairs"])
         return run_json(["/usr/bin/python3", os.path.join(BENCH, "peers", "python_lock.py"), arg,
                          str(pairs)], env=env)
 
@@ -225,8 +247,12 @@ def main():
     pr = {p: [] for p in peers}
     for r in range(m["runs"]):
         for s in strategies:
-            s1[s].append(drive(s, 1, seconds=m["s1"]))
+            if s == "etcd" and r >= m["etcd_runs"]:
+                continue
+            s1[s].append(drive(s, 1, seconds=m["etcd_s1"] if s == "etcd" else m["s1"]))
         for p in peers:
+            if PEERS[p][2] == "etcd" and r >= m["etcd_runs"]:
+                continue
             pr[p].append(run_peer(p, m["peer_pairs_remote"], m["peer_pairs_local"]))
         log(f"scenario 1 + peers: run {r + 1}/{m['runs']} done ({time.time() - t_start:.0f} s)")
     for s in strategies:
@@ -249,6 +275,9 @@ def main():
             if s not in MULTI_PROCESS and sc != 5:
                 result["strategies"][s][str(sc)] = {"skipped": "in-process strategy"}
                 continue
+            if sc not in ONLY_SCENARIOS.get(s, {sc}):
+                result["strategies"][s][str(sc)] = {"skipped": "not measured (scenarios 1 and 3 only)"}
+                continue
             k = dict(kw)
             if sc == 5 and s in MAX_LOCKS:
                 k["locks"] = min(k["locks"], MAX_LOCKS[s])
@@ -260,7 +289,11 @@ def main():
         if s not in MULTI_PROCESS:
             result["strategies"][s]["6"] = {"skipped": "in-process strategy"}
             continue
-        runs = [drive(s, 6, ttl_ms=m["ttl_ms"], trials=m["trials"]) for _ in range(m["s6_runs"])]
+        if 6 not in ONLY_SCENARIOS.get(s, {6}):
+            result["strategies"][s]["6"] = {"skipped": "not measured (scenarios 1 and 3 only)"}
+            continue
+        runs = [drive(s, 6, ttl_ms=TTL_MS.get(s, m["ttl_ms"]), trials=m["trials"])
+                for _ in range(m["s6_runs"])]
         result["strategies"][s]["6"] = aggregate_runs(runs)
     log(f"scenario 6 done ({time.time() - t_start:.0f} s)")
 
@@ -325,6 +358,31 @@ def main():
                                env=dict(env, **extra))
             if p.returncode == 0 and p.stdout.strip():
                 result["servers"][server] = p.stdout.strip().splitlines()[0]
+    # ZooKeeper: its `srvr` four-letter word (allowed by default); etcd: GET /version.
+    if env.get("LOCKSMITH_TEST_ZOOKEEPER"):
+        import socket
+        host, _, port = env["LOCKSMITH_TEST_ZOOKEEPER"].split(",")[0].split("/")[0].rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=5) as c:
+                c.sendall(b"srvr")
+                text = b""
+                while chunk := c.recv(4096):
+                    text += chunk
+            for line in text.decode(errors="replace").splitlines():
+                if line.startswith("Zookeeper version:"):
+                    # "3.8.0-${mvngit.commit.id}, built on ..." (Debian): the release
+                    version = line.split(":", 1)[1].split(",")[0].strip()
+                    result["servers"]["zookeeper"] = version.split("-")[0]
+        except (OSError, ValueError):
+            pass
+    if env.get("LOCKSMITH_TEST_ETCD"):
+        import urllib.request
+        try:
+            url = env["LOCKSMITH_TEST_ETCD"].split(",")[0].rstrip("/") + "/version"
+            with urllib.request.urlopen(url, timeout=5) as f:
+                result["servers"]["etcd"] = json.load(f).get("etcdserver", "")
+        except (OSError, ValueError):
+            pass
     result["seconds_total"] = round(time.time() - t_start, 1)
 
     os.makedirs(args.results, exist_ok=True)

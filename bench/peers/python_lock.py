@@ -4,6 +4,9 @@ pairs on one lock object, as each library documents it. Prints one JSON line.
 
   /usr/bin/python3 bench/peers/python_lock.py redis-py PAIRS          python3-redis Redis.lock()
   /usr/bin/python3 bench/peers/python_lock.py tooz-redis|tooz-memcached|tooz-file PAIRS
+  /usr/bin/python3 bench/peers/python_lock.py tooz-zookeeper|tooz-etcd3gw|tooz-etcd3 PAIRS
+  /usr/bin/python3 bench/peers/python_lock.py kazoo PAIRS           python3-kazoo KazooClient.Lock()
+  /usr/bin/python3 bench/peers/python_lock.py etcd3 PAIRS           python3-etcd3 Etcd3Client.lock()
 """
 import json, os, sys, tempfile, time
 from urllib.parse import urlparse
@@ -12,6 +15,8 @@ kind = sys.argv[1] if len(sys.argv) > 1 else "redis-py"
 pairs = max(1, min(10_000_000, int(sys.argv[2]) if len(sys.argv) > 2 else 5000))
 redis_url = urlparse(os.environ.get("LOCKSMITH_TEST_REDIS_URL", "redis://127.0.0.1:16379"))
 mc = os.environ.get("LOCKSMITH_TEST_MEMCACHED", "127.0.0.1:21211")
+zk = os.environ.get("LOCKSMITH_TEST_ZOOKEEPER", "127.0.0.1:12181")
+etcd_url = urlparse(os.environ.get("LOCKSMITH_TEST_ETCD", "http://127.0.0.1:12379").split(",")[0])
 name = f"locksmith-bench-python-{os.getpid()}"
 cleanup = None
 
@@ -28,15 +33,43 @@ elif kind.startswith("tooz-"):
         url = f"redis://{redis_url.hostname}:{redis_url.port or 6379}"
     elif backend == "memcached":
         url = f"memcached://{mc}"
+    elif backend == "zookeeper":
+        url = f"zookeeper://{zk}"
+    elif backend in ("etcd3gw", "etcd3"):  # the gateway driver; the gRPC one (python3-etcd3)
+        scheme = "etcd3+http" if backend == "etcd3gw" else "etcd3"
+        url = f"{scheme}://{etcd_url.hostname}:{etcd_url.port or 2379}"
     elif backend == "file":
         d = tempfile.mkdtemp(prefix="locksmith-bench-tooz-")
         url = f"file://{d}"
         cleanup = d
     else:
         sys.exit(f"python_lock.py: unknown tooz backend {backend}")
-    coord = coordination.get_coordinator(url, name.encode())
+    try:
+        coord = coordination.get_coordinator(url, name.encode())
+    except TypeError as e:
+        if backend != "etcd3gw" or "api_path" not in str(e):
+            raise
+        sys.exit("tooz's etcd3gw driver passes api_path= to etcd3gw.client(), which this "
+                 "python3-etcd3gw does not take (Debian's tooz 3.1 and etcd3gw 2.0 do not match); "
+                 "tooz-etcd3 (its gRPC driver) runs instead")
     coord.start()
     lock = coord.get_lock(name.encode())
+    acquire, release = lock.acquire, lock.release
+elif kind == "kazoo":
+    from kazoo.client import KazooClient
+    client = KazooClient(hosts=zk)
+    client.start(timeout=10)
+    path = f"/locksmith-bench-python-{os.getpid()}"
+    lock = client.Lock(path + "/lock")
+    acquire, release = lock.acquire, lock.release
+    def cleanup_kazoo():
+        client.delete(path, recursive=True)
+        client.stop()
+    cleanup = cleanup_kazoo
+elif kind == "etcd3":
+    import etcd3
+    client = etcd3.client(host=etcd_url.hostname, port=etcd_url.port or 2379)
+    lock = client.lock(name, ttl=30)
     acquire, release = lock.acquire, lock.release
 else:
     sys.exit(f"python_lock.py: unknown peer {kind}")
@@ -49,9 +82,16 @@ for _ in range(pairs):
         sys.exit("acquire failed")
     release()
 s = time.perf_counter() - t0
+if kind == "tooz-zookeeper":  # its lock node stays behind: remove it (and /tooz when empty)
+    coord._coord.delete(f"/tooz/locks/{name}", recursive=True)
+    for path in ("/tooz/locks", "/tooz"):
+        if not coord._coord.get_children(path):
+            coord._coord.delete(path)
 if kind.startswith("tooz-"):
     coord.stop()
-if cleanup:
+if callable(cleanup):
+    cleanup()
+elif cleanup:
     import shutil
     shutil.rmtree(cleanup, ignore_errors=True)
 print(json.dumps({"peer": kind, "pairs": pairs, "seconds": s, "pairs_per_s": pairs / s}))
