@@ -2,15 +2,21 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include <grp.h>
 #include <pwd.h>
@@ -349,6 +355,69 @@ bool socket_closed_by_peer(int fd) noexcept {
     if (fd < 0) return true;
     pollfd p{fd, POLLIN | POLLRDHUP, 0};
     return ::poll(&p, 1, 0) != 0;
+}
+
+tcp_connection_attempt connect_tcp(const std::string& host, int port,
+                                   std::chrono::steady_clock::time_point until) {
+    using std::chrono::milliseconds;
+    tcp_connection_attempt out;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+    if (rc != 0) {
+        const int resolve_errno = errno;
+        out.resolve_failure =
+            "cannot resolve '" + host + "': " +
+            (rc == EAI_SYSTEM ? std::string(std::strerror(resolve_errno)) : ::gai_strerror(rc));
+        out.resolve_kind = rc == EAI_AGAIN    ? error_kind::transient
+                           : rc == EAI_SYSTEM ? errno_kind(resolve_errno)
+                                              : error_kind::permanent;
+        return out;
+    }
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        int fd =
+            ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) {
+            out.connect_errno = errno;
+            continue;
+        }
+        int err = 0;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            err = errno;
+            while (err == EINPROGRESS || err == EINTR) {
+                const auto left =
+                    std::chrono::ceil<milliseconds>(until - std::chrono::steady_clock::now());
+                if (left <= milliseconds(0)) {
+                    err = ETIMEDOUT;
+                    break;
+                }
+                pollfd p{fd, POLLOUT, 0};
+                const int n = ::poll(&p, 1, int(std::min<long long>(left.count(), INT_MAX)));
+                if (n < 0 && errno != EINTR) {
+                    err = errno;
+                } else if (n > 0) {
+                    socklen_t length = sizeof err;
+                    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &length) != 0) err = errno;
+                }
+            }
+        }
+        if (err != 0) {
+            ::close(fd);
+            out.connect_errno = err;
+            if (err == ETIMEDOUT) break;  // the deadline covers all addresses
+            continue;
+        }
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        out.fd = fd;
+        out.connect_errno = 0;
+        return out;
+    }
+    return out;
 }
 
 }  // namespace locksmith

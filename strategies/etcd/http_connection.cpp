@@ -104,63 +104,19 @@ http_connection::~http_connection() {
 void http_connection::connect(const endpoint& to, milliseconds dial_timeout) {
     const std::string_view what = "connecting";
     const deadline until = steady_clock::now() + dial_timeout;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    const int rc = ::getaddrinfo(to.host.c_str(), std::to_string(to.port).c_str(), &hints, &found);
-    if (rc != 0)
-        fail(what, "resolve",
-             "cannot resolve '" + to.host + "': " +
-                 (rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : ::gai_strerror(rc)),
-             rc == EAI_AGAIN ? error_kind::transient : error_kind::permanent);
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
-    int last_error = 0;
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-        int fd =
-            ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) {
-            last_error = errno;
-            continue;
-        }
-        int err = 0;
-        if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            err = errno;
-            while (err == EINPROGRESS || err == EINTR) {
-                const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
-                if (left <= milliseconds(0)) {
-                    err = ETIMEDOUT;
-                    break;
-                }
-                pollfd p{fd, POLLOUT, 0};
-                const int n = ::poll(&p, 1, int(std::min<long long>(left.count(), INT_MAX)));
-                if (n < 0 && errno != EINTR) {
-                    err = errno;
-                } else if (n > 0) {
-                    socklen_t length = sizeof err;
-                    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &length) != 0) err = errno;
-                }
-            }
-        }
-        if (err != 0) {
-            ::close(fd);
-            last_error = err;
-            if (err == ETIMEDOUT) break;  // the deadline covers all addresses
-            continue;
-        }
-        const int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        fd_ = fd;
+    const auto c = connect_tcp(to.host, to.port, until);
+    if (!c.resolve_failure.empty()) fail(what, "resolve", c.resolve_failure, c.resolve_kind);
+    if (c.fd >= 0) {
+        fd_ = c.fd;
         return;
     }
-    if (last_error == ETIMEDOUT)
+    if (c.connect_errno == ETIMEDOUT)
         fail(what, "timeout",
              "no connection within " + std::to_string(dial_timeout.count()) + " ms",
              error_kind::transient);
-    if (last_error == 0)
+    if (c.connect_errno == 0)
         fail(what, "resolve", "'" + to.host + "' has no address", error_kind::permanent);
-    fail_errno(what, last_error);
+    fail_errno(what, c.connect_errno);
 }
 
 http_response http_connection::post(std::string_view path, std::string_view body,

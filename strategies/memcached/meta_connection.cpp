@@ -130,66 +130,17 @@ void meta_connection::close_socket() noexcept {
 void meta_connection::connect(milliseconds connect_timeout) {
     const std::string_view what = "connecting";
     const deadline until = steady_clock::now() + connect_timeout;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    const int rc = ::getaddrinfo(host_.c_str(), std::to_string(port_).c_str(), &hints, &found);
-    if (rc != 0)
-        fail(what, "resolve",
-             "cannot resolve '" + host_ + "': " +
-                 (rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : ::gai_strerror(rc)),
-             rc == EAI_AGAIN    ? error_kind::transient
-             : rc == EAI_SYSTEM ? errno_kind(errno)
-                                : error_kind::permanent);
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
-
-    // Every address in turn (a name may resolve to ::1 and 127.0.0.1), within one deadline.
-    int last_error = 0;
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-        int fd =
-            ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) {
-            last_error = errno;
-            continue;
-        }
-        int err = 0;
-        if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            err = errno;
-            while (err == EINPROGRESS || err == EINTR) {
-                const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
-                if (left <= milliseconds(0)) {
-                    err = ETIMEDOUT;
-                    break;
-                }
-                pollfd p{fd, POLLOUT, 0};
-                const int n = ::poll(&p, 1, int(std::min<long long>(left.count(), INT_MAX)));
-                if (n < 0 && errno != EINTR) {
-                    err = errno;
-                } else if (n > 0) {
-                    socklen_t length = sizeof err;
-                    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &length) != 0) err = errno;
-                }
-            }
-        }
-        if (err != 0) {
-            ::close(fd);
-            last_error = err;
-            if (err == ETIMEDOUT) break;  // the deadline covers all addresses
-            continue;
-        }
-        // Lock commands are small and wait for their reply: never hold them back (Nagle).
-        const int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        fd_ = fd;
+    const auto c = connect_tcp(host_, port_, until);
+    if (!c.resolve_failure.empty()) fail(what, "resolve", c.resolve_failure, c.resolve_kind);
+    if (c.fd >= 0) {
+        fd_ = c.fd;
         return;
     }
-    if (last_error == ETIMEDOUT)
+    if (c.connect_errno == ETIMEDOUT)
         fail(what, "timeout",
              "no connection within " + std::to_string(connect_timeout.count()) + " ms");
-    if (last_error == 0) fail(what, "resolve", "'" + host_ + "' has no address");
-    fail_errno(what, last_error);
+    if (c.connect_errno == 0) fail(what, "resolve", "'" + host_ + "' has no address");
+    fail_errno(what, c.connect_errno);
 }
 
 void meta_connection::handshake() {

@@ -13,16 +13,20 @@
 //   client_library                a C client library (libpq, libmariadb) opened on first use
 //   scrub_secret                  a message with a password replaced by "***"
 //   socket_closed_by_peer         whether the server closed an idle connection
+//   connect_tcp                   a TCP connection within a deadline, every address in turn
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <locksmith/errors.hpp>
 
 namespace locksmith {
 
@@ -176,5 +180,22 @@ std::string scrub_secret(std::string text, std::string_view secret);
 // connection means the server closed it (restart, idle timeout, terminated session); also for
 // fd < 0. One poll(2), no round trip: checked before a pooled connection is used again.
 bool socket_closed_by_peer(int fd) noexcept;
+
+// For strategies that speak their server's protocol themselves (memcached, etcd): a TCP
+// connection to host:port, trying every address the name resolves to (::1 and 127.0.0.1) within
+// one deadline, non-blocking and close-on-exec, with TCP_NODELAY (lock requests are small and
+// wait for their reply: never hold them back). The caller turns a failure into its own error.
+struct tcp_connection_attempt {
+    int fd = -1;  // the connected socket, or -1
+    // When the name did not resolve: "cannot resolve '<host>': <reason>", and whether a retry
+    // may help (EAI_AGAIN, a transient errno).
+    std::string resolve_failure;
+    error_kind resolve_kind = error_kind::permanent;
+    // Otherwise errno of the last address tried: ETIMEDOUT when the deadline passed first; 0
+    // when the name has no address.
+    int connect_errno = 0;
+};
+tcp_connection_attempt connect_tcp(const std::string& host, int port,
+                                   std::chrono::steady_clock::time_point until);
 
 }  // namespace locksmith
