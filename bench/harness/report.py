@@ -266,7 +266,7 @@ def write(r, json_path, report_path):
       "same round). Where the goals are not met, *Where the time goes* below says why.\n")
     w("| goal | strategy | figure | met |\n|---|---|---:|---|")
     for goal, s, v, ok in goals(r):
-        unit = " ms" if "ms" in goal else "×"
+        unit = " ms" if goal.endswith("(figure in ms)") else "×"
         w(f"| {goal} | `{s}` | {v:.3f}{unit} | {'yes' if ok else '**no**'} |")
     w("")
 
