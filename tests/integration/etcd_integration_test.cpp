@@ -181,42 +181,6 @@ BOOST_AUTO_TEST_CASE(waiters_are_granted_in_arrival_order) {
     BOOST_TEST(order == arrival, boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(fencing_tokens_increase_across_processes) {
-    // 4 processes x 250 grants; each appends its token while holding the lock, so the file is in
-    // grant order and must be strictly increasing.
-    const std::string name = test::unique_resource("fencing");
-    const std::string endpoints = endpoint(endpoint_variable);
-    char path[] = "/tmp/locksmith-fences-XXXXXX";
-    const int fd = ::mkstemp(path);
-    BOOST_REQUIRE(fd >= 0);
-    ::close(fd);
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(test::fork_child(
-            [&] {
-                auto lock = make_lock(strategies::make_etcd_store(options_for(endpoints)), name);
-                for (int i = 0; i < 250; ++i) {
-                    if (!lock.try_lock_for(must_happen)) return 2;
-                    auto token = lock.fencing_token();
-                    if (!token) return 3;
-                    std::ofstream(path, std::ios::app) << *token << "\n";
-                    lock.unlock();
-                }
-                return 0;
-            },
-            300s));
-    for (auto pid : children) BOOST_TEST(test::wait_child(pid, 300s) == 0);
-    std::ifstream in(path);
-    std::vector<unsigned long long> tokens;
-    for (unsigned long long t; in >> t;) tokens.push_back(t);
-    ::unlink(path);
-    BOOST_TEST(tokens.size() == 1000u);
-    const bool increasing = std::adjacent_find(tokens.begin(), tokens.end(), [](auto a, auto b) {
-                                return b <= a;
-                            }) == tokens.end();
-    BOOST_TEST(increasing);
-}
-
 // A waiter keeps its own lease alive while it waits: a wait longer than its TTL ends in a
 // grant with the TTL counted from the last renewal, not in "expired before it was granted".
 BOOST_AUTO_TEST_CASE(a_wait_longer_than_the_waiters_ttl_ends_in_a_grant) {
