@@ -39,6 +39,20 @@ error_kind sqlite_kind(int rc) {
                                                                       : error_kind::permanent;
 }
 
+// Runs a set-up statement (journal mode, table creation), retrying while the database is busy
+// until `timeout` has passed. The busy handler alone is not enough here: SQLite returns
+// SQLITE_BUSY at once, without waiting, to a connection that read the schema and then needs the
+// write lock another connection took meanwhile (it would deadlock otherwise), which is what
+// processes meeting a new file at the same time do.
+int exec_retrying_while_busy(sqlite3* db, const char* sql, std::chrono::milliseconds timeout) {
+    const auto until = clock::now() + timeout;
+    for (;;) {
+        const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+        if ((rc & 0xff) != SQLITE_BUSY || clock::now() >= until) return rc;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 class sqlite_connection final : public connection {
   public:
     explicit sqlite_connection(const sql_options& o) : o_(o) {
@@ -101,10 +115,12 @@ class sqlite_connection final : public connection {
         return left;
     }
     void create_table() override {
-        exec_plain("CREATE TABLE IF NOT EXISTS \"" + o_.table +
-                       "\" (key_id TEXT NOT NULL PRIMARY KEY, token TEXT NOT NULL, expires_ms "
-                       "INTEGER NOT NULL, fence INTEGER NOT NULL) WITHOUT ROWID",
-                   "creating the table");
+        const std::string sql =
+            "CREATE TABLE IF NOT EXISTS \"" + o_.table +
+            "\" (key_id TEXT NOT NULL PRIMARY KEY, token TEXT NOT NULL, "
+            "expires_ms INTEGER NOT NULL, fence INTEGER NOT NULL) WITHOUT ROWID";
+        const int rc = exec_retrying_while_busy(db_, sql.c_str(), o_.command_timeout);
+        if (rc != SQLITE_OK) fail("creating the table", rc);
     }
     bool usable() const override { return db_ != nullptr; }
 
@@ -215,7 +231,7 @@ void prepare_sqlite_file(const sql_options& o) {
                              nullptr);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(db, int(std::min<long long>(o.command_timeout.count(), 1 << 30)));
-        rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+        rc = exec_retrying_while_busy(db, "PRAGMA journal_mode = WAL", o.command_timeout);
     }
     std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close_v2(db);

@@ -451,6 +451,35 @@ BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(sqlite_dsn());
 }
 
+// Processes that meet a new file at once all set it up: one of them turns on WAL and creates the
+// table while the others wait for it. A connection whose read of the schema went stale while it
+// waited gets SQLITE_BUSY at once, not after its busy timeout; that failed the set-up of some of
+// them (the multi_process counter saw a child die before it got ready, under load).
+BOOST_AUTO_TEST_CASE(processes_setting_up_a_new_file_at_once_all_succeed) {
+#ifdef LOCKSMITH_TEST_SQLITE
+    constexpr int children_count = 12;
+    for (int round = 0; round < 5; ++round) {
+        const auto dsn =
+            "sqlite://" + (sqlite_dir() / ("new-" + std::to_string(round) + ".db")).string();
+        test::byte_pipe go;
+        std::vector<pid_t> children;
+        for (int p = 0; p < children_count; ++p)
+            children.push_back(test::fork_child([&]() -> int {
+                go.close_write();
+                (void)go.get(20s);  // EOF: everyone starts at once
+                auto s = strategies::make_sql_store(options_for(dsn));
+                key k("setup-" + std::to_string(::getpid()));
+                return s->try_acquire(k, lock_mode::exclusive, 30s) ? 0 : 2;
+            }));
+        go.close_write();
+        for (auto pid : children)
+            BOOST_TEST(test::wait_child(pid, 60s) == 0, "round " << round << ", child " << pid);
+    }
+#else
+    test::skip_case("built without SQLite");
+#endif
+}
+
 // A file another connection keeps locked past command_timeout fails, but may work later.
 BOOST_AUTO_TEST_CASE(a_database_locked_by_another_writer_is_transient) {
 #ifdef LOCKSMITH_TEST_SQLITE
