@@ -31,6 +31,13 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
     // renew next, or nullopt to stop.
     std::optional<clock::time_point> renew();
 
+    // The owner's lifetime after a grant or refresh whose request left at `started`: the server
+    // started the TTL no earlier; less the margin the store asked for (key::lifetime_margin).
+    void restart_lifetime(clock::time_point started, std::chrono::milliseconds ttl) {
+        owner->reset_lifetime();
+        owner->reduce_lifetime(started + ttl - owner->lifetime_margin());
+    }
+
     void report(const error& e) const noexcept;
 
     // Sends a record about this lock to options.logger; nothing without one.

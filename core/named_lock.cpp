@@ -123,9 +123,7 @@ void after_grant(named_lock::state& s, lock_mode mode, clock::time_point started
         s.owner->mark_unserializable("strategy '" + s.store->strategy() +
                                      "' binds its locks to this process");
     if (!s.expiring()) return;
-    // Lifetime counts from before the request was sent: the server's clock started no earlier.
-    s.owner->reset_lifetime();
-    s.owner->reduce_lifetime(started + s.options.ttl);
+    s.restart_lifetime(started, s.options.ttl);
     if (s.owner->is_expired()) {
         try {
             release_locked(s);
@@ -293,6 +291,7 @@ namespace {
 void refresh_locked(named_lock::state& s, std::chrono::milliseconds ttl) {
     const std::string& name = s.owner->resource();
     const auto started = clock::now();
+    s.owner->clear_attempt_started();
     if (!s.store->refresh(*s.owner, ttl)) {
         s.held.reset();
         s.owner->reset_lifetime();
@@ -300,8 +299,7 @@ void refresh_locked(named_lock::state& s, std::chrono::milliseconds ttl) {
                             "' is no longer held by this owner: it expired or was taken over");
     }
     if (!s.held) s.held = lock_mode::exclusive;  // continued from a serialized key
-    s.owner->reset_lifetime();
-    s.owner->reduce_lifetime(started + ttl);
+    s.restart_lifetime(started, ttl);
     if (s.owner->is_expired()) {
         try {
             release_locked(s);

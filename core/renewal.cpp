@@ -102,9 +102,9 @@ std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
     std::optional<error> lost;
     try {
         const auto started = clock::now();
+        owner->clear_attempt_started();
         if (store->refresh(*owner, ttl)) {
-            owner->reset_lifetime();
-            owner->reduce_lifetime(started + ttl);
+            restart_lifetime(started, ttl);
             if (options.logger) {
                 const auto took = clock::now() - started;
                 log(log_level::debug, "renewed",

@@ -58,7 +58,15 @@ class key {
     // so that the lifetime is measured from there, not from the start of a long wait.
     void set_attempt_started(clock::time_point when) noexcept { attempt_started_ = when; }
     std::optional<clock::time_point> attempt_started() const noexcept { return attempt_started_; }
-    void clear_attempt_started() noexcept { attempt_started_.reset(); }
+    // A store whose grant is worth less than its TTL (a quorum's allowance for clock drift) says
+    // by how much; named_lock takes it off the owner's lifetime.
+    void set_lifetime_margin(std::chrono::milliseconds margin) noexcept { margin_ = margin; }
+    std::chrono::milliseconds lifetime_margin() const noexcept { return margin_; }
+    // named_lock calls this before each grant or refresh: the hints above are per call.
+    void clear_attempt_started() noexcept {
+        attempt_started_.reset();
+        margin_ = {};
+    }
 
     // --- fencing ---
     std::optional<std::uint64_t> fencing_token() const noexcept { return fencing_token_; }
@@ -98,6 +106,7 @@ class key {
     std::string token_;
     std::optional<clock::time_point> expires_at_;
     std::optional<clock::time_point> attempt_started_;
+    std::chrono::milliseconds margin_{0};
     std::optional<std::uint64_t> fencing_token_;
     std::unique_ptr<key_local_state> local_state_;
     std::uint64_t local_state_store_ = 0;

@@ -1,6 +1,7 @@
 // The `combined` strategy: see include/locksmith/strategies/combined.hpp for the contract.
 #include <locksmith/strategies/combined.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <mutex>
 
@@ -35,6 +36,11 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// Redlock's allowance for the members' clocks running at different rates over one TTL.
+milliseconds drift_margin(milliseconds ttl) {
+    return ttl / 100 + milliseconds(2);
+}
 
 // A member's store, created when the combined store starts, or later when its backend was down
 // then: a member that cannot start counts as a failed member until it can.
@@ -156,7 +162,7 @@ class combined_store final : public store {
         if (has(capabilities(), capability::expiring)) {
             // Redlock: the grant is worth its TTL less the time the round took and the clocks'
             // drift; with none left, another owner may already hold a member's grant again.
-            const auto drift = ttl / 100 + milliseconds(2);
+            const auto drift = drift_margin(ttl);
             const auto elapsed = clock::now() - started;
             if (elapsed + drift >= ttl) {
                 roll_back(keys, touched);
@@ -169,6 +175,8 @@ class combined_store final : public store {
                     " ms); the grants were rolled back");
             }
         }
+        // What the owner is told is left (and the renewal schedule) excludes the drift too.
+        k.set_lifetime_margin(drift_margin(ttl));
         if (fencing_member_) k.set_fencing_token(keys[*fencing_member_]->fencing_token());
         save_portable(k, keys);
         return true;
@@ -177,6 +185,7 @@ class combined_store final : public store {
     bool do_refresh(key& k, milliseconds ttl) override {
         auto& keys = member_keys_of(k);
         const std::size_t n = members_.size();
+        k.set_lifetime_margin(drift_margin(ttl));
         tally t;
         for (std::size_t i = 0; i < n; ++i) {
             try {
@@ -239,6 +248,42 @@ class combined_store final : public store {
             if (!quorum_can_be_met(rule_, no, n)) return false;
         }
         return false;
+    }
+
+    // The members' answers merged by the quorum rule: held when a quorum of members says held
+    // (the holders and, conservatively, the shortest time left among them), free when a quorum
+    // of members is free (a new owner would be granted), unknown in between (members down or
+    // disagreeing, e.g. a grant being rolled back).
+    lock_status do_status(std::string_view resource) override {
+        const std::size_t n = members_.size();
+        std::size_t held = 0, free = 0;
+        lock_status merged;
+        for (const auto& m : members_) {
+            lock_status one;
+            try {
+                one = m->get()->status(resource);
+            } catch (const std::exception&) {
+                continue;  // a member we cannot ask vouches for nothing
+            }
+            if (one.held == lock_status::state::free) ++free;
+            if (one.held != lock_status::state::held_exclusive &&
+                one.held != lock_status::state::held_shared)
+                continue;
+            ++held;
+            for (auto& h : one.holders)
+                if (std::find(merged.holders.begin(), merged.holders.end(), h) ==
+                    merged.holders.end())
+                    merged.holders.push_back(std::move(h));
+            if (one.remaining && (!merged.remaining || *one.remaining < *merged.remaining))
+                merged.remaining = one.remaining;
+        }
+        if (quorum_met(rule_, held, n)) {
+            merged.held = lock_status::state::held_exclusive;
+            return merged;
+        }
+        return {quorum_met(rule_, free, n) ? lock_status::state::free : lock_status::state::unknown,
+                {},
+                std::nullopt};
     }
 
     std::optional<std::uint64_t> do_fencing_token(key& k) override {

@@ -10,6 +10,7 @@
 
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
+#include <locksmith/named_lock.hpp>
 #include <locksmith/registry.hpp>
 #include <locksmith/strategies/combined.hpp>
 
@@ -176,6 +177,49 @@ BOOST_AUTO_TEST_CASE(refresh_below_quorum_is_lost_and_releases_the_rest) {
     t.m[1]->fail_refresh(true);
     BOOST_TEST(!s->refresh(owner, 10s));
     BOOST_TEST(!t.member_holds(2, owner));
+}
+
+// Redlock's validity: what the owner is told is left never includes the drift margin (1 % of
+// the TTL + 2 ms), after the grant and after a refresh, so renewals come in time.
+BOOST_AUTO_TEST_CASE(the_owners_lifetime_leaves_out_the_drift_margin) {
+    three_members t;
+    lock_options o;
+    o.ttl = 10s;
+    o.auto_refresh = false;
+    named_lock lock(t.combined(quorum_rule::consensus), std::make_shared<key>("drift"), o);
+    BOOST_REQUIRE(lock.try_lock());
+    const auto drift = 10s / 100 + 2ms;
+    BOOST_TEST(lock.remaining_lifetime()->count() <= (10s - drift).count());
+    lock.refresh(20s);
+    BOOST_TEST(lock.remaining_lifetime()->count() <= (20s - 20s / 100 - 2ms).count());
+    BOOST_TEST(lock.remaining_lifetime()->count() > (10s).count());  // it was renewed
+}
+
+// status() merges the members' answers by the quorum rule.
+BOOST_AUTO_TEST_CASE(status_is_the_quorums_view) {
+    three_members t;
+    auto consensus = t.combined(quorum_rule::consensus);
+    auto unanimous = t.combined(quorum_rule::unanimous);
+    BOOST_TEST((consensus->status("st").held == lock_status::state::free));
+
+    // A grant on a quorum of members (one is down) is a held lock, with its holder.
+    t.m[1]->fail_acquire(true);
+    key owner("st");
+    BOOST_REQUIRE(consensus->try_acquire(owner, lock_mode::exclusive, 10s));
+    auto held = consensus->status("st");
+    BOOST_TEST((held.held == lock_status::state::held_exclusive));
+    BOOST_TEST(held.holders.size() == 1u);
+    // Under unanimous, the same members are neither held nor free: a new owner is refused.
+    BOOST_TEST((unanimous->status("st").held == lock_status::state::unknown));
+    consensus->release(owner);
+    t.m[1]->fail_acquire(false);
+
+    // Left on one member only (a grant being rolled back): under consensus a new owner would
+    // be granted, so it is free.
+    auto stray = key::from_json({{"resource", "st"}, {"token", owner.token()}});
+    BOOST_REQUIRE(t.m[0]->try_acquire(stray, lock_mode::exclusive, 10s));
+    BOOST_TEST((consensus->status("st").held == lock_status::state::free));
+    BOOST_TEST((unanimous->status("st").held == lock_status::state::unknown));
 }
 
 BOOST_AUTO_TEST_CASE(capabilities_follow_the_members) {

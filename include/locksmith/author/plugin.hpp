@@ -36,10 +36,11 @@
 
 // Bumped whenever locksmith_plugin, locksmith_host or what crosses them changes meaning.
 // (Version 1 was the module entry point that wrote into the caller's struct before its version
-// was checked; version 2 threw backend_error without its error_kind.) Defined only when not yet
+// was checked; version 2 threw backend_error without its error_kind; version 3's key had no
+// lifetime margin.) Defined only when not yet
 // defined, so that a test can build a plugin for another version.
 #ifndef LOCKSMITH_PLUGIN_API_VERSION
-#define LOCKSMITH_PLUGIN_API_VERSION 3
+#define LOCKSMITH_PLUGIN_API_VERSION 4
 #endif
 
 extern "C" {
