@@ -9,10 +9,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <future>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/tcp_fault_proxy.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -82,6 +85,27 @@ class admin {
         deallocate_String_vector(&children);
         return n;
     }
+    // The czxid of each request for `name`.
+    std::vector<std::int64_t> request_czxids(const std::string& name) {
+        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        std::vector<std::int64_t> czxids;
+        String_vector children{};
+        if (zoo_get_children(zh_, parent.c_str(), 0, &children) != ZOK) return czxids;
+        for (int i = 0; i < children.count; ++i) {
+            struct Stat stat;
+            if (zoo_exists(zh_, (parent + "/" + children.data[i]).c_str(), 0, &stat) == ZOK)
+                czxids.push_back(stat.czxid);
+        }
+        deallocate_String_vector(&children);
+        return czxids;
+    }
+    // Creates the parent node of `name`'s requests (a container, as the store would).
+    void create_parent(const std::string& name) {
+        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        BOOST_REQUIRE_EQUAL(zoo_create(zh_, parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                       ZOO_CONTAINER, nullptr, 0),
+                            ZOK);
+    }
     // Polls until `name` has `n` requests: orders steps on what the server shows.
     bool eventually_requests(const std::string& name, int n) {
         const auto until = clock_type::now() + must_happen;
@@ -95,6 +119,25 @@ class admin {
   private:
     zhandle_t* zh_ = nullptr;
 };
+
+// Whether the bytes a client sent hold a whole create request: ZooKeeper frames each request as
+// a big-endian int32 length, then the xid and the op code (int32 each); 1 is create, 15 create2.
+bool holds_create_request(std::string_view sent) {
+    const auto int32_at = [&](std::size_t at) {
+        return std::int32_t(std::uint32_t(std::uint8_t(sent[at])) << 24 |
+                            std::uint32_t(std::uint8_t(sent[at + 1])) << 16 |
+                            std::uint32_t(std::uint8_t(sent[at + 2])) << 8 |
+                            std::uint32_t(std::uint8_t(sent[at + 3])));
+    };
+    for (std::size_t at = 0; sent.size() - at >= 12;) {
+        const auto length = std::size_t(int32_at(at));
+        if (sent.size() - at - 4 < length) return false;
+        const auto op = int32_at(at + 8);
+        if (op == 1 || op == 15) return true;
+        at += 4 + length;
+    }
+    return false;
+}
 
 }  // namespace
 
@@ -203,6 +246,37 @@ BOOST_AUTO_TEST_CASE(a_holder_paused_past_its_session_timeout_loses_the_lock_and
     BOOST_TEST(test::wait_child(child) == 0);
     BOOST_TEST(waiter.is_acquired());
     waiter.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(a_create_whose_reply_was_lost_is_found_again_not_orphaned) {
+    // The connection drops after the server made the request's node and before its reply
+    // arrived; the client reconnects within the session timeout (through the proxy again).
+    const auto hosts = endpoint(hosts_variable);
+    const auto colon = hosts.rfind(':');
+    test::tcp_fault_proxy proxy(hosts.substr(0, colon), std::stoi(hosts.substr(colon + 1)));
+    admin a(hosts);
+    auto s = store_for(proxy.address());
+    const auto name = test::unique_resource("lost-reply");
+    // The parent is there already: the create cut off is the one that makes the node, not one
+    // that fails for want of a parent.
+    a.create_parent(name);
+    proxy.cut_after_next_request(holds_create_request);
+    auto lock = make_lock(s, name);
+    const bool got = lock.try_lock();
+    BOOST_TEST(got);
+    BOOST_TEST(proxy.wait_cut(0ms));
+    BOOST_TEST(proxy.connections() == 2);
+    // One request for the name, and it is ours (its czxid is our fencing token): the node whose
+    // reply was lost was taken up, not left behind beside a second one.
+    const auto czxids = a.request_czxids(name);
+    BOOST_TEST(czxids.size() == 1u);
+    if (got && czxids.size() == 1)
+        BOOST_TEST(lock.fencing_token().value_or(0) == std::uint64_t(czxids[0]));
+    if (got) lock.unlock();
+    BOOST_TEST(a.requests(name) == 0);
+    auto other = make_lock(store_for(hosts), name);
+    BOOST_TEST(other.try_lock());
+    other.unlock();
 }
 
 BOOST_AUTO_TEST_CASE(any_name_maps_to_its_own_lock) {
