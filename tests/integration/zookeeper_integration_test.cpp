@@ -4,15 +4,21 @@
 #define BOOST_TEST_MODULE zookeeper_integration
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <future>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -85,18 +91,27 @@ class admin {
         deallocate_String_vector(&children);
         return n;
     }
+    // The paths of the requests for `name`, in queue order (by their sequence number, the
+    // last 10 characters).
+    std::vector<std::string> request_paths(const std::string& name) {
+        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        std::vector<std::string> paths;
+        String_vector children{};
+        if (zoo_get_children(zh_, parent.c_str(), 0, &children) != ZOK) return paths;
+        for (int i = 0; i < children.count; ++i) paths.push_back(parent + "/" + children.data[i]);
+        deallocate_String_vector(&children);
+        std::sort(paths.begin(), paths.end(), [](const std::string& x, const std::string& y) {
+            return x.substr(x.size() - 10) < y.substr(y.size() - 10);
+        });
+        return paths;
+    }
     // The czxid of each request for `name`.
     std::vector<std::int64_t> request_czxids(const std::string& name) {
-        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
         std::vector<std::int64_t> czxids;
-        String_vector children{};
-        if (zoo_get_children(zh_, parent.c_str(), 0, &children) != ZOK) return czxids;
-        for (int i = 0; i < children.count; ++i) {
+        for (const auto& path : request_paths(name)) {
             struct Stat stat;
-            if (zoo_exists(zh_, (parent + "/" + children.data[i]).c_str(), 0, &stat) == ZOK)
-                czxids.push_back(stat.czxid);
+            if (zoo_exists(zh_, path.c_str(), 0, &stat) == ZOK) czxids.push_back(stat.czxid);
         }
-        deallocate_String_vector(&children);
         return czxids;
     }
     // Creates the parent node of `name`'s requests (a container, as the store would).
@@ -353,6 +368,46 @@ class private_zookeeper {
         std::system(("rm -rf '" + dir_ + "'").c_str());
     }
     std::string hosts() const { return "127.0.0.1:" + std::to_string(port_); }
+    // The server's answer to a four-letter word (services.sh allows those the tests use).
+    std::string ask(const char* word) const {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(std::uint16_t(port_));
+        std::string reply;
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::write(fd, word, 4) == 4) {
+            char buf[4096];
+            for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, n);
+        }
+        ::close(fd);
+        BOOST_REQUIRE_MESSAGE(reply.find("not in the whitelist") == std::string::npos,
+                              "zookeeper refuses '" << word
+                                                    << "': add it to 4lw.commands.whitelist in "
+                                                       "scripts/services.sh");
+        return reply;
+    }
+    // A number of `mntr`'s answer (0 when absent).
+    long long metric(const std::string& name) const {
+        const auto reply = ask("mntr");
+        const auto at = reply.find("\n" + name + "\t");
+        return at == std::string::npos ? 0 : std::stoll(reply.substr(at + name.size() + 2));
+    }
+    // `wchp`: the data watches by path, each path with the sessions that watch it.
+    std::map<std::string, std::vector<std::string>> watches_by_path() const {
+        std::map<std::string, std::vector<std::string>> by_path;
+        std::istringstream reply(ask("wchp"));
+        std::string path;
+        for (std::string line; std::getline(reply, line);) {
+            if (line.empty()) continue;
+            if (line[0] == '\t')
+                by_path[path].push_back(line.substr(1));
+            else
+                by_path[path = line];
+        }
+        return by_path;
+    }
     void start() { BOOST_REQUIRE_MESSAGE(run("start") == 0, "could not start zookeeper"); }
     void stop() { BOOST_REQUIRE(run("stop") == 0); }
 
@@ -420,6 +475,67 @@ BOOST_AUTO_TEST_CASE(server_down_past_the_session_timeout_loses_the_lock) {
     // Back: the store starts a new session; the old one's lock is gone.
     BOOST_TEST(fresh.try_lock_for(must_happen));
     fresh.unlock();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Watches, counted by a private server (server-wide numbers: no other test's watches there).
+
+BOOST_AUTO_TEST_SUITE(zk_watches,
+                      *boost::unit_test::precondition(locksmith::test::server_precondition{
+                          hosts_variable}))
+
+BOOST_AUTO_TEST_CASE(each_waiter_watches_only_its_predecessor_and_a_release_wakes_one) {
+    constexpr int waiters = 6;
+    private_zookeeper server;
+    admin a(server.hosts());
+    const auto name = test::unique_resource("herd");
+    auto holder = make_lock(store_for(server.hosts()), name);
+    BOOST_REQUIRE(holder.try_lock());
+    // Each waiter has a session of its own, as processes would: a watch shared by several shows
+    // as one node with several sessions.
+    std::vector<std::future<bool>> granted;
+    std::promise<void> first_holds, release_first;
+    auto first_may_release = release_first.get_future().share();
+    for (int i = 0; i < waiters; ++i) {
+        granted.push_back(std::async(std::launch::async, [&, i] {
+            auto lock = make_lock(store_for(server.hosts()), name);
+            if (!lock.try_lock_for(must_happen)) return false;
+            if (i == 0) {
+                first_holds.set_value();
+                first_may_release.wait();
+            }
+            lock.unlock();
+            return true;
+        }));
+        BOOST_REQUIRE(a.eventually_requests(name, i + 2));
+    }
+    const auto until = clock_type::now() + must_happen;
+    while (server.metric("zk_watch_count") < waiters && clock_type::now() < until)
+        std::this_thread::sleep_for(5ms);
+    // zk_watch_count counts data and children watches; wchp shows the data watches only.
+    BOOST_TEST(server.metric("zk_watch_count") == waiters);
+    // The watched nodes are every request but the last (each waiter's predecessor), each by
+    // one session.
+    auto predecessors = a.request_paths(name);
+    predecessors.pop_back();
+    std::sort(predecessors.begin(), predecessors.end());  // as wchp's paths
+    std::vector<std::string> watched;
+    for (const auto& [path, sessions] : server.watches_by_path()) {
+        watched.push_back(path);
+        BOOST_TEST(sessions.size() == 1u, path << " is watched by " << sessions.size());
+    }
+    BOOST_TEST(watched == predecessors, boost::test_tools::per_element());
+    const auto deleted_before = server.metric("zk_sum_node_deleted_watch_count");
+    const auto children_before = server.metric("zk_sum_node_children_watch_count");
+    holder.unlock();
+    // The holder's node is gone: its one watcher, the first waiter, holds now; nobody else woke.
+    BOOST_TEST((first_holds.get_future().wait_for(must_happen) == std::future_status::ready));
+    BOOST_TEST(server.metric("zk_sum_node_deleted_watch_count") - deleted_before == 1);
+    BOOST_TEST(server.metric("zk_sum_node_children_watch_count") - children_before == 0);
+    BOOST_TEST(server.watches_by_path().size() == std::size_t(waiters - 1));
+    release_first.set_value();
+    for (auto& g : granted) BOOST_TEST(g.get());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
