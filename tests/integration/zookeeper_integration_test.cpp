@@ -18,6 +18,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -292,6 +293,47 @@ BOOST_AUTO_TEST_CASE(a_create_whose_reply_was_lost_is_found_again_not_orphaned) 
     auto other = make_lock(store_for(hosts), name);
     BOOST_TEST(other.try_lock());
     other.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(status_names_each_holders_pid_host_and_request_time) {
+    const auto hosts = endpoint(hosts_variable);
+    auto s = store_for(hosts);
+    const auto name = test::unique_resource("status");
+    BOOST_TEST((s->status(name).held == lock_status::state::free));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const auto holder_of = [&](pid_t pid) {
+        return std::regex("pid " + std::to_string(pid) + " on host " + host +
+                          " since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC \\(node "
+                          "[0-9a-f]+-(write|read)-\\d{10}\\)");
+    };
+    // Another process holds.
+    test::byte_pipe to_parent, to_child;
+    const pid_t child = test::fork_child([&] {
+        auto lock = make_lock(store_for(hosts), name);
+        if (!lock.try_lock()) return 2;
+        to_parent.put('H');
+        return to_child.get(must_happen) == 'C' ? 0 : 3;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    auto st = s->status(name);
+    BOOST_TEST((st.held == lock_status::state::held_exclusive));
+    BOOST_TEST_REQUIRE(st.holders.size() == 1u);
+    BOOST_TEST(std::regex_match(st.holders[0], holder_of(child)), st.holders[0]);
+    to_child.put('C');
+    BOOST_TEST(test::wait_child(child) == 0);
+    // Two readers, each named.
+    auto reader1 = make_lock(s, name);
+    auto reader2 = make_lock(store_for(hosts), name);
+    BOOST_REQUIRE(reader1.try_lock_shared());
+    BOOST_REQUIRE(reader2.try_lock_shared());
+    st = s->status(name);
+    BOOST_TEST((st.held == lock_status::state::held_shared));
+    BOOST_TEST_REQUIRE(st.holders.size() == 2u);
+    for (const auto& h : st.holders) BOOST_TEST(std::regex_match(h, holder_of(::getpid())), h);
+    reader1.unlock();
+    reader2.unlock();
+    BOOST_TEST((s->status(name).held == lock_status::state::free));
 }
 
 BOOST_AUTO_TEST_CASE(any_name_maps_to_its_own_lock) {
