@@ -270,7 +270,7 @@ dataDir=$state_dir/zookeeper/data
 clientPort=$zookeeper_port
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat,mntr,conf
+4lw.commands.whitelist=ruok,srvr,stat,mntr,conf,wchc,wchs,wchp
 forceSync=no
 maxClientCnxns=0
 CFG

@@ -1,11 +1,13 @@
 // The zookeeper strategy's options and store (its registry entry is in zookeeper_descriptor.cpp).
 #include <pthread.h>
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -71,6 +73,27 @@ std::optional<request> parse_request(const char* name) {
     else if (dash < 6 || r.name.compare(dash - 6, 6, "-write") != 0)
         return std::nullopt;  // not a lock request: left alone
     return r;
+}
+
+// A request node's data: who made it, for `locksmith status` (the server keeps its creation time).
+std::string owner_data(const std::string& host) {
+    return nlohmann::json{{"host", host}, {"pid", current_pid()}}.dump();
+}
+
+// "pid 42 on host a since 2025-06-01 12:00:00 UTC (node <name>)", from a request node's data
+// and creation time (ms since the epoch, the server's clock); the node name alone for data of
+// another form.
+std::string describe_owner(const std::string& node, std::string_view data, std::int64_t ctime) {
+    const auto owner = nlohmann::json::parse(data, nullptr, false);
+    if (!owner.is_object() || !owner.contains("host") || !owner.contains("pid") ||
+        !owner["host"].is_string() || !owner["pid"].is_number_integer())
+        return "node " + node;
+    const std::time_t seconds = ctime / 1000;
+    std::tm utc{};
+    char since[32] = "?";
+    if (gmtime_r(&seconds, &utc)) std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", &utc);
+    return "pid " + std::to_string(owner["pid"].get<long long>()) + " on host " +
+           owner["host"].get<std::string>() + " since " + since + " UTC (node " + node + ")";
 }
 
 // One ZooKeeper session (a zhandle_t), shared by the store and the keys that hold through it.
@@ -228,6 +251,9 @@ class zookeeper_store final : public store {
   public:
     explicit zookeeper_store(const zookeeper_options& options)
         : store(strategy_name, zookeeper_capabilities), options_(options) {
+        char host[256] = {};
+        ::gethostname(host, sizeof host - 1);
+        host_ = host;
         current();
     }
 
@@ -273,21 +299,35 @@ class zookeeper_store final : public store {
 
     lock_status do_status(std::string_view resource) override {
         auto s = current();
-        lock_status st;
-        st.held = lock_status::state::free;
-        for (const auto& r : requests(*s, zookeeper_lock_parent(options_.root, resource),
-                                      clock::now() + s->timeout())) {
-            if (r.write) {
-                if (st.holders.empty()) {
-                    st.held = lock_status::state::held_exclusive;
-                    st.holders.push_back("node " + r.name);
+        const auto parent = zookeeper_lock_parent(options_.root, resource);
+        // A holder that lets go between the listing and the reading of its node: list again.
+        for (int attempt = 0;; ++attempt) {
+            lock_status st;
+            st.held = lock_status::state::free;
+            bool changed = false;
+            for (const auto& r : requests(*s, parent, clock::now() + s->timeout())) {
+                if (r.write && !st.holders.empty()) break;
+                const auto path = parent + "/" + r.name;
+                char data[512];
+                int len = sizeof data;
+                struct Stat stat;
+                const int rc = s->call(
+                    [&](zhandle_t* zh) { return zoo_get(zh, path.c_str(), 0, data, &len, &stat); });
+                if (rc == ZNONODE && attempt < 3) {
+                    changed = true;
+                    break;
                 }
-                break;
+                if (rc != ZOK && rc != ZNONODE) fail(s->hosts(), "reading '" + path + "'", rc);
+                st.held =
+                    r.write ? lock_status::state::held_exclusive : lock_status::state::held_shared;
+                st.holders.push_back(
+                    rc == ZOK ? describe_owner(r.name, std::string_view(data, std::max(len, 0)),
+                                               stat.ctime)
+                              : "node " + r.name);
+                if (r.write) break;
             }
-            st.held = lock_status::state::held_shared;
-            st.holders.push_back("node " + r.name);
+            if (!changed) return st;
         }
-        return st;
     }
 
   private:
@@ -361,13 +401,15 @@ class zookeeper_store final : public store {
         const auto guid = random_token();
         const auto prefix =
             parent + "/" + guid + (mode == lock_mode::exclusive ? "-write-" : "-read-");
+        const auto data = owner_data(host_);
         const auto until = clock::now() + s.timeout();
         for (int attempt = 0;; ++attempt) {
             std::vector<char> path(prefix.size() + 16);
             struct Stat stat;
             int rc = s.call([&](zhandle_t* zh) {
-                return zoo_create2(zh, prefix.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
-                                   ZOO_EPHEMERAL_SEQUENTIAL, path.data(), int(path.size()), &stat);
+                return zoo_create2(zh, prefix.c_str(), data.data(), int(data.size()),
+                                   &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, path.data(),
+                                   int(path.size()), &stat);
             });
             if (rc == ZOK) return {path.data(), stat.czxid};
             if (rc == ZNONODE && attempt < 8) {
@@ -475,6 +517,7 @@ class zookeeper_store final : public store {
     }
 
     const zookeeper_options options_;
+    std::string host_;  // this machine's name, in every request's data
     std::mutex mutex_;
     std::shared_ptr<session> session_;
 };

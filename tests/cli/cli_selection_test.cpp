@@ -199,6 +199,28 @@ BOOST_AUTO_TEST_CASE(run_on_zookeeper_holds_excludes_and_returns) {
     run_holds_and_excludes("zookeeper", {{"hosts", *hosts}, {"root", "/" + prefix()}});
 }
 
+BOOST_AUTO_TEST_CASE(status_on_zookeeper_names_the_holding_run) {
+    auto hosts = server("LOCKSMITH_TEST_ZOOKEEPER");
+    if (!hosts) return;
+    json config;
+    config["strategies"]["zookeeper"]["options"] = {{"hosts", *hosts}, {"root", "/" + prefix()}};
+    cli_sandbox box(config);
+    auto holder =
+        box.start(box.with_config("run", {"--strategy", "zookeeper", "status-job", "-c",
+                                          "touch " + box.path("holding") + "; while [ ! -e " +
+                                              box.path("done") + " ]; do sleep 0.02; done"}));
+    BOOST_REQUIRE(wait_for_file(box.path("holding")));
+    auto r = box.run(box.with_config("status", {"--strategy", "zookeeper", "status-job"}));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    BOOST_TEST(
+        has(r.out, "holder: pid " + std::to_string(holder.pid) + " on host " + host + " since "),
+        r.out);
+    box.write_file("done", "");
+    BOOST_TEST(box.wait(holder, 20s).exit_code == 0);
+}
+
 BOOST_AUTO_TEST_CASE(run_on_etcd_holds_excludes_and_returns) {
     auto endpoints = server("LOCKSMITH_TEST_ETCD");
     if (!endpoints) return;

@@ -4,15 +4,24 @@
 #define BOOST_TEST_MODULE zookeeper_integration
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <future>
+#include <map>
 #include <mutex>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -25,6 +34,7 @@
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/tcp_fault_proxy.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -82,6 +92,36 @@ class admin {
         deallocate_String_vector(&children);
         return n;
     }
+    // The paths of the requests for `name`, in queue order (by their sequence number, the
+    // last 10 characters).
+    std::vector<std::string> request_paths(const std::string& name) {
+        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        std::vector<std::string> paths;
+        String_vector children{};
+        if (zoo_get_children(zh_, parent.c_str(), 0, &children) != ZOK) return paths;
+        for (int i = 0; i < children.count; ++i) paths.push_back(parent + "/" + children.data[i]);
+        deallocate_String_vector(&children);
+        std::sort(paths.begin(), paths.end(), [](const std::string& x, const std::string& y) {
+            return x.substr(x.size() - 10) < y.substr(y.size() - 10);
+        });
+        return paths;
+    }
+    // The czxid of each request for `name`.
+    std::vector<std::int64_t> request_czxids(const std::string& name) {
+        std::vector<std::int64_t> czxids;
+        for (const auto& path : request_paths(name)) {
+            struct Stat stat;
+            if (zoo_exists(zh_, path.c_str(), 0, &stat) == ZOK) czxids.push_back(stat.czxid);
+        }
+        return czxids;
+    }
+    // Creates the parent node of `name`'s requests (a container, as the store would).
+    void create_parent(const std::string& name) {
+        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        BOOST_REQUIRE_EQUAL(zoo_create(zh_, parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                       ZOO_CONTAINER, nullptr, 0),
+                            ZOK);
+    }
     // Polls until `name` has `n` requests: orders steps on what the server shows.
     bool eventually_requests(const std::string& name, int n) {
         const auto until = clock_type::now() + must_happen;
@@ -95,6 +135,25 @@ class admin {
   private:
     zhandle_t* zh_ = nullptr;
 };
+
+// Whether the bytes a client sent hold a whole create request: ZooKeeper frames each request as
+// a big-endian int32 length, then the xid and the op code (int32 each); 1 is create, 15 create2.
+bool holds_create_request(std::string_view sent) {
+    const auto int32_at = [&](std::size_t at) {
+        return std::int32_t(std::uint32_t(std::uint8_t(sent[at])) << 24 |
+                            std::uint32_t(std::uint8_t(sent[at + 1])) << 16 |
+                            std::uint32_t(std::uint8_t(sent[at + 2])) << 8 |
+                            std::uint32_t(std::uint8_t(sent[at + 3])));
+    };
+    for (std::size_t at = 0; sent.size() - at >= 12;) {
+        const auto length = std::size_t(int32_at(at));
+        if (sent.size() - at - 4 < length) return false;
+        const auto op = int32_at(at + 8);
+        if (op == 1 || op == 15) return true;
+        at += 4 + length;
+    }
+    return false;
+}
 
 }  // namespace
 
@@ -205,6 +264,78 @@ BOOST_AUTO_TEST_CASE(a_holder_paused_past_its_session_timeout_loses_the_lock_and
     waiter.unlock();
 }
 
+BOOST_AUTO_TEST_CASE(a_create_whose_reply_was_lost_is_found_again_not_orphaned) {
+    // The connection drops after the server made the request's node and before its reply
+    // arrived; the client reconnects within the session timeout (through the proxy again).
+    const auto hosts = endpoint(hosts_variable);
+    const auto colon = hosts.rfind(':');
+    test::tcp_fault_proxy proxy(hosts.substr(0, colon), std::stoi(hosts.substr(colon + 1)));
+    admin a(hosts);
+    auto s = store_for(proxy.address());
+    const auto name = test::unique_resource("lost-reply");
+    // The parent is there already: the create cut off is the one that makes the node, not one
+    // that fails for want of a parent.
+    a.create_parent(name);
+    proxy.cut_after_next_request(holds_create_request);
+    auto lock = make_lock(s, name);
+    const bool got = lock.try_lock();
+    BOOST_TEST(got);
+    BOOST_TEST(proxy.wait_cut(0ms));
+    BOOST_TEST(proxy.connections() == 2);
+    // One request for the name, and it is ours (its czxid is our fencing token): the node whose
+    // reply was lost was taken up, not left behind beside a second one.
+    const auto czxids = a.request_czxids(name);
+    BOOST_TEST(czxids.size() == 1u);
+    if (got && czxids.size() == 1)
+        BOOST_TEST(lock.fencing_token().value_or(0) == std::uint64_t(czxids[0]));
+    if (got) lock.unlock();
+    BOOST_TEST(a.requests(name) == 0);
+    auto other = make_lock(store_for(hosts), name);
+    BOOST_TEST(other.try_lock());
+    other.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(status_names_each_holders_pid_host_and_request_time) {
+    const auto hosts = endpoint(hosts_variable);
+    auto s = store_for(hosts);
+    const auto name = test::unique_resource("status");
+    BOOST_TEST((s->status(name).held == lock_status::state::free));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const auto holder_of = [&](pid_t pid) {
+        return std::regex("pid " + std::to_string(pid) + " on host " + host +
+                          " since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC \\(node "
+                          "[0-9a-f]+-(write|read)-\\d{10}\\)");
+    };
+    // Another process holds.
+    test::byte_pipe to_parent, to_child;
+    const pid_t child = test::fork_child([&] {
+        auto lock = make_lock(store_for(hosts), name);
+        if (!lock.try_lock()) return 2;
+        to_parent.put('H');
+        return to_child.get(must_happen) == 'C' ? 0 : 3;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    auto st = s->status(name);
+    BOOST_TEST((st.held == lock_status::state::held_exclusive));
+    BOOST_TEST_REQUIRE(st.holders.size() == 1u);
+    BOOST_TEST(std::regex_match(st.holders[0], holder_of(child)), st.holders[0]);
+    to_child.put('C');
+    BOOST_TEST(test::wait_child(child) == 0);
+    // Two readers, each named.
+    auto reader1 = make_lock(s, name);
+    auto reader2 = make_lock(store_for(hosts), name);
+    BOOST_REQUIRE(reader1.try_lock_shared());
+    BOOST_REQUIRE(reader2.try_lock_shared());
+    st = s->status(name);
+    BOOST_TEST((st.held == lock_status::state::held_shared));
+    BOOST_TEST_REQUIRE(st.holders.size() == 2u);
+    for (const auto& h : st.holders) BOOST_TEST(std::regex_match(h, holder_of(::getpid())), h);
+    reader1.unlock();
+    reader2.unlock();
+    BOOST_TEST((s->status(name).held == lock_status::state::free));
+}
+
 BOOST_AUTO_TEST_CASE(any_name_maps_to_its_own_lock) {
     const auto hosts = endpoint(hosts_variable);
     auto s = store_for(hosts);
@@ -279,6 +410,46 @@ class private_zookeeper {
         std::system(("rm -rf '" + dir_ + "'").c_str());
     }
     std::string hosts() const { return "127.0.0.1:" + std::to_string(port_); }
+    // The server's answer to a four-letter word (services.sh allows those the tests use).
+    std::string ask(const char* word) const {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(std::uint16_t(port_));
+        std::string reply;
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::write(fd, word, 4) == 4) {
+            char buf[4096];
+            for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, n);
+        }
+        ::close(fd);
+        BOOST_REQUIRE_MESSAGE(reply.find("not in the whitelist") == std::string::npos,
+                              "zookeeper refuses '" << word
+                                                    << "': add it to 4lw.commands.whitelist in "
+                                                       "scripts/services.sh");
+        return reply;
+    }
+    // A number of `mntr`'s answer (0 when absent).
+    long long metric(const std::string& name) const {
+        const auto reply = ask("mntr");
+        const auto at = reply.find("\n" + name + "\t");
+        return at == std::string::npos ? 0 : std::stoll(reply.substr(at + name.size() + 2));
+    }
+    // `wchp`: the data watches by path, each path with the sessions that watch it.
+    std::map<std::string, std::vector<std::string>> watches_by_path() const {
+        std::map<std::string, std::vector<std::string>> by_path;
+        std::istringstream reply(ask("wchp"));
+        std::string path;
+        for (std::string line; std::getline(reply, line);) {
+            if (line.empty()) continue;
+            if (line[0] == '\t')
+                by_path[path].push_back(line.substr(1));
+            else
+                by_path[path = line];
+        }
+        return by_path;
+    }
     void start() { BOOST_REQUIRE_MESSAGE(run("start") == 0, "could not start zookeeper"); }
     void stop() { BOOST_REQUIRE(run("stop") == 0); }
 
@@ -346,6 +517,67 @@ BOOST_AUTO_TEST_CASE(server_down_past_the_session_timeout_loses_the_lock) {
     // Back: the store starts a new session; the old one's lock is gone.
     BOOST_TEST(fresh.try_lock_for(must_happen));
     fresh.unlock();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Watches, counted by a private server (server-wide numbers: no other test's watches there).
+
+BOOST_AUTO_TEST_SUITE(zk_watches,
+                      *boost::unit_test::precondition(locksmith::test::server_precondition{
+                          hosts_variable}))
+
+BOOST_AUTO_TEST_CASE(each_waiter_watches_only_its_predecessor_and_a_release_wakes_one) {
+    constexpr int waiters = 6;
+    private_zookeeper server;
+    admin a(server.hosts());
+    const auto name = test::unique_resource("herd");
+    auto holder = make_lock(store_for(server.hosts()), name);
+    BOOST_REQUIRE(holder.try_lock());
+    // Each waiter has a session of its own, as processes would: a watch shared by several shows
+    // as one node with several sessions.
+    std::vector<std::future<bool>> granted;
+    std::promise<void> first_holds, release_first;
+    auto first_may_release = release_first.get_future().share();
+    for (int i = 0; i < waiters; ++i) {
+        granted.push_back(std::async(std::launch::async, [&, i] {
+            auto lock = make_lock(store_for(server.hosts()), name);
+            if (!lock.try_lock_for(must_happen)) return false;
+            if (i == 0) {
+                first_holds.set_value();
+                first_may_release.wait();
+            }
+            lock.unlock();
+            return true;
+        }));
+        BOOST_REQUIRE(a.eventually_requests(name, i + 2));
+    }
+    const auto until = clock_type::now() + must_happen;
+    while (server.metric("zk_watch_count") < waiters && clock_type::now() < until)
+        std::this_thread::sleep_for(5ms);
+    // zk_watch_count counts data and children watches; wchp shows the data watches only.
+    BOOST_TEST(server.metric("zk_watch_count") == waiters);
+    // The watched nodes are every request but the last (each waiter's predecessor), each by
+    // one session.
+    auto predecessors = a.request_paths(name);
+    predecessors.pop_back();
+    std::sort(predecessors.begin(), predecessors.end());  // as wchp's paths
+    std::vector<std::string> watched;
+    for (const auto& [path, sessions] : server.watches_by_path()) {
+        watched.push_back(path);
+        BOOST_TEST(sessions.size() == 1u, path << " is watched by " << sessions.size());
+    }
+    BOOST_TEST(watched == predecessors, boost::test_tools::per_element());
+    const auto deleted_before = server.metric("zk_sum_node_deleted_watch_count");
+    const auto children_before = server.metric("zk_sum_node_children_watch_count");
+    holder.unlock();
+    // The holder's node is gone: its one watcher, the first waiter, holds now; nobody else woke.
+    BOOST_TEST((first_holds.get_future().wait_for(must_happen) == std::future_status::ready));
+    BOOST_TEST(server.metric("zk_sum_node_deleted_watch_count") - deleted_before == 1);
+    BOOST_TEST(server.metric("zk_sum_node_children_watch_count") - children_before == 0);
+    BOOST_TEST(server.watches_by_path().size() == std::size_t(waiters - 1));
+    release_first.set_value();
+    for (auto& g : granted) BOOST_TEST(g.get());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -14,6 +14,9 @@
 //    concurrency, never two holders). The node is `<owner token>-write-<seq>` or
 //    `<owner token>-read-<seq>`: the owner's token makes a create whose reply was lost (a
 //    connection loss during the create) findable again, as Curator's protection mode does.
+//  - A request node's data is its owner's {"host": ..., "pid": ...} (JSON): status() names
+//    each holder as "pid 42 on host a since <the node's creation, UTC> (node <name>)" (for a
+//    holder that waited, since it queued).
 //  - Grant: a write node holds when no other owner's node has a lower sequence; a read node
 //    holds when no other owner's write node has one (readers wait only for earlier writers).
 //    A waiter watches only the node it waits for (the nearest earlier one, or earlier write
