@@ -100,12 +100,13 @@ void strategy_registry::clear_overrides() {
     overrides_.clear();
 }
 
-strategy_info strategy_registry::info_locked(const strategy_descriptor& d, bool probe) const {
+strategy_info strategy_registry::settings_locked(const strategy_descriptor& d) const {
     strategy_info info;
     info.descriptor = d;
     info.effective_priority = d.default_priority;
     info.priority_source = "default";
     info.enabled = d.enabled_by_default;
+    info.capabilities = d.capabilities;
     if (auto it = overrides_.find(d.name); it != overrides_.end()) {
         const auto& o = it->second;
         if (o.priority) {
@@ -116,38 +117,57 @@ strategy_info strategy_registry::info_locked(const strategy_descriptor& d, bool 
         info.options = o.options;
         info.configured = !o.options.is_null();
     }
-    info.capabilities =
-        d.capabilities_for && info.configured ? d.capabilities_for(info.options) : d.capabilities;
-    if (probe) info.support = support_locked(d);
     return info;
 }
 
-support_status strategy_registry::support_locked(const strategy_descriptor& d) const {
+std::vector<strategy_info> strategy_registry::snapshot() const {
+    std::lock_guard guard(mutex_);
+    std::vector<strategy_info> out;
+    for (const auto& [name, d] : descriptors_) out.push_back(settings_locked(d));
+    return out;
+}
+
+// Outside the mutex: the descriptor's own code may use the registry (`combined` asks for its
+// members' capabilities), and a probe may take a while.
+void strategy_registry::complete(strategy_info& info, bool probe) const {
+    const auto& d = info.descriptor;
+    if (d.capabilities_for && info.configured) info.capabilities = d.capabilities_for(info.options);
+    if (probe) info.support = probe_support(d);
+}
+
+support_status strategy_registry::probe_support(const strategy_descriptor& d) const {
     // A probe answers for the life of the process: whether SysV IPC or a kernel feature exists
     // does not change, and `locksmith run` should not pay for probing on every selection.
-    if (auto it = support_cache_.find(d.name); it != support_cache_.end()) return it->second;
+    {
+        std::lock_guard guard(mutex_);
+        if (auto it = support_cache_.find(d.name); it != support_cache_.end()) return it->second;
+    }
     support_status status;
     try {
         status = d.supported ? d.supported() : support_status::yes();
     } catch (const std::exception& e) {
         status = support_status::no(std::string("its probe failed: ") + e.what());
     }
-    support_cache_.emplace(d.name, status);
-    return status;
+    std::lock_guard guard(mutex_);
+    return support_cache_.emplace(d.name, status).first->second;
 }
 
 strategy_info strategy_registry::info(std::string_view name) const {
-    std::lock_guard guard(mutex_);
-    auto it = descriptors_.find(name);
-    if (it == descriptors_.end())
-        throw invalid_argument_error("unknown strategy '" + std::string(name) + "'");
-    return info_locked(it->second);
+    strategy_info info;
+    {
+        std::lock_guard guard(mutex_);
+        auto it = descriptors_.find(name);
+        if (it == descriptors_.end())
+            throw invalid_argument_error("unknown strategy '" + std::string(name) + "'");
+        info = settings_locked(it->second);
+    }
+    complete(info, true);
+    return info;
 }
 
 std::vector<strategy_info> strategy_registry::list() const {
-    std::lock_guard guard(mutex_);
-    std::vector<strategy_info> out;
-    for (const auto& [name, d] : descriptors_) out.push_back(info_locked(d));
+    auto out = snapshot();
+    for (auto& info : out) complete(info, true);
     return out;
 }
 
@@ -156,10 +176,9 @@ selection_report strategy_registry::explain(capability required) const {
         throw invalid_argument_error("a lock request must name at least one capability");
     selection_report report;
     report.requested = required;
-    std::lock_guard guard(mutex_);
-    for (const auto& [name, d] : descriptors_) {
+    for (auto& info : snapshot()) {
         // Probe only the strategies that pass every other rule.
-        auto info = info_locked(d, false);
+        complete(info, false);
         selection_report::entry e;
         e.strategy = info.descriptor.name;
         e.priority = info.effective_priority;
@@ -173,8 +192,8 @@ selection_report strategy_registry::explain(capability required) const {
                                 : "disabled by default (enable it in the config)";
         else if (info.descriptor.needs_configuration && !info.configured)
             e.passed_over = not_configured_hint(info.descriptor);
-        else if (auto support = support_locked(d); !support.supported)
-            e.passed_over = "not supported here: " + support.reason;
+        else if (auto status = probe_support(info.descriptor); !status.supported)
+            e.passed_over = "not supported here: " + status.reason;
         else
             e.candidate = true;
         report.entries.push_back(std::move(e));

@@ -160,11 +160,12 @@ class strategy_registry {
     std::vector<strategy_info> candidates(capability required) const;
 
   private:
-    strategy_info info_locked(const strategy_descriptor& d, bool probe = true) const;
-    support_status support_locked(const strategy_descriptor& d) const;
-    // Recursive: a descriptor's capabilities_for, called under it, may look up other entries
-    // (`combined` asks its members').
-    mutable std::recursive_mutex mutex_;
+    // Under the mutex: the descriptor and its settings; the rest is computed after, outside it.
+    strategy_info settings_locked(const strategy_descriptor& d) const;
+    std::vector<strategy_info> snapshot() const;
+    void complete(strategy_info& info, bool probe) const;
+    support_status probe_support(const strategy_descriptor& d) const;
+    mutable std::mutex mutex_;
     mutable std::map<std::string, support_status, std::less<>> support_cache_;
     std::map<std::string, strategy_descriptor, std::less<>> descriptors_;
     std::map<std::string, strategy_settings, std::less<>> overrides_;
