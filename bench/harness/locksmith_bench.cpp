@@ -3,6 +3,7 @@
 //
 //   locksmith_bench --strategy ID --scenario N [--seconds S] [--dir DIR] [--id ID]
 //                   [--locks N] [--ttl-ms MS] [--trials K] [--only ours|raw] [--hold-us N]
+//                   [--procs 1|2|4|8]
 //   locksmith_bench --strategy ID --scenario cleanup --dir DIR --id ID
 //
 // ID is a strategy's name, or a variant: one strategy with one of its option sets, named
@@ -15,7 +16,8 @@
 //      taking turns in 8 slices
 //   2  pairs/s with 1, 2, 4, 8 processes, on one name and on distinct names, each pair holding
 //      the lock for --hold-us microseconds of busy work (default 0); for file, semaphore and shm
-//      also the raw loop of scenario 1 in as many processes on one shared primitive
+//      also the raw loop of scenario 1 in as many processes on one shared primitive; --procs N
+//      measures only N processes (for profiling: each cell lasts --seconds / 8 all the same)
 //   3  hand-over latency (holder's unlock() -> another process's acquire), 5 processes: at each
 //      release 4 others wait
 //   4  fairness: acquisitions per process, 4 processes, one name, no hold
@@ -105,6 +107,7 @@ struct settings {
     int trials = 5;
     std::string only;  // scenario 1: "ours" or "raw" alone, for profiling
     int hold_us = 0;   // scenario 2: the critical section, busy, between lock() and unlock()
+    int procs = 0;     // scenario 2: only this process count (for profiling); 0: 1, 2, 4, 8
 };
 settings cfg;
 
@@ -1066,10 +1069,16 @@ std::vector<std::int64_t> contend_with(int procs, double seconds, MakePair make_
             auto pair = make_pair(i);
             wait_start(a, procs);
             const std::int64_t end = a->start_ns.load() + std::int64_t(seconds * 1e9);
-            std::int64_t n = 0;
-            while (now_ns() < end) {
-                pair();
-                ++n;
+            // The clock is read after each batch of pairs; batches grow while they take under
+            // 10 us. A clock read costs as much as a whole shm pair, and reading it per pair made
+            // half of scenario 2's profile for shm (ours and raw alike).
+            std::int64_t n = 0, batch = 1, t = now_ns();
+            while (t < end) {
+                for (std::int64_t k = 0; k < batch; ++k) pair();
+                n += batch;
+                const std::int64_t now = now_ns();
+                if (now - t < 10'000 && batch < 64) batch *= 2;
+                t = now;
             }
             a->counts[i].store(n);
         },
@@ -1169,6 +1178,7 @@ json scenario_throughput() {
     // Each cell as long as before the raw rows came (seconds / 8): figures stay comparable.
     const double per = cfg.seconds / 8;
     for (int procs : {1, 2, 4, 8}) {
+        if (cfg.procs != 0 && procs != cfg.procs) continue;
         const std::string p = "_p" + std::to_string(procs);
         const double one = double(total(contend(procs, true, per))) / per;
         out["one_name" + p] = one;
@@ -1506,6 +1516,8 @@ int main(int argc, char** argv) {
             cfg.only = next();
         else if (a == "--hold-us")
             cfg.hold_us = std::clamp(std::stoi(next()), 0, 1000000);
+        else if (a == "--procs")
+            cfg.procs = std::stoi(next());
         else
             die("unknown argument " + a);
     }
