@@ -491,8 +491,7 @@ class semaphore_store final : public store {
     }
     bool do_holds(const key& k) override {
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
-        return st != nullptr && st->set != nullptr && st->set->this_process() &&
-               st->set->holds(k);
+        return st != nullptr && st->set != nullptr && st->set->this_process() && st->set->holds(k);
     }
     lock_status do_status(std::string_view resource) override {
         return current_set().status(resource);

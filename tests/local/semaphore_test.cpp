@@ -220,7 +220,8 @@ BOOST_FIXTURE_TEST_CASE(a_lock_object_reused_across_grants_and_sets_still_exclud
     BOOST_CHECK_THROW(a.try_lock(), backend_error);
     BOOST_REQUIRE(a.try_lock());
     BOOST_TEST(!b.try_lock());
-    const int other = wait_child(fork_child([&] { return make_lock(make(), "reused").try_lock(); }));
+    const int other =
+        wait_child(fork_child([&] { return make_lock(make(), "reused").try_lock(); }));
     BOOST_TEST(other == 0);
     a.unlock();
     BOOST_TEST(b.try_lock());
