@@ -8,12 +8,15 @@
 namespace locksmith {
 
 backoff::backoff(const retry_policy& policy)
-    : policy_(policy), current_us_(double(std::max<std::int64_t>(1, policy.initial.count()))) {
-    // Seeded from the OS so that waiters started at the same instant draw different jitter.
-    rng_state_ = std::stoull(random_token().substr(0, 16), nullptr, 16) | 1;
-}
+    : policy_(policy),
+      current_us_(double(std::max<std::int64_t>(1, policy.initial.count()))),
+      rng_state_(0) {}
 
 std::chrono::microseconds backoff::next_delay() {
+    // Seeded from the OS so that waiters started at the same instant draw different jitter; on
+    // the first delay, since most backoffs (a grant at the first try) never sleep and the seed is
+    // a system call.
+    if (rng_state_ == 0) rng_state_ = std::stoull(random_token().substr(0, 16), nullptr, 16) | 1;
     double base = current_us_;
     current_us_ = std::min(current_us_ * std::max(1.0, policy_.multiplier),
                            double(std::max(policy_.max, policy_.initial).count()));

@@ -2,7 +2,8 @@
 // bench/run.sh (through bench/harness/run_bench.py) calls it repeatedly and aggregates.
 //
 //   locksmith_bench --strategy ID --scenario N [--seconds S] [--dir DIR] [--id ID]
-//                   [--locks N] [--ttl-ms MS] [--trials K] [--only ours|raw]
+//                   [--locks N] [--ttl-ms MS] [--trials K] [--only ours|raw] [--hold-us N]
+//                   [--procs 1|2|4|8]
 //   locksmith_bench --strategy ID --scenario cleanup --dir DIR --id ID
 //
 // ID is a strategy's name, or a variant: one strategy with one of its option sets, named
@@ -13,7 +14,10 @@
 // Scenarios (each child process builds its own store with the same options):
 //   1  uncontended lock()+unlock() pairs/s, one thread, and the raw baseline for the backend,
 //      taking turns in 8 slices
-//   2  pairs/s with 1, 2, 4, 8 processes, on one name and on distinct names
+//   2  pairs/s with 1, 2, 4, 8 processes, on one name and on distinct names, each pair holding
+//      the lock for --hold-us microseconds of busy work (default 0); for file, semaphore and shm
+//      also the raw loop of scenario 1 in as many processes on one shared primitive; --procs N
+//      measures only N processes (for profiling: each cell lasts --seconds / 8 all the same)
 //   3  hand-over latency (holder's unlock() -> another process's acquire), 5 processes: at each
 //      release 4 others wait
 //   4  fairness: acquisitions per process, 4 processes, one name, no hold
@@ -102,6 +106,8 @@ struct settings {
     int ttl_ms = 1000;
     int trials = 5;
     std::string only;  // scenario 1: "ours" or "raw" alone, for profiling
+    int hold_us = 0;   // scenario 2: the critical section, busy, between lock() and unlock()
+    int procs = 0;     // scenario 2: only this process count (for profiling); 0: 1, 2, 4, 8
 };
 settings cfg;
 
@@ -1043,24 +1049,36 @@ void wait_start(shared_area* a, int n) {
     while (now_ns() < a->start_ns.load()) std::this_thread::sleep_for(50us);
 }
 
-// `procs` processes doing lock()+unlock() until the end; one name or one name each.
-std::vector<std::int64_t> contend(int procs, bool one_name, double seconds) {
+// The critical section of scenario 2 (--hold-us): busy work on the CPU for that long, as a
+// caller's work under the lock would be (a sleep would leave the CPU to the waiters).
+void hold() {
+    if (cfg.hold_us <= 0) return;
+    const std::int64_t until = now_ns() + std::int64_t(cfg.hold_us) * 1000;
+    while (now_ns() < until) {
+    }
+}
+
+// `procs` processes each running `pair` (made in the child by make_pair(index)) until the common
+// end; returns each process's count.
+template <class MakePair>
+std::vector<std::int64_t> contend_with(int procs, double seconds, MakePair make_pair) {
     auto* a = map_area();
     run_children(
         procs, a,
         [&](int i, shared_area* a) {
-            auto s = make_store();
-            named_lock l(s, make_key(one_name ? "contended" : "distinct." + std::to_string(i)),
-                         options());
+            auto pair = make_pair(i);
             wait_start(a, procs);
             const std::int64_t end = a->start_ns.load() + std::int64_t(seconds * 1e9);
-            std::int64_t n = 0;
-            // Plain lock(): try_lock_until() would poll on strategies whose kernel wait has no
-            // timeout (file). Bounded: every holder unlocks at once, and alarm() is the backstop.
-            while (now_ns() < end) {
-                l.lock();
-                l.unlock();
-                ++n;
+            // The clock is read after each batch of pairs; batches grow while they take under
+            // 10 us. A clock read costs as much as a whole shm pair, and reading it per pair made
+            // half of scenario 2's profile for shm (ours and raw alike).
+            std::int64_t n = 0, batch = 1, t = now_ns();
+            while (t < end) {
+                for (std::int64_t k = 0; k < batch; ++k) pair();
+                n += batch;
+                const std::int64_t now = now_ns();
+                if (now - t < 10'000 && batch < 64) batch *= 2;
+                t = now;
             }
             a->counts[i].store(n);
         },
@@ -1071,17 +1089,106 @@ std::vector<std::int64_t> contend(int procs, bool one_name, double seconds) {
     return c;
 }
 
+// `procs` processes doing lock()+unlock() until the end; one name or one name each.
+std::vector<std::int64_t> contend(int procs, bool one_name, double seconds) {
+    return contend_with(procs, seconds, [one_name](int i) {
+        auto s = make_store();
+        auto l = std::make_shared<named_lock>(
+            s, make_key(one_name ? "contended" : "distinct." + std::to_string(i)), options());
+        // Plain lock(): try_lock_until() would poll on strategies whose kernel wait has no
+        // timeout (file). Bounded: every holder unlocks at once, and alarm() is the backstop.
+        return [l] {
+            l->lock();
+            hold();
+            l->unlock();
+        };
+    });
+}
+
+// The raw baseline of scenario 2: the loop of scenario 1's raw baseline in `procs` processes on
+// one shared primitive (the same hold inside), so that ours / raw at the same process count is
+// what the library adds to the backend's own contention. For file, semaphore and shm (see
+// scenario_throughput).
+std::vector<std::int64_t> contend_raw(int procs, double seconds) {
+    const auto& n = cfg.strategy;
+    if (n == "file") {
+        // Every process opens the file itself: one open file description each, as the store has.
+        std::filesystem::create_directories(cfg.dir + "/raw");
+        const std::string path = cfg.dir + "/raw/contended.flock";
+        return contend_with(procs, seconds, [path](int) {
+            const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+            if (fd < 0) die("open raw flock file");
+            return [fd] {
+                ::flock(fd, LOCK_EX);
+                hold();
+                ::flock(fd, LOCK_UN);
+            };
+        });
+    }
+    if (n == "semaphore") {
+        const int set = ::semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
+        if (set < 0) die("semget");
+        ::semctl(set, 0, SETVAL, 1);
+        auto c = contend_with(procs, seconds, [set](int) {
+            return [set] {
+                sembuf down{0, -1, SEM_UNDO}, up{0, 1, SEM_UNDO};
+                ::semop(set, &down, 1);
+                hold();
+                ::semop(set, &up, 1);
+            };
+        });
+        ::semctl(set, 0, IPC_RMID);
+        return c;
+    }
+    if (n == "shm") {
+        // Anonymous shared memory, inherited through fork: the same futex as a named segment's.
+        void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) die("mmap");
+        auto* m = static_cast<pthread_mutex_t*>(p);
+        pthread_mutexattr_t a;
+        ::pthread_mutexattr_init(&a);
+        ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        ::pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+        ::pthread_mutex_init(m, &a);
+        auto c = contend_with(procs, seconds, [m](int) {
+            return [m] {
+                ::pthread_mutex_lock(m);
+                hold();
+                ::pthread_mutex_unlock(m);
+            };
+        });
+        ::munmap(p, 4096);
+        return c;
+    }
+    die("no contended raw loop for " + n);
+}
+
+std::int64_t total(const std::vector<std::int64_t>& c) {
+    std::int64_t t = 0;
+    for (auto x : c) t += x;
+    return t;
+}
+
+// Per process count: one name, distinct names, and (local backends) the raw loop on one shared
+// primitive with ratio_one_name_pN = ours / raw.
 json scenario_throughput() {
-    json out;
+    json out{{"hold_us", cfg.hold_us}};
+    const bool raw = cfg.strategy == "file" || cfg.strategy == "semaphore" || cfg.strategy == "shm";
+    // Each cell as long as before the raw rows came (seconds / 8): figures stay comparable.
     const double per = cfg.seconds / 8;
-    for (int procs : {1, 2, 4, 8})
-        for (bool one : {true, false}) {
-            auto c = contend(procs, one, per);
-            std::int64_t total = 0;
-            for (auto x : c) total += x;
-            out[std::string(one ? "one_name" : "distinct") + "_p" + std::to_string(procs)] =
-                double(total) / per;
+    for (int procs : {1, 2, 4, 8}) {
+        if (cfg.procs != 0 && procs != cfg.procs) continue;
+        const std::string p = "_p" + std::to_string(procs);
+        const double one = double(total(contend(procs, true, per))) / per;
+        out["one_name" + p] = one;
+        out["distinct" + p] = double(total(contend(procs, false, per))) / per;
+        if (raw) {
+            const double r = double(total(contend_raw(procs, per))) / per;
+            out["raw_one_name" + p] = r;
+            if (r > 0) out["ratio_one_name" + p] = one / r;
         }
+    }
     return out;
 }
 
@@ -1407,6 +1514,10 @@ int main(int argc, char** argv) {
             cfg.trials = std::stoi(next());
         else if (a == "--only")
             cfg.only = next();
+        else if (a == "--hold-us")
+            cfg.hold_us = std::clamp(std::stoi(next()), 0, 1000000);
+        else if (a == "--procs")
+            cfg.procs = std::stoi(next());
         else
             die("unknown argument " + a);
     }

@@ -43,17 +43,20 @@ TTL_MS = {"etcd": 2000, "zookeeper": 2000}
 
 MODES = {
     # runs: repetitions of every figure; seconds: per driver call of that scenario
+    # hold_us: scenario 2 again with that critical section (busy) inside each pair, hold_runs
+    # times, as "2-hold<us>" (issue 15; full mode only: quick keeps its time budget)
     # database_runs: runs of scenarios 2-5 for the DATABASE rows; database_peer_pairs: pairs of
     # the Symfony peers beside them (PostgreSqlStore makes ≈ 600 pairs/s); sqlite_pairs: fewer
     # still for PdoStore on SQLite, which syncs its journal at each commit (20-500 pairs/s here).
     "quick": dict(runs=5, s1=0.25, s2=0.48, s3=0.4, s4=0.3, locks=1000, ttl_ms=1000, trials=5,
                   s6_runs=1, peer_pairs_remote=700, peer_pairs_local=4000, tooz_pairs=300,
                   cli_runs=100, database_runs=3, sqlite_pairs=20, database_peer_pairs=200,
-                  consensus_peer_pairs=150, etcd_s1=0.3, etcd_runs=3),
+                  consensus_peer_pairs=150, etcd_s1=0.3, etcd_runs=3, hold_us=[], hold_runs=0),
     "full": dict(runs=7, s1=1.0, s2=4.0, s3=2.0, s4=2.0, locks=10000, ttl_ms=2000, trials=5,
                  s6_runs=2, peer_pairs_remote=5000, peer_pairs_local=50000, tooz_pairs=2000,
                  cli_runs=1000, database_runs=7, sqlite_pairs=200, database_peer_pairs=2000,
-                 consensus_peer_pairs=2000, etcd_s1=2.0, etcd_runs=7),
+                 consensus_peer_pairs=2000, etcd_s1=2.0, etcd_runs=7, hold_us=[10, 1000],
+                 hold_runs=3),
 }
 
 # peer name -> (command builder, which of our strategies it is compared with)
@@ -285,6 +288,14 @@ def main():
                     for _ in range(m["database_runs"] if s in DATABASE else m["runs"])]
             result["strategies"][s][str(sc)] = aggregate_runs(runs)
         log(f"scenario {sc} done ({time.time() - t_start:.0f} s)")
+        if sc != 2:
+            continue
+        for hold in m["hold_us"]:
+            for s in strategies:
+                if s in MULTI_PROCESS and 2 in ONLY_SCENARIOS.get(s, {2}):
+                    result["strategies"][s][f"2-hold{hold}"] = aggregate_runs(
+                        [drive(s, 2, seconds=m["s2"], hold_us=hold) for _ in range(m["hold_runs"])])
+            log(f"scenario 2 with {hold} us holds done ({time.time() - t_start:.0f} s)")
     for s in strategies:
         if s not in MULTI_PROCESS:
             result["strategies"][s]["6"] = {"skipped": "in-process strategy"}

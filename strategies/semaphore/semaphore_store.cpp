@@ -182,18 +182,34 @@ std::uint64_t semaphore_state_tag() {
     return tag;
 }
 
+// The name's entry in a set's table of names held in this process (semaphore_set::names_).
+using name_table = std::unordered_map<std::string, const key*>;
+
 struct semaphore_key_state : key_local_state {
     std::shared_ptr<semaphore_set> set;
     std::uint32_t index = 0;
     std::uint64_t epoch = 0;  // the opening of the set the grant belongs to
     bool held = false;
+    // Cached so that a grant of a known name makes no hash, allocation or map lookup: the name's
+    // hash, the table entry taken out at release (put back at the next grant), and the slot of
+    // `index` in the table of `slot_set` while that set is at `slot_epoch`.
+    bool hashed = false;
+    std::uint64_t hash = 0;
+    name_table::node_type name_entry;
+    const semaphore_set* slot_set = nullptr;
+    std::uint64_t slot_epoch = 0;
+    void* slot = nullptr;
 };
 
 // The process-wide state of one IPC key.
 class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
   public:
     semaphore_set(key_t key, std::uint32_t wanted, std::uint32_t mode)
-        : key_(key), wanted_(wanted), mode_(mode), pid_(current_pid()) {
+        : key_(key),
+          wanted_(wanted),
+          mode_(mode),
+          pid_(current_pid()),
+          fork_generation_(fork_generation()) {
         std::lock_guard lock(mutex_);
         open_locked();
     }
@@ -202,12 +218,13 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
     // The process this table belongs to. A forked child inherits a copy of the table, with the
     // parent's grants (which SEM_UNDO does not give the child): it must build its own.
     pid_t pid() const noexcept { return pid_; }
+    // Whether this table belongs to the calling process (cheaper than comparing pids).
+    bool this_process() const noexcept { return fork_generation_ == fork_generation(); }
 
     bool acquire(key& k, bool try_only, deadline until) {
         std::unique_lock lock(mutex_);
-        if (auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
-            st != nullptr && st->held && st->set.get() == this && st->epoch == epoch_)
-            return true;
+        semaphore_key_state& st = state_of(k);
+        if (st.held && st.set.get() == this && st.epoch == epoch_) return true;
         if (semid_ < 0) open_locked();
 
         // 1. This process's other owners of the same name.
@@ -215,14 +232,24 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         while (names_.count(name) != 0) {
             if (!wait(lock, try_only, until) && names_.count(name) != 0) return false;
         }
-        names_.emplace(name, &k);
+        if (!st.name_entry.empty() && st.name_entry.key() == name) {
+            st.name_entry.mapped() = &k;
+            names_.insert(std::move(st.name_entry));
+        } else {
+            names_.emplace(name, &k);
+        }
+        st.name_entry = {};
         auto give_up_name = [&] {
             names_.erase(name);
-            cv_.notify_all();
+            notify();
         };
 
         // 2. The kernel semaphore, or a share of this process's grant of it.
-        const std::uint64_t h = stable_name_hash(name).low;
+        if (!st.hashed) {
+            st.hash = stable_name_hash(name).low;
+            st.hashed = true;
+        }
+        const std::uint64_t h = st.hash;
         for (;;) {
             if (semid_ < 0) {
                 try {
@@ -233,7 +260,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
                 }
             }
             const std::uint32_t index = static_cast<std::uint32_t>(h % nsems_);
-            slot& s = slots_[index];
+            slot& s = slot_of(st, index);
             if (s.kernel_held) {
                 ++s.users;
                 grant(k, index);
@@ -251,9 +278,9 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
                     give_up_name();
                     throw_removed(semid, rc == 0 ? EIDRM : rc, "acquiring '" + name + "'");
                 }
-                slot& t = slots_[index];
+                slot& t = slot_of(st, index);
                 t.acquiring = false;
-                cv_.notify_all();
+                notify();
                 if (rc == 0) {
                     t.kernel_held = true;
                     t.users = 1;
@@ -270,7 +297,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
             }
             // Another thread of this process is waiting in the kernel for this semaphore.
             if (!wait(lock, try_only, until)) {
-                slot& t = slots_[index];
+                slot& t = slot_of(st, index);
                 if (t.acquiring || !t.kernel_held) {
                     give_up_name();
                     return false;
@@ -285,10 +312,10 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         if (st == nullptr || !st->held) return;
         st->held = false;
         if (auto it = names_.find(k.resource()); it != names_.end() && it->second == &k)
-            names_.erase(it);
-        cv_.notify_all();
+            st->name_entry = names_.extract(it);
+        notify();
         if (st->epoch != epoch_) throw_removed(semid_, EIDRM, "releasing '" + k.resource() + "'");
-        slot& s = slots_[st->index];
+        slot& s = slot_of(*st, st->index);
         if (s.users > 0) --s.users;
         if (s.users > 0) return;  // other names of this process still use the grant
         s.kernel_held = false;
@@ -345,24 +372,50 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
     // the deadline passed).
     bool wait(std::unique_lock<std::mutex>& lock, bool try_only, deadline until) {
         if (try_only) return false;
-        if (until == deadline::max()) {
+        ++waiting_;
+        bool woken = true;
+        if (until == deadline::max())
             cv_.wait(lock);
-            return true;
-        }
-        return cv_.wait_until(lock, until) == std::cv_status::no_timeout;
+        else
+            woken = cv_.wait_until(lock, until) == std::cv_status::no_timeout;
+        --waiting_;
+        return woken;
     }
 
-    void grant(key& k, std::uint32_t index) {
+    // Wakes this process's threads waiting for a name or a kernel grant, if any.
+    void notify() {
+        if (waiting_ > 0) cv_.notify_all();
+    }
+
+    semaphore_key_state& state_of(key& k) {
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         if (st == nullptr) {
             auto fresh = std::make_unique<semaphore_key_state>();
             st = fresh.get();
             k.set_local_state(semaphore_state_tag(), std::move(fresh));
         }
-        if (st->set.get() != this) st->set = shared_from_this();
-        st->index = index;
-        st->epoch = epoch_;
-        st->held = true;
+        return *st;
+    }
+
+    // slots_[index], through the key's cache: slots_ only loses elements when the epoch changes
+    // (clear), and an unordered_map keeps its elements where they are otherwise.
+    slot& slot_of(semaphore_key_state& st, std::uint32_t index) {
+        if (st.slot == nullptr || st.slot_set != this || st.slot_epoch != epoch_ ||
+            st.index != index) {
+            st.slot = &slots_[index];
+            st.slot_set = this;
+            st.slot_epoch = epoch_;
+            st.index = index;
+        }
+        return *static_cast<slot*>(st.slot);
+    }
+
+    void grant(key& k, std::uint32_t index) {
+        semaphore_key_state& st = state_of(k);
+        if (st.set.get() != this) st.set = shared_from_this();
+        st.index = index;
+        st.epoch = epoch_;
+        st.held = true;
     }
 
     void open_locked() {
@@ -378,20 +431,22 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         semid_ = -1;
         slots_.clear();
         ++epoch_;
-        cv_.notify_all();
+        notify();
     }
 
     const key_t key_;
     const std::uint32_t wanted_;
     const std::uint32_t mode_;
     const pid_t pid_;
+    const std::uint64_t fork_generation_;
     std::mutex mutex_;
     std::condition_variable cv_;
+    int waiting_ = 0;  // threads in wait(); guarded by mutex_
     int semid_ = -1;
     std::uint32_t nsems_ = 1;
     std::uint64_t epoch_ = 0;
     // resource -> the key that holds it (or is taking it) in this process; only compared.
-    std::unordered_map<std::string, const key*> names_;
+    name_table names_;
     std::unordered_map<std::uint32_t, slot> slots_;
 };
 
@@ -427,7 +482,7 @@ class semaphore_store final : public store {
     void do_release(key& k) override {
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         if (st == nullptr || !st->held) return;
-        if (st->set->pid() != current_pid())
+        if (!st->set->this_process())
             throw release_error("semaphore: lock '" + k.resource() + "' was acquired in process " +
                                 std::to_string(st->set->pid()) +
                                 "; a forked child cannot release it (disable auto-release in the "
@@ -436,7 +491,7 @@ class semaphore_store final : public store {
     }
     bool do_holds(const key& k) override {
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
-        return st != nullptr && st->set->pid() == current_pid() && st->set->holds(k);
+        return st != nullptr && st->set != nullptr && st->set->this_process() && st->set->holds(k);
     }
     lock_status do_status(std::string_view resource) override {
         return current_set().status(resource);
@@ -447,13 +502,18 @@ class semaphore_store final : public store {
     // inherited from the parent process does not count as held here.
     semaphore_set& set_for_key(const key& k) {
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
-        if (st != nullptr && st->held && st->set->pid() == current_pid()) return *st->set;
+        if (st != nullptr && st->set != nullptr && st->set->this_process() &&
+            (st->held || st->set->ipc_key() == key_))
+            // Held: that table's grant. Otherwise a table of this process for our IPC key is the
+            // one table of that key in the process (set_for), so it is current_set() without
+            // taking the store's mutex.
+            return *st->set;
         return current_set();
     }
 
     semaphore_set& current_set() {
         std::lock_guard lock(mutex_);
-        if (set_->pid() != current_pid()) set_ = set_for(key_, wanted_, mode_);
+        if (!set_->this_process()) set_ = set_for(key_, wanted_, mode_);
         return *set_;
     }
 

@@ -201,6 +201,32 @@ BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture)
     BOOST_TEST(count_sets(key) == 1u);
 }
 
+// A lock object caches its name's table entry and semaphore slot between grants; the caches must
+// not outlive a release (the name stays exclusive in the process) nor the set (a new set starts
+// with fresh slots).
+BOOST_FIXTURE_TEST_CASE(a_lock_object_reused_across_grants_and_sets_still_excludes, set_fixture) {
+    auto s = make();
+    auto a = make_lock(s, "reused");
+    auto b = make_lock(s, "reused");
+    for (int round = 0; round < 3; ++round) {
+        BOOST_REQUIRE(a.try_lock());
+        BOOST_TEST(!b.try_lock());
+        a.unlock();
+    }
+    BOOST_REQUIRE(b.try_lock());
+    BOOST_TEST(!a.try_lock());
+    b.unlock();
+    remove();  // nobody holds anything: the next acquire reports it and the one after opens anew
+    BOOST_CHECK_THROW(a.try_lock(), backend_error);
+    BOOST_REQUIRE(a.try_lock());
+    BOOST_TEST(!b.try_lock());
+    const int other =
+        wait_child(fork_child([&] { return make_lock(make(), "reused").try_lock(); }));
+    BOOST_TEST(other == 0);
+    a.unlock();
+    BOOST_TEST(b.try_lock());
+}
+
 BOOST_FIXTURE_TEST_CASE(an_existing_set_keeps_its_size, set_fixture) {
     semaphores = 3;
     auto first = make();

@@ -190,6 +190,29 @@ BOOST_FIXTURE_TEST_CASE(release_from_another_thread_is_refused_and_keeps_the_loc
     BOOST_TEST(other.try_lock());
 }
 
+// The thread identity is cached per thread and forgotten in a forked child: a child that saw its
+// parent's pid would take the parent's grant for its own.
+BOOST_FIXTURE_TEST_CASE(a_forked_child_cannot_release_its_parents_grant, segment_fixture) {
+    auto s = make();
+    auto lock = make_lock(s, "parent-grant");
+    BOOST_REQUIRE(lock.try_lock());
+    const int rc = wait_child(fork_child([&]() -> int {
+        try {
+            lock.release();
+            return 1;
+        } catch (const release_error& e) {
+            return std::string(e.what()).find("forked child cannot release") != std::string::npos
+                       ? 0
+                       : 2;
+        }
+    }));
+    BOOST_TEST(rc == 0);
+    auto other = make_lock(s, "parent-grant");
+    BOOST_TEST(!other.try_lock());
+    lock.unlock();
+    BOOST_TEST(other.try_lock());
+}
+
 BOOST_FIXTURE_TEST_CASE(two_lock_objects_in_one_thread, segment_fixture) {
     auto s = make();
     auto first = make_lock(s, "same-thread");
