@@ -241,7 +241,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         st.name_entry = {};
         auto give_up_name = [&] {
             names_.erase(name);
-            notify();
+            cv_.notify_all();
         };
 
         // 2. The kernel semaphore, or a share of this process's grant of it.
@@ -280,7 +280,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
                 }
                 slot& t = slot_of(st, index);
                 t.acquiring = false;
-                notify();
+                cv_.notify_all();
                 if (rc == 0) {
                     t.kernel_held = true;
                     t.users = 1;
@@ -313,7 +313,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         st->held = false;
         if (auto it = names_.find(k.resource()); it != names_.end() && it->second == &k)
             st->name_entry = names_.extract(it);
-        notify();
+        cv_.notify_all();
         if (st->epoch != epoch_) throw_removed(semid_, EIDRM, "releasing '" + k.resource() + "'");
         slot& s = slot_of(*st, st->index);
         if (s.users > 0) --s.users;
@@ -372,19 +372,11 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
     // the deadline passed).
     bool wait(std::unique_lock<std::mutex>& lock, bool try_only, deadline until) {
         if (try_only) return false;
-        ++waiting_;
-        bool woken = true;
-        if (until == deadline::max())
+        if (until == deadline::max()) {
             cv_.wait(lock);
-        else
-            woken = cv_.wait_until(lock, until) == std::cv_status::no_timeout;
-        --waiting_;
-        return woken;
-    }
-
-    // Wakes this process's threads waiting for a name or a kernel grant, if any.
-    void notify() {
-        if (waiting_ > 0) cv_.notify_all();
+            return true;
+        }
+        return cv_.wait_until(lock, until) == std::cv_status::no_timeout;
     }
 
     semaphore_key_state& state_of(key& k) {
@@ -431,7 +423,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         semid_ = -1;
         slots_.clear();
         ++epoch_;
-        notify();
+        cv_.notify_all();
     }
 
     const key_t key_;
@@ -441,7 +433,6 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
     const std::uint64_t fork_generation_;
     std::mutex mutex_;
     std::condition_variable cv_;
-    int waiting_ = 0;  // threads in wait(); guarded by mutex_
     int semid_ = -1;
     std::uint32_t nsems_ = 1;
     std::uint64_t epoch_ = 0;
@@ -502,12 +493,7 @@ class semaphore_store final : public store {
     // inherited from the parent process does not count as held here.
     semaphore_set& set_for_key(const key& k) {
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
-        if (st != nullptr && st->set != nullptr && st->set->this_process() &&
-            (st->held || st->set->ipc_key() == key_))
-            // Held: that table's grant. Otherwise a table of this process for our IPC key is the
-            // one table of that key in the process (set_for), so it is current_set() without
-            // taking the store's mutex.
-            return *st->set;
+        if (st != nullptr && st->held && st->set->this_process()) return *st->set;
         return current_set();
     }
 
