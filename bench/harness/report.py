@@ -413,6 +413,19 @@ def write(r, json_path, report_path):
             w(f"| `{s}` | " + " | ".join(fmt(med(t, f"one_name_p{p}")) for p in PROCS) + " | "
               + " | ".join(fmt(med(t, f"raw_one_name_p{p}")) for p in PROCS) + " |")
         w("")
+        peers = {k: v for k, v in r.get("peers_contended", {}).items() if v.get("hold_us") == h}
+        if peers:
+            w("Symfony under the same contention: 4 processes on one name, blocking `acquire(true)`, "
+              "the same hold, `release()` (a store that cannot wait polls every 100 ms ± 10).\n")
+            w("| peer | pairs/s | fewest / most pairs of one process | ours ×4 | ours / peer |\n"
+              "|---|---:|---:|---:|---:|")
+            for name, v in sorted(peers.items()):
+                ours = med(S.get(v["compared_with"], {}).get(f"2-hold{h}", {}), "one_name_p4")
+                peer = med(v, "pairs_per_s")
+                w(f"| {name.rsplit('-hold', 1)[0]} (vs `{v['compared_with']}`) | {span(v, 'pairs_per_s')} | "
+                  f"{span(v, 'min_over_max', 2)} | {fmt(ours)} | "
+                  f"{fmt(ours / peer, 2) if ours and peer else '–'} |")
+            w("")
 
     w("## 3. Hand-over latency, 4 waiting processes\n")
     w("Five processes loop on one name: lock, hold 1 ms, note the time, `unlock()`, pause "

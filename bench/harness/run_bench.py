@@ -7,7 +7,7 @@ the charts and bench/README.md. Called by bench/run.sh (which builds and starts 
 Standard library only. Fails (exit 1) on errors of the programs it runs, never on figures.
 """
 import argparse, atexit, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
-import urllib.parse
+import urllib.parse, urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -58,6 +58,10 @@ MODES = {
                  consensus_peer_pairs=2000, etcd_s1=2.0, etcd_runs=7, hold_us=[10, 1000],
                  hold_runs=3),
 }
+
+# Symfony stores measured under contention too (scenario 2's hold runs): processes on one name.
+CONTENDED_PEERS = {"redis", "memcached", "flock", "semaphore"}
+CONTENDED_PROCS = 4
 
 # peer name -> (command builder, which of our strategies it is compared with)
 PEERS = {
@@ -164,7 +168,7 @@ def main():
 
     result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "mode": args.mode, "command": args.command, "machine": machine(),
-              "git": git_commit(), "settings": m, "strategies": {}, "peers": {}, "skipped": {},
+              "git": git_commit(), "settings": m, "strategies": {}, "peers": {}, "peers_contended": {}, "skipped": {},
               "servers": {}}
 
     def drive(strategy, scenario, **kw):
@@ -236,6 +240,26 @@ def main():
         return run_json(["/usr/bin/python3", os.path.join(BENCH, "peers", "python_lock.py"), arg,
                          str(pairs)], env=env)
 
+    def run_contended_peer(arg, hold):
+        """CONTENDED_PROCS Symfony processes on one name, started together: total pairs/s and
+        the fairness (fewest / most pairs of one process)."""
+        start = time.time() + 1.0  # past every process's start-up
+        seconds = m["s2"] / 2
+        procs = [subprocess.Popen(["php", os.path.join(BENCH, "peers", "symfony_lock.php"), arg,
+                                   "--contended", f"bench.contended.{os.getpid()}", f"{start:.3f}",
+                                   str(seconds), str(hold)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                 for _ in range(CONTENDED_PROCS)]
+        made = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=seconds + 60)
+            if proc.returncode != 0:
+                raise RuntimeError(f"symfony_lock.php {arg} --contended failed: {err[-500:]}")
+            made.append(json.loads(out.strip().splitlines()[-1])["pairs"])
+        shutil.rmtree(os.path.join(tempfile.gettempdir(), "locksmith-bench-symfony-contended"),
+                      ignore_errors=True)
+        return {"pairs_per_s": sum(made) / seconds, "min_over_max": min(made) / max(1, max(made))}
+
     # Peers that fail to start (missing module) are skipped with the reason, once.
     for name in list(peers):
         try:
@@ -296,6 +320,13 @@ def main():
                     result["strategies"][s][f"2-hold{hold}"] = aggregate_runs(
                         [drive(s, 2, seconds=m["s2"], hold_us=hold) for _ in range(m["hold_runs"])])
             log(f"scenario 2 with {hold} us holds done ({time.time() - t_start:.0f} s)")
+            for p in peers:
+                kind, arg, ours = PEERS[p]
+                if kind == "php" and arg in CONTENDED_PEERS and f"2-hold{hold}" in result["strategies"].get(ours, {}):
+                    result["peers_contended"][f"{p}-hold{hold}"] = dict(
+                        compared_with=ours, hold_us=hold, processes=CONTENDED_PROCS,
+                        **aggregate_runs([run_contended_peer(arg, hold) for _ in range(m["hold_runs"])]))
+            log(f"contended peers with {hold} us holds done ({time.time() - t_start:.0f} s)")
     for s in strategies:
         if s not in MULTI_PROCESS:
             result["strategies"][s]["6"] = {"skipped": "in-process strategy"}
@@ -387,7 +418,6 @@ def main():
         except (OSError, ValueError):
             pass
     if env.get("LOCKSMITH_TEST_ETCD"):
-        import urllib.request
         try:
             url = env["LOCKSMITH_TEST_ETCD"].split(",")[0].rstrip("/") + "/version"
             with urllib.request.urlopen(url, timeout=5) as f:

@@ -10,6 +10,12 @@
 //            pdo-pgsql | pdo-mysql          PdoStore on LOCKSMITH_TEST_POSTGRES_DSN / _MARIADB_DSN
 //            pdo-sqlite (php-sqlite3)       PdoStore on a SQLite file in the temporary folder
 //   WARMUP: untimed pairs first (default 50; PdoStore on SQLite makes ≈ 20 pairs/s, so give few)
+//
+//   php bench/peers/symfony_lock.php STORE --contended NAME START SECONDS HOLD_US
+//     One of several processes on one lock NAME: from the wall-clock time START (seconds since
+//     the epoch, so that all begin together) for SECONDS, blocking acquire(true), HOLD_US of busy
+//     work, release(). Prints the pairs this process made. Symfony's blocking acquire() on a
+//     store that cannot wait (RedisStore, MemcachedStore, PdoStore) retries every 100 ms ± 10.
 require '/usr/share/php/Symfony/Component/Lock/autoload.php';
 
 use Symfony\Component\Lock\LockFactory;
@@ -25,8 +31,9 @@ function pdo_from_url(string $variable, string $driver): array {
 }
 
 $kind = $argv[1] ?? 'redis';
-$pairs = max(1, min(10000000, (int)($argv[2] ?? 5000)));
-$warmup = max(0, min(10000, (int)($argv[3] ?? 50)));
+$contended = ($argv[2] ?? '') === '--contended';
+$pairs = $contended ? 0 : max(1, min(10000000, (int)($argv[2] ?? 5000)));
+$warmup = $contended ? 0 : max(0, min(10000, (int)($argv[3] ?? 50)));
 
 switch ($kind) {
     case 'redis':
@@ -43,7 +50,8 @@ switch ($kind) {
         $store = new Store\MemcachedStore($mc);
         break;
     case 'flock':
-        $dir = sys_get_temp_dir() . '/locksmith-bench-symfony-' . getmypid();
+        // Contended runs share one folder (the harness removes it afterwards).
+        $dir = sys_get_temp_dir() . '/locksmith-bench-symfony-' . ($contended ? 'contended' : getmypid());
         @mkdir($dir, 0700);
         $store = new Store\FlockStore($dir);
         break;
@@ -76,6 +84,24 @@ switch ($kind) {
 }
 
 $factory = new LockFactory($store);
+if ($contended) {
+    [$name, $start, $seconds, $hold_ns] =
+        [$argv[3], (float)$argv[4], (float)$argv[5], 1000 * (int)$argv[6]];
+    $lock = $factory->createLock($name, 30.0);
+    time_sleep_until(max($start, microtime(true) + 0.001));
+    $end = $start + $seconds;
+    $made = 0;
+    while (microtime(true) < $end) {
+        $lock->acquire(true);
+        $until = hrtime(true) + $hold_ns;
+        while (hrtime(true) < $until) {}
+        $lock->release();
+        ++$made;
+    }
+    echo json_encode(['peer' => "symfony-$kind", 'pairs' => $made,
+                      'seconds' => microtime(true) - $start]), "\n";
+    exit(0);
+}
 $lock = $factory->createLock('locksmith-bench-symfony-' . getmypid(), 30.0);
 
 // Warm-up (autoloading, connection), not timed.
