@@ -22,9 +22,9 @@ bool quorum_can_be_met(quorum_rule rule, std::size_t failures, std::size_t total
 capability combined_capabilities(quorum_rule rule, const std::vector<capability>& members) {
     capability common = ~capability::none;
     for (capability c : members) common &= c;
-    constexpr capability inherited = capability::expiring | capability::distributed |
-                                     capability::serializable | capability::crash_release |
-                                     capability::consensus;
+    constexpr capability inherited = capability::shared | capability::expiring |
+                                     capability::distributed | capability::serializable |
+                                     capability::crash_release | capability::consensus;
     capability caps = capability::exclusive | capability::noblock | (common & inherited);
     if (rule == quorum_rule::unanimous)
         for (capability c : members)
@@ -80,6 +80,7 @@ class member {
 // owner's portable state ("members"), so a serialized key continues on every member.
 struct member_keys final : key_local_state {
     std::vector<std::unique_ptr<key>> keys;
+    std::optional<lock_mode> held;  // what the last grant gave, until release or loss
 };
 
 std::vector<std::unique_ptr<key>> make_member_keys(const key& k, std::size_t n) {
@@ -127,8 +128,19 @@ class combined_store final : public store {
           fencing_member_(fencing_member) {}
 
   protected:
-    bool do_try_acquire(key& k, lock_mode, milliseconds ttl) override {
-        auto& keys = member_keys_of(k);
+    bool do_try_acquire(key& k, lock_mode mode, milliseconds ttl) override {
+        auto& state = state_of(k);
+        auto& keys = state.keys;
+        // A failed promotion gives the members that promoted back their read lock.
+        const bool promoting = state.held == lock_mode::shared && mode == lock_mode::exclusive;
+        auto roll_back_attempt = [&](const std::vector<bool>& touched) {
+            if (promoting) {
+                demote(keys, touched, ttl);
+            } else {
+                roll_back(keys, touched);
+                state.held.reset();
+            }
+        };
         const std::size_t n = members_.size();
         const auto started = clock::now();
         tally t;
@@ -136,7 +148,7 @@ class combined_store final : public store {
         for (std::size_t i = 0; i < n; ++i) {
             if (!quorum_can_be_met(rule_, t.no + t.failed, n)) break;
             try {
-                if (members_[i]->get()->try_acquire(*keys[i], lock_mode::exclusive, ttl)) {
+                if (members_[i]->get()->try_acquire(*keys[i], mode, ttl)) {
                     ++t.yes;
                     touched[i] = true;
                 } else {
@@ -149,7 +161,7 @@ class combined_store final : public store {
             }
         }
         if (!quorum_met(rule_, t.yes, n)) {
-            roll_back(keys, touched);
+            roll_back_attempt(touched);
             save_portable(k, keys);
             // Another owner holds members: contention, not an error, even where a member is
             // down too (with it up the answer would be no better), so that a waiter polls on.
@@ -165,7 +177,7 @@ class combined_store final : public store {
             const auto drift = drift_margin(ttl);
             const auto elapsed = clock::now() - started;
             if (elapsed + drift >= ttl) {
-                roll_back(keys, touched);
+                roll_back_attempt(touched);
                 save_portable(k, keys);
                 throw expired_error(
                     "lock '" + k.resource() + "' (combined): the quorum was reached after " +
@@ -178,6 +190,7 @@ class combined_store final : public store {
         // What the owner is told is left (and the renewal schedule) excludes the drift too.
         k.set_lifetime_margin(drift_margin(ttl));
         if (fencing_member_) k.set_fencing_token(keys[*fencing_member_]->fencing_token());
+        state.held = mode;
         save_portable(k, keys);
         return true;
     }
@@ -202,6 +215,7 @@ class combined_store final : public store {
         if (!quorum_can_be_met(rule_, t.no, n)) {
             // Lost: what is left on the other members is no lock any more, free it for others.
             roll_back(keys, std::vector<bool>(n, true));
+            state_of(k).held.reset();
             save_portable(k, keys);
             return false;
         }
@@ -214,6 +228,7 @@ class combined_store final : public store {
 
     void do_release(key& k) override {
         auto& keys = member_keys_of(k);
+        state_of(k).held.reset();
         tally t;
         for (std::size_t i = 0; i < members_.size(); ++i) {
             try {
@@ -256,7 +271,7 @@ class combined_store final : public store {
     // disagreeing, e.g. a grant being rolled back).
     lock_status do_status(std::string_view resource) override {
         const std::size_t n = members_.size();
-        std::size_t held = 0, free = 0;
+        std::size_t held = 0, exclusive = 0, free = 0;
         lock_status merged;
         for (const auto& m : members_) {
             lock_status one;
@@ -270,6 +285,7 @@ class combined_store final : public store {
                 one.held != lock_status::state::held_shared)
                 continue;
             ++held;
+            if (one.held == lock_status::state::held_exclusive) ++exclusive;
             for (auto& h : one.holders)
                 if (std::find(merged.holders.begin(), merged.holders.end(), h) ==
                     merged.holders.end())
@@ -278,7 +294,8 @@ class combined_store final : public store {
                 merged.remaining = one.remaining;
         }
         if (quorum_met(rule_, held, n)) {
-            merged.held = lock_status::state::held_exclusive;
+            merged.held = quorum_met(rule_, exclusive, n) ? lock_status::state::held_exclusive
+                                                          : lock_status::state::held_shared;
             return merged;
         }
         return {quorum_met(rule_, free, n) ? lock_status::state::free : lock_status::state::unknown,
@@ -296,14 +313,15 @@ class combined_store final : public store {
     }
 
   private:
-    std::vector<std::unique_ptr<key>>& member_keys_of(key& k) {
-        if (auto* state = k.local_state_of<member_keys>(instance_id())) return state->keys;
+    member_keys& state_of(key& k) {
+        if (auto* state = k.local_state_of<member_keys>(instance_id())) return *state;
         auto state = std::make_unique<member_keys>();
         state->keys = make_member_keys(k, members_.size());
-        auto& keys = state->keys;
+        auto& kept = *state;
         k.set_local_state(instance_id(), std::move(state));
-        return keys;
+        return kept;
     }
+    std::vector<std::unique_ptr<key>>& member_keys_of(key& k) { return state_of(k).keys; }
 
     // Only serializable members' states travel; copying them costs, so only then.
     void save_portable(key& k, const std::vector<std::unique_ptr<key>>& keys) const {
@@ -318,6 +336,23 @@ class combined_store final : public store {
     void roll_back(std::vector<std::unique_ptr<key>>& keys, const std::vector<bool>& which) {
         for (std::size_t i = 0; i < members_.size(); ++i) {
             if (!which[i]) continue;
+            try {
+                members_[i]->get()->release(*keys[i]);
+            } catch (const std::exception&) {
+            }
+        }
+    }
+
+    // Takes the read lock back on every member marked (a promotion that missed the quorum); a
+    // member that cannot is released, as a rollback would.
+    void demote(std::vector<std::unique_ptr<key>>& keys, const std::vector<bool>& which,
+                milliseconds ttl) {
+        for (std::size_t i = 0; i < members_.size(); ++i) {
+            if (!which[i]) continue;
+            try {
+                if (members_[i]->get()->try_acquire(*keys[i], lock_mode::shared, ttl)) continue;
+            } catch (const std::exception&) {
+            }
             try {
                 members_[i]->get()->release(*keys[i]);
             } catch (const std::exception&) {
@@ -469,8 +504,8 @@ strategy_descriptor make_descriptor(std::function<strategy_registry&()> registry
         "a quorum (consensus or unanimous) of member strategies, e.g. three Redis servers "
         "(Symfony CombinedStore, Redlock's validity)";
     d.default_priority = 70;
-    d.capabilities = capability::exclusive | capability::noblock | capability::expiring |
-                     capability::distributed | capability::serializable |
+    d.capabilities = capability::exclusive | capability::shared | capability::noblock |
+                     capability::expiring | capability::distributed | capability::serializable |
                      capability::crash_release | capability::fencing | capability::consensus;
     d.needs_configuration = true;
     d.example_options = {
@@ -479,7 +514,7 @@ strategy_descriptor make_descriptor(std::function<strategy_registry&()> registry
          {{{"strategy", "redis"}, {"options", {{"url", "redis://host1:6379/0"}}}},
           {{"strategy", "redis"}, {"options", {{"url", "redis://host2:6379/0"}}}},
           {{"strategy", "redis"}, {"options", {{"url", "redis://host3:6379/0"}}}}}}};
-    // Called by the registry under its own lock (it is recursive); must not throw.
+    // Must not throw: the registry lists what it cannot read as the bare minimum.
     d.capabilities_for = [registry](const nlohmann::json& o) {
         try {
             const auto c = read_config(o, registry(), false);

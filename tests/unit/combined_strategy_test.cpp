@@ -195,6 +195,49 @@ BOOST_AUTO_TEST_CASE(the_owners_lifetime_leaves_out_the_drift_margin) {
     BOOST_TEST(lock.remaining_lifetime()->count() > (10s).count());  // it was renewed
 }
 
+// Read locks on a quorum of members: readers share, a writer is excluded; a promotion that
+// misses the quorum leaves the owner its read lock on every member that had it.
+BOOST_AUTO_TEST_CASE(read_locks_and_a_failed_promotion_keeps_the_read_lock) {
+    constexpr capability with_shared = member_caps | capability::shared;
+    std::vector<std::shared_ptr<recording_store>> m;
+    std::vector<combined_member> members;
+    for (const char* name : {"m1", "m2", "m3"}) {
+        m.push_back(std::make_shared<recording_store>(with_shared, name));
+        members.push_back({name, m.back()});
+    }
+    auto s = make_combined_store(quorum_rule::consensus, members);
+    BOOST_TEST(has(s->capabilities(), capability::shared));
+    key reader("rw"), other_reader("rw"), writer("rw");
+    BOOST_REQUIRE(s->try_acquire(reader, lock_mode::shared, 10s));
+    BOOST_REQUIRE(s->try_acquire(other_reader, lock_mode::shared, 10s));
+    BOOST_TEST((s->status("rw").held == lock_status::state::held_shared));
+    BOOST_TEST(!s->try_acquire(writer, lock_mode::exclusive, 10s));
+
+    // The other reader leaves members 1 and 2 only: the promotion gets member 1 and 2 but
+    // not 3, which is a quorum; first make it miss: the other reader leaves member 1 only.
+    auto on = [&](std::size_t i, const key& k) {
+        return key::from_json({{"resource", "rw"}, {"token", k.token()}});
+    };
+    auto leave = on(0, other_reader);
+    m[0]->release(leave);
+    BOOST_TEST(!s->try_acquire(reader, lock_mode::exclusive, 10s));
+    for (std::size_t i = 0; i < 3; ++i) {
+        auto probe = on(i, reader);
+        BOOST_TEST(m[i]->holds(probe), "member " << i + 1 << " kept the read lock");
+    }
+    BOOST_TEST((m[0]->status("rw").held == lock_status::state::held_shared));
+    BOOST_TEST(s->holds(reader));
+
+    // Once the other reader is gone from a quorum, the promotion succeeds.
+    auto leave2 = on(1, other_reader);
+    m[1]->release(leave2);
+    BOOST_TEST(s->try_acquire(reader, lock_mode::exclusive, 10s));
+    BOOST_TEST((s->status("rw").held == lock_status::state::held_exclusive));
+    s->release(reader);
+    s->release(other_reader);
+    BOOST_TEST((s->status("rw").held == lock_status::state::free));
+}
+
 // status() merges the members' answers by the quorum rule.
 BOOST_AUTO_TEST_CASE(status_is_the_quorums_view) {
     three_members t;
@@ -228,12 +271,15 @@ BOOST_AUTO_TEST_CASE(capabilities_follow_the_members) {
                             capability::distributed | capability::serializable |
                             capability::fencing;
     const auto consensus = combined_capabilities(quorum_rule::consensus, {redis_like, redis_like});
-    BOOST_TEST(consensus == (capability::exclusive | capability::noblock | capability::expiring |
-                             capability::distributed | capability::serializable));
+    BOOST_TEST(consensus ==
+               (capability::exclusive | capability::shared | capability::noblock |
+                capability::expiring | capability::distributed | capability::serializable));
     const auto unanimous = combined_capabilities(quorum_rule::unanimous, {redis_like, redis_like});
     BOOST_TEST(has(unanimous, capability::fencing));
     BOOST_TEST(!has(unanimous, capability::native_wait));
-    BOOST_TEST(!has(unanimous, capability::shared));
+    const auto exclusive_only = redis_like & ~capability::shared;
+    BOOST_TEST(!has(combined_capabilities(quorum_rule::consensus, {redis_like, exclusive_only}),
+                    capability::shared));
 }
 
 BOOST_AUTO_TEST_CASE(members_are_created_through_the_registry) {
@@ -246,8 +292,8 @@ BOOST_AUTO_TEST_CASE(members_are_created_through_the_registry) {
         {"quorum", "consensus"},
         {"members",
          {{{"strategy", "memory"}}, {{"strategy", "memory"}}, {{"strategy", "memory"}}}}};
-    BOOST_TEST(d.capabilities_for(options) ==
-               (capability::exclusive | capability::noblock | capability::expiring));
+    BOOST_TEST(d.capabilities_for(options) == (capability::exclusive | capability::shared |
+                                               capability::noblock | capability::expiring));
     auto s = d.create(options);
     key a("registry.members"), b("registry.members");
     BOOST_TEST(s->try_acquire(a, lock_mode::exclusive, 10s));

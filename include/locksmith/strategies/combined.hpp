@@ -21,8 +21,8 @@
 //    once the quorum can no longer be reached. A member that throws counts as a refusal.
 //  - Time: for expiring members, the grant counts only when the quorum was reached with time
 //    left: validity = ttl - elapsed - drift, drift = ttl/100 + 2 ms (Redlock). The lifetime
-//    the lock reports (remaining_lifetime) is named_lock's, ttl from before the attempt: it
-//    does not subtract the drift, so treat its last drift (ttl/100 + 2 ms) as unsafe.
+//    the lock reports (remaining_lifetime) is that validity: ttl from before the attempt, less
+//    the drift.
 //  - Rollback: when the quorum is not reached, or is reached too late, every member that granted
 //    or failed (its reply may have been lost after it granted) is released with this owner's
 //    token; members that refused are left alone. Nothing of a failed attempt is kept.
@@ -30,9 +30,12 @@
 //  - refresh refreshes every member; fewer than a quorum refreshed = the lock is lost (the
 //    others are released). holds() = a quorum of members hold. release releases on every member
 //    and reports every member's error after trying them all.
-//  - Capabilities: exclusive and noblock, plus what every member has among expiring,
+//  - Shared: when every member has read locks, a read lock is a read lock on a quorum of
+//    members (readers exclude a writer there, as on one store). A promotion that misses the
+//    quorum demotes the members that promoted, so the owner keeps its read lock.
+//  - Capabilities: exclusive and noblock, plus what every member has among shared, expiring,
 //    distributed, serializable, crash_release and consensus. Members must agree on expiring
-//    (all or none). No shared locks, no native_wait, no fairness. fencing only under
+//    (all or none). No native_wait, no fairness. fencing only under
 //    `unanimous` with a fencing member: every grant then passes through that member, whose
 //    tokens increase in its grant order; under `consensus` two grants may share no member
 //    that issued both tokens, so there is no token (Kleppmann: Redlock cannot make one).
