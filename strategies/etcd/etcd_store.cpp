@@ -446,9 +446,10 @@ class etcd_store final : public store {
                 }
                 if (!place.complete) continue;  // an earlier key may still hold: look again
                 // The keys before ours were all known: what is left of them still is (none can be
-                // created before ours later).
+                // created before ours later). The place keeps the revision of its read: the two
+                // watchers' events may come in either order (etcd may serve one of them from its
+                // resync loop).
                 place.before.erase(at);
-                place.revision = gone.revision;
                 if (!place.before.empty()) {
                     known = std::move(place);
                     continue;

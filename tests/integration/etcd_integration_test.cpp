@@ -92,7 +92,8 @@ bool eventually_queue_length(const std::string& endpoints, const std::string& na
 
 // A TCP relay in front of the etcd gateway that sees what a store sends: it numbers every request
 // and every watch event it passes on in one sequence, can hold the next watch request back until
-// the test lets it through, and can keep watch events from the store. HTTP/1.1 as the store
+// the test lets it through, can keep watch events from the store, or pass a watch's first two
+// events in the opposite order. HTTP/1.1 as the store
 // speaks it: requests start with "POST /v3/"; a watch reply is chunked, one message per chunk.
 class gateway_relay {
   public:
@@ -136,6 +137,10 @@ class gateway_relay {
     void drop_watch_events() {
         std::lock_guard g(mutex_);
         drop_events_ = true;
+    }
+    void swap_first_two_watch_events() {
+        std::lock_guard g(mutex_);
+        swap_events_ = true;
     }
 
     // True once a watch request is being held back (false: none came within `within`).
@@ -231,6 +236,8 @@ class gateway_relay {
     // confirmations and events (and keeping events back when asked to).
     void replies(int from, int to, std::atomic<bool>& watch) {
         std::string pending;
+        std::string swapped;  // the first event, held until the second has passed
+        int events = 0;
         bool head_done = false;
         char buffer[16384];
         for (ssize_t n; (n = ::recv(from, buffer, sizeof buffer, 0)) > 0;) {
@@ -255,6 +262,7 @@ class gateway_relay {
                 const std::string chunk = pending.substr(0, total);
                 pending.erase(0, total);
                 bool pass = true;
+                std::string after;
                 {
                     std::lock_guard g(mutex_);
                     if (chunk.find("\"created\":true") != std::string::npos) ++confirmed_;
@@ -262,10 +270,17 @@ class gateway_relay {
                         ++sequence_;
                         if (first_event_ == 0) first_event_ = sequence_;
                         pass = !drop_events_;
+                        if (swap_events_ && ++events == 1) {
+                            swapped = chunk;
+                            pass = false;
+                        } else if (swap_events_ && events == 2) {
+                            after = std::move(swapped);
+                        }
                     }
                 }
                 changed_.notify_all();
                 if (pass && !send_all(to, chunk.data(), chunk.size())) return;
+                if (!after.empty() && !send_all(to, after.data(), after.size())) return;
             }
         }
         ::shutdown(to, SHUT_WR);
@@ -281,6 +296,7 @@ class gateway_relay {
     bool stopping_ = false;
     bool hold_ = false;
     bool drop_events_ = false;
+    bool swap_events_ = false;
     bool held_ = false;
     int confirmed_ = 0;
     long sequence_ = 0;
@@ -469,6 +485,38 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_predecessor_left_before_its_watch_began_need
     relay.release_watch_requests();
     BOOST_TEST(waited.get() == "granted");
     waiter.unlock();
+}
+
+// A waiter two places behind the holder watches both keys before its own; etcd may report their
+// deletions in either order (it serves a watcher that was created while a write was being
+// applied from its resync loop, later than the other), and either order is its turn.
+BOOST_AUTO_TEST_CASE(a_waiter_takes_its_turn_whatever_order_the_deletions_are_reported_in) {
+    const auto endpoints = endpoint(endpoint_variable);
+    const auto name = test::unique_resource("swapped_events");
+    auto holder = make_lock(shared_store(), name);
+    BOOST_REQUIRE(holder.try_lock());
+    auto first = make_lock(shared_store(), name);
+    auto first_done = std::async(std::launch::async, [&] {
+        const bool granted = first.try_lock_for(must_happen);
+        if (granted) first.unlock();
+        return granted;
+    });
+    BOOST_REQUIRE(eventually_queue_length(endpoints, name, 2));
+    gateway_relay relay(endpoints);
+    relay.swap_first_two_watch_events();
+    // A long TTL: its keep-alive (a third of it), which looks at the queue again, must not be
+    // what ends the wait.
+    auto second = make_lock(strategies::make_etcd_store(options_for(relay.url())), name, 300s);
+    auto second_granted = std::async(std::launch::async, [&] {
+        const bool granted = second.try_lock_for(30s);
+        if (granted) second.unlock();
+        return granted;
+    });
+    BOOST_REQUIRE(eventually_queue_length(endpoints, name, 3));
+    BOOST_REQUIRE(relay.wait_watchers_confirmed(2, must_happen));
+    holder.unlock();
+    BOOST_TEST(first_done.get());
+    BOOST_TEST(second_granted.get());
 }
 
 // The holder's release is the whole hand-over: the waiters' watch events alone grant them, with
