@@ -365,17 +365,18 @@ class etcd_store final : public store {
         std::string key_b64;
     };
 
-    // A watch for the deletion of a few keys (one stream, one watcher per key), reporting every
-    // deletion after revision `created`.
+    // A watch for the deletion of a few keys, reporting every deletion after revision `created`.
+    // One stream (connection) per key: the gateway (Go's HTTP/1.1 server) drops what it has not
+    // read of a request body once the reply starts, so a second watch request in the same body
+    // may never reach etcd.
     struct deletion_watch {
-        std::unique_ptr<http_connection> connection;
-        std::vector<std::string> keys;  // base64
+        std::vector<std::unique_ptr<http_connection>> streams;
+        std::vector<std::string> keys;  // base64, one per stream
         std::int64_t created = 0;
-        std::vector<deletion> early;  // reported while the watchers were being confirmed
 
         // True when it reports every deletion of `place`'s keys since the place was read.
         bool covers(const queue_place& place) const {
-            return connection != nullptr && created <= place.revision &&
+            return !streams.empty() && created <= place.revision &&
                    std::all_of(place.before.begin(), place.before.end(), [&](const auto& k) {
                        return std::find(keys.begin(), keys.end(), k) != keys.end();
                    });
@@ -485,55 +486,46 @@ class etcd_store final : public store {
     // Opens a watch for the keys' deletions from the server's current revision on, never from
     // an earlier one: etcd serves a watch that starts in the past from a loop that runs every
     // 100 ms, which made hand-overs wait that long whenever anything was written between our
-    // read and the watch (bench/harness/analysis.md). On a connection of its own (the gateway
-    // streams the replies); reads the server's confirmation of every watcher.
+    // read and the watch (bench/harness/analysis.md). Reads the server's confirmations.
     deletion_watch watch_deletion(const std::vector<std::string>& keys_b64) {
         const std::string_view what = "watching the lock keys before ours";
-        std::string body;
-        for (const auto& k : keys_b64)
-            body += json{{"create_request", {{"key", k}, {"filters", {"NOPUT"}}}}}.dump();
-        deletion_watch w;
-        w.connection = open_connection();
-        w.keys = keys_b64;
-        auto& c = *w.connection;
-        std::string error_body;
         const auto until = steady_clock::now() + options_.request_timeout;
-        const int status = c.open_stream("/v3/watch", body, auth_header(), until, what, error_body);
-        if (status != 200) http_error(status, error_body, what, c);
-        for (std::size_t confirmed = 0; confirmed < keys_b64.size();) {
+        deletion_watch w;
+        w.keys = keys_b64;
+        for (const auto& k : keys_b64) {
+            const json request = {{"create_request", {{"key", k}, {"filters", {"NOPUT"}}}}};
+            auto& c = *w.streams.emplace_back(open_connection());
+            std::string error_body;
+            const int status =
+                c.open_stream("/v3/watch", request.dump(), auth_header(), until, what, error_body);
+            if (status != 200) http_error(status, error_body, what, c);
+            // The confirmation comes first: etcd holds a watcher's events until it is sent.
             const auto result = next_watch_result(c, until, what);
             if (result.is_null())
                 throw backend_error(strategy_name, "timeout",
                                     "etcd: " + std::string(what) + " at " + c.address() +
                                         " failed: the watch was not confirmed in time",
                                     error_kind::transient);
-            if (!field(result, "created").is_boolean()) {
-                // A watcher confirmed before reports while the next is being set up.
-                if (auto d = deletion_in(result); d.revision != 0) w.early.push_back(std::move(d));
-                continue;
-            }
-            if (field(result, "canceled").is_boolean())
+            if (!field(result, "created").is_boolean() || field(result, "canceled").is_boolean())
                 throw backend_error(strategy_name, "watch",
                                     "etcd: " + std::string(what) + " at " + c.address() +
                                         " was refused: " + field(result, "cancel_reason").dump(),
                                     error_kind::permanent);
             // Each watcher reports from its own creation on: the latest creation counts.
             w.created = std::max(w.created, number(field(result, "header"), "revision"));
-            ++confirmed;
         }
         return w;
     }
 
     // The next deletion of a watched key.
     deletion next_deletion(deletion_watch& w, deadline until) {
-        if (!w.early.empty()) {
-            auto d = std::move(w.early.front());
-            w.early.erase(w.early.begin());
-            return d;
-        }
+        std::vector<http_connection*> streams;
+        for (auto& c : w.streams) streams.push_back(c.get());
         for (;;) {
+            const int ready = http_connection::wait_readable(streams, until);
+            if (ready < 0) return {};
             const auto result =
-                next_watch_result(*w.connection, until, "watching the lock keys before ours");
+                next_watch_result(*streams[ready], until, "watching the lock keys before ours");
             if (result.is_null()) return {};
             if (field(result, "canceled").is_boolean()) {
                 w = {};  // ended: the next wait opens another

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <locksmith/author/strategy_support.hpp>
@@ -92,8 +93,8 @@ bool eventually_queue_length(const std::string& endpoints, const std::string& na
 
 // A TCP relay in front of the etcd gateway that sees what a store sends: it numbers every request
 // and every watch event it passes on in one sequence, can hold the next watch request back until
-// the test lets it through, can keep watch events from the store, or pass a watch's first two
-// events in the opposite order. HTTP/1.1 as the store
+// the test lets it through, can keep watch events from the store, or pass the first two watch
+// events (of any of its connections) in the opposite order. HTTP/1.1 as the store
 // speaks it: requests start with "POST /v3/"; a watch reply is chunked, one message per chunk.
 class gateway_relay {
   public:
@@ -236,8 +237,6 @@ class gateway_relay {
     // confirmations and events (and keeping events back when asked to).
     void replies(int from, int to, std::atomic<bool>& watch) {
         std::string pending;
-        std::string swapped;  // the first event, held until the second has passed
-        int events = 0;
         bool head_done = false;
         char buffer[16384];
         for (ssize_t n; (n = ::recv(from, buffer, sizeof buffer, 0)) > 0;) {
@@ -262,7 +261,8 @@ class gateway_relay {
                 const std::string chunk = pending.substr(0, total);
                 pending.erase(0, total);
                 bool pass = true;
-                std::string after;
+                std::string after;  // the held first event, passed on after the second
+                int after_to = -1;
                 {
                     std::lock_guard g(mutex_);
                     if (chunk.find("\"created\":true") != std::string::npos) ++confirmed_;
@@ -270,17 +270,19 @@ class gateway_relay {
                         ++sequence_;
                         if (first_event_ == 0) first_event_ = sequence_;
                         pass = !drop_events_;
-                        if (swap_events_ && ++events == 1) {
-                            swapped = chunk;
+                        if (swap_events_ && sequence_ == first_event_) {
+                            swapped_ = chunk;
+                            swapped_to_ = to;
                             pass = false;
-                        } else if (swap_events_ && events == 2) {
-                            after = std::move(swapped);
+                        } else if (swap_events_ && !swapped_.empty()) {
+                            after = std::exchange(swapped_, {});
+                            after_to = swapped_to_;
                         }
                     }
                 }
                 changed_.notify_all();
                 if (pass && !send_all(to, chunk.data(), chunk.size())) return;
-                if (!after.empty() && !send_all(to, after.data(), after.size())) return;
+                if (!after.empty()) send_all(after_to, after.data(), after.size());
             }
         }
         ::shutdown(to, SHUT_WR);
@@ -297,6 +299,8 @@ class gateway_relay {
     bool hold_ = false;
     bool drop_events_ = false;
     bool swap_events_ = false;
+    std::string swapped_;  // the first watch event, held back until another has passed
+    int swapped_to_ = -1;
     bool held_ = false;
     int confirmed_ = 0;
     long sequence_ = 0;
