@@ -7,6 +7,7 @@
 //                    TCP_NODELAY, close-on-exec), then one POST at a time on a keep-alive
 //                    connection (Content-Length request; Content-Length or chunked reply), or
 //                    one streamed POST (watch) whose chunked reply is read message by message
+//                    (wait_readable: the first of several streams with something to read)
 //
 // No HTTP library: the gateway needs a tenth of HTTP/1.1, and libcurl would make the statically
 // linked locksmith command load shared libraries (see strategies/etcd/CMakeLists.txt).

@@ -19,7 +19,7 @@
 //  - Round trips: acquire is two (lease grant; the transaction, which also reads the holder and
 //    the keys just before ours), release is one (lease revoke, which deletes the key), refresh
 //    is one (lease keep-alive), holds() is one (range on the key). A failed try costs a third
-//    (the revoke). A wait adds the watch (on a connection of its own) and, when something was
+//    (the revoke). A wait adds the watch (a connection per watched key) and, when something was
 //    written between the transaction and the watch, one read of the queue; the release is the
 //    whole hand-over: the next waiter is granted on the deletion event, without a request.
 //  - Fencing token: the key's create revision, strictly increasing over the whole cluster.
