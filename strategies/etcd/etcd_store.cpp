@@ -117,25 +117,64 @@ struct etcd_key_state final : key_local_state {
 // The wire names of the key's queue under a lock name.
 struct queue_names {
     queue_names(const std::string& prefix, std::string_view name)
-        : dir(prefix + stable_name_hash(name).hex() + "/"),
-          dir_b64(base64(dir)),
-          end_b64(base64(prefix_end(dir))) {}
+        : queue_names(prefix + stable_name_hash(name).hex() + "/") {}
+    // The queue of a lock key (`dir` is the key up to its last '/').
+    explicit queue_names(std::string queue_dir)
+        : dir(std::move(queue_dir)), dir_b64(base64(dir)), end_b64(base64(prefix_end(dir))) {}
     std::string dir;
     std::string dir_b64;
     std::string end_b64;
 
-    // The first key (the holder), or with `before` the last key created before that revision.
-    json first(std::int64_t before = 0) const {
-        json r = {{"key", dir_b64},
-                  {"range_end", end_b64},
-                  {"sort_target", "CREATE"},
-                  {"sort_order", before ? "DESCEND" : "ASCEND"},
-                  {"limit", 1},
-                  {"keys_only", true}};
+    // The first key (the holder).
+    json first() const { return range("ASCEND", 1); }
+    // The last `n` keys, latest first; with `before`, of those created before that revision.
+    json last(int n, std::int64_t before = 0) const {
+        auto r = range("DESCEND", n);
         if (before) r["max_create_revision"] = std::to_string(before - 1);
         return r;
     }
+
+  private:
+    json range(const char* order, int limit) const {
+        return {{"key", dir_b64},      {"range_end", end_b64}, {"sort_target", "CREATE"},
+                {"sort_order", order}, {"limit", limit},       {"keys_only", true}};
+    }
 };
+
+[[noreturn]] void protocol_error(std::string_view what) {
+    throw backend_error(
+        strategy_name, "protocol",
+        "etcd: " + std::string(what) + " failed: the reply is not what etcd's v3 gateway sends",
+        error_kind::permanent);
+}
+
+// Where a waiter stands, as read at `revision`: the (at most two) keys created just before its
+// own, earliest first (base64; none: its turn), and whether they are all the keys before it, the
+// holder among them.
+struct queue_place {
+    std::vector<std::string> before;
+    bool complete = false;
+    std::int64_t revision = 0;
+};
+
+// A waiter's place from the queue's first key (`first`, the kvs of a range) and the last keys
+// created before its own (`before`, kvs of a range, latest first).
+queue_place place_in_queue(const json& first, const json& before, std::int64_t revision) {
+    queue_place p;
+    p.revision = revision;
+    if (!before.is_array() || before.empty()) {
+        p.complete = true;
+        return p;
+    }
+    for (auto kv = before.rbegin(); kv != before.rend(); ++kv) {
+        const auto& key = field(*kv, "key");
+        if (!key.is_string()) protocol_error("reading the lock's queue");
+        p.before.push_back(key.get<std::string>());
+    }
+    p.complete = first.is_array() && !first.empty() &&
+                 number(first[0], "create_revision") == number(before.back(), "create_revision");
+    return p;
+}
 
 class etcd_store final : public store {
   public:
@@ -160,7 +199,7 @@ class etcd_store final : public store {
         auto s = enqueue(k, ttl);
         if (s.owner) return grant(k, std::move(s.state));
         try {
-            if (wait_for_turn(s.state, ttl, until)) {
+            if (wait_for_turn(s.state, std::move(s.place), ttl, until)) {
                 k.set_attempt_started(s.state.renewed);
                 return grant(k, std::move(s.state));
             }
@@ -249,6 +288,7 @@ class etcd_store final : public store {
     struct queued {
         etcd_key_state state;
         bool owner = false;
+        std::optional<queue_place> place;  // a waiter's, when the transaction read it
     };
 
     // A key that holds already: renew its lease (Symfony's re-acquire). nullopt when it holds
@@ -266,7 +306,8 @@ class etcd_store final : public store {
         return true;
     }
 
-    // Creates k's key under a fresh lease, at the end of the name's queue. Two round trips.
+    // Creates k's key under a fresh lease, at the end of the name's queue, and reads its place
+    // there. Two round trips.
     queued enqueue(const key& k, milliseconds ttl) {
         queued q;
         q.state.ttl_s = ttl_seconds(ttl);
@@ -277,8 +318,9 @@ class etcd_store final : public store {
         const auto key_b64 = base64(q.state.key);
         json r;
         try {
-            // Created only if absent (a repeated request finds its own key), and the first key of
-            // the queue read in the same transaction: one round trip.
+            // Created only if absent (a repeated request finds its own key); the queue's first key
+            // and (after the put: ours and the two before it) its last three keys are read in the
+            // same transaction, so that a waiter knows whom to watch without another round trip.
             r = call(
                 "/v3/kv/txn",
                 {{"compare", {{{"target", "CREATE"}, {"key", key_b64}, {"create_revision", "0"}}}},
@@ -287,7 +329,8 @@ class etcd_store final : public store {
                      {{"key", key_b64},
                       {"value", base64(k.token())},
                       {"lease", std::to_string(q.state.lease)}}}},
-                   {{"request_range", names.first()}}}},
+                   {{"request_range", names.first()}},
+                   {{"request_range", names.last(3)}}}},
                  {"failure",
                   {{{"request_range", {{"key", key_b64}}}}, {{"request_range", names.first()}}}}},
                 "creating the lock key");
@@ -296,38 +339,66 @@ class etcd_store final : public store {
             throw;
         }
         const auto& responses = field(r, "responses");
-        if (!responses.is_array() || responses.size() != 2) protocol_error("creating the lock key");
         const bool created = field(r, "succeeded").is_boolean() && r["succeeded"].get<bool>();
+        if (!responses.is_array() || responses.size() != (created ? 3u : 2u))
+            protocol_error("creating the lock key");
+        const auto& first = field(field(responses[1], "response_range"), "kvs");
         if (created) {
             q.state.revision = number(field(r, "header"), "revision");
+            const auto& last = field(field(responses[2], "response_range"), "kvs");
+            if (!last.is_array() || last.empty() ||
+                number(last[0], "create_revision") != q.state.revision)
+                protocol_error("creating the lock key");
+            q.place = place_in_queue(first, json(last.begin() + 1, last.end()), q.state.revision);
         } else {
             const auto& own = field(field(responses[0], "response_range"), "kvs");
             if (!own.is_array() || own.empty()) protocol_error("creating the lock key");
             q.state.revision = number(own[0], "create_revision");
         }
-        const auto& first = field(field(responses[1], "response_range"), "kvs");
         q.owner = first.is_array() && !first.empty() &&
                   number(first[0], "create_revision") == q.state.revision;
         return q;
     }
 
-    // Waits until every key created before ours is gone: watches only the last one before ours
-    // for its deletion, then looks again (it may have been a waiter that gave up while an earlier
-    // key still holds). Keeps our lease alive meanwhile. False when `until` passed first.
-    bool wait_for_turn(etcd_key_state& s, milliseconds ttl, deadline until) {
-        const auto dir = s.key.substr(0, s.key.rfind('/') + 1);
-        const json ahead = {{"key", base64(dir)},
-                            {"range_end", base64(prefix_end(dir))},
-                            {"sort_target", "CREATE"},
-                            {"sort_order", "DESCEND"},
-                            {"limit", 1},
-                            {"keys_only", true},
-                            {"max_create_revision", std::to_string(s.revision - 1)}};
+    struct deletion {
+        std::int64_t revision = 0;  // 0: none (`until` passed, or the server ended the watch)
+        std::string key_b64;
+    };
+
+    // A watch for the deletion of a few keys, reporting every deletion after revision `created`.
+    // One stream (connection) per key: the gateway (Go's HTTP/1.1 server) drops what it has not
+    // read of a request body once the reply starts, so a second watch request in the same body
+    // may never reach etcd.
+    struct deletion_watch {
+        std::vector<std::unique_ptr<http_connection>> streams;
+        std::vector<std::string> keys;  // base64, one per stream
+        std::int64_t created = 0;
+
+        // True when it reports every deletion of `place`'s keys since the place was read.
+        bool covers(const queue_place& place) const {
+            return !streams.empty() && created <= place.revision &&
+                   std::all_of(place.before.begin(), place.before.end(), [&](const auto& k) {
+                       return std::find(keys.begin(), keys.end(), k) != keys.end();
+                   });
+        }
+    };
+
+    // Waits until every key created before ours is gone. Watches only the one or two keys just
+    // before ours for their deletion (no herd: a key has at most two watchers). When those were
+    // all the keys before ours, their deletions are our turn without another look; otherwise
+    // look again after one is deleted, which is then while a key before it still holds. Keeps
+    // our lease alive meanwhile. `known` is our place as the enqueuing transaction read it.
+    // False when `until` passed first.
+    bool wait_for_turn(etcd_key_state& s, std::optional<queue_place> known, milliseconds ttl,
+                       deadline until) {
+        const queue_names names(s.key.substr(0, s.key.rfind('/') + 1));
+        const json ahead = names.last(2, s.revision);
         const json own = {{"key", base64(s.key)}, {"keys_only", true}};
         // Keep-alives at a third of the lease, as the renewal thread does for holders.
         const auto keep_alive_every = std::max(milliseconds(500), milliseconds(s.ttl_s * 1000) / 3);
-        auto lease_valid_until = steady_clock::now() + ttl;
-        auto next_keep_alive = steady_clock::now() + keep_alive_every;
+        auto lease_valid_until = s.renewed + ttl;
+        auto next_keep_alive = s.renewed + keep_alive_every;
+        deletion_watch watch;
         for (;;) {
             if (steady_clock::now() >= until) return false;
             try {
@@ -338,23 +409,56 @@ class etcd_store final : public store {
                     lease_valid_until = sent + ttl;
                     next_keep_alive = sent + keep_alive_every;
                 }
-                const auto r =
-                    call("/v3/kv/txn",
-                         {{"success", {{{"request_range", ahead}}, {{"request_range", own}}}}},
-                         "reading the lock's queue");
-                const auto& responses = field(r, "responses");
-                if (!responses.is_array() || responses.size() != 2)
-                    protocol_error("reading the lock's queue");
-                const auto& mine = field(field(responses[1], "response_range"), "kvs");
-                if (!mine.is_array() || mine.empty() ||
-                    number(mine[0], "create_revision") != s.revision)
-                    lost_while_waiting(s);
-                const auto& before = field(field(responses[0], "response_range"), "kvs");
-                if (!before.is_array() || before.empty()) return true;  // first in the queue
-                const std::string predecessor_b64 = field(before[0], "key").get<std::string>();
-                const auto seen = number(field(r, "header"), "revision");
-                watch_deletion(predecessor_b64, seen + 1, std::min(until, next_keep_alive));
+                queue_place place;
+                if (known) {
+                    place = std::move(*known);
+                    known.reset();
+                } else {
+                    const auto r = call("/v3/kv/txn",
+                                        {{"success",
+                                          {{{"request_range", ahead}},
+                                           {{"request_range", own}},
+                                           {{"request_range", names.first()}}}}},
+                                        "reading the lock's queue");
+                    const auto& responses = field(r, "responses");
+                    if (!responses.is_array() || responses.size() != 3)
+                        protocol_error("reading the lock's queue");
+                    const auto& mine = field(field(responses[1], "response_range"), "kvs");
+                    if (!mine.is_array() || mine.empty() ||
+                        number(mine[0], "create_revision") != s.revision)
+                        lost_while_waiting(s);
+                    place = place_in_queue(field(field(responses[2], "response_range"), "kvs"),
+                                           field(field(responses[0], "response_range"), "kvs"),
+                                           number(field(r, "header"), "revision"));
+                }
+                if (place.before.empty()) return true;  // first in the queue
+                if (!watch.covers(place)) {
+                    watch = watch_deletion(place.before);
+                    // Written meanwhile: a key may be gone already, look again (the watch stays if
+                    // it covers what we then see).
+                    if (watch.created > place.revision) continue;
+                }
+                const auto gone = next_deletion(watch, std::min(until, next_keep_alive));
+                if (gone.revision == 0) continue;  // keep-alive due, or the watch ended: look again
+                const auto at = std::find(place.before.begin(), place.before.end(), gone.key_b64);
+                if (gone.revision <= place.revision || at == place.before.end()) {
+                    known = std::move(place);  // seen in our read already, or not before ours
+                    continue;
+                }
+                if (!place.complete) continue;  // an earlier key may still hold: look again
+                // The keys before ours were all known: what is left of them still is (none can be
+                // created before ours later). The place keeps the revision of its read: the two
+                // watchers' events may come in either order (etcd may serve one of them from its
+                // resync loop).
+                place.before.erase(at);
+                if (!place.before.empty()) {
+                    known = std::move(place);
+                    continue;
+                }
+                // Our turn, without reading the queue again while our lease surely lives.
+                if (steady_clock::now() < lease_valid_until) return true;
             } catch (const backend_error& e) {
+                watch = {};
                 // A server that restarts (or a member that fails over) is waited for, while our
                 // lease may still be alive; etcd keeps leases across restarts.
                 if (e.kind() == error_kind::permanent) throw;
@@ -379,37 +483,86 @@ class etcd_store final : public store {
         return out;
     }
 
-    // Returns when the key is deleted at or after `from_revision`, or when `until` passes.
-    void watch_deletion(const std::string& key_b64, std::int64_t from_revision, deadline until) {
-        const json request = {{"create_request",
-                               {{"key", key_b64},
-                                {"start_revision", std::to_string(from_revision)},
-                                {"filters", {"NOPUT"}}}}};
-        auto c = open_connection();
-        std::string error_body;
-        const auto headers = auth_header();
-        const int status = c->open_stream("/v3/watch", request.dump(), headers,
-                                          steady_clock::now() + options_.request_timeout,
-                                          "watching the lock key before ours", error_body);
-        if (status != 200) http_error(status, error_body, "watching the lock key before ours", *c);
-        while (auto message = c->next_message(until, "watching the lock key before ours")) {
-            const auto m = json::parse(*message, nullptr, false);
-            if (m.is_discarded()) protocol_error("watching the lock key before ours");
-            if (m.contains("error")) {
-                const auto& e = m["error"];
-                throw backend_error(
-                    strategy_name, "grpc " + std::to_string(number(e, "grpc_code")),
-                    "etcd: watching at " + c->address() + " failed: " + field(e, "message").dump(),
-                    error_kind::transient);
-            }
-            const auto& result = field(m, "result");
-            // A watch the server cancelled (compacted history): look at the queue again.
-            if (field(result, "canceled").is_boolean()) return;
-            const auto& events = field(result, "events");
-            if (events.is_array())
-                for (const auto& e : events)
-                    if (field(e, "type") == "DELETE") return;
+    // Opens a watch for the keys' deletions from the server's current revision on, never from
+    // an earlier one: etcd serves a watch that starts in the past from a loop that runs every
+    // 100 ms, which made hand-overs wait that long whenever anything was written between our
+    // read and the watch (bench/harness/analysis.md). Reads the server's confirmations.
+    deletion_watch watch_deletion(const std::vector<std::string>& keys_b64) {
+        const std::string_view what = "watching the lock keys before ours";
+        const auto until = steady_clock::now() + options_.request_timeout;
+        deletion_watch w;
+        w.keys = keys_b64;
+        for (const auto& k : keys_b64) {
+            const json request = {{"create_request", {{"key", k}, {"filters", {"NOPUT"}}}}};
+            auto& c = *w.streams.emplace_back(open_connection());
+            std::string error_body;
+            const int status =
+                c.open_stream("/v3/watch", request.dump(), auth_header(), until, what, error_body);
+            if (status != 200) http_error(status, error_body, what, c);
+            // The confirmation comes first: etcd holds a watcher's events until it is sent.
+            const auto result = next_watch_result(c, until, what);
+            if (result.is_null())
+                throw backend_error(strategy_name, "timeout",
+                                    "etcd: " + std::string(what) + " at " + c.address() +
+                                        " failed: the watch was not confirmed in time",
+                                    error_kind::transient);
+            if (!field(result, "created").is_boolean() || field(result, "canceled").is_boolean())
+                throw backend_error(strategy_name, "watch",
+                                    "etcd: " + std::string(what) + " at " + c.address() +
+                                        " was refused: " + field(result, "cancel_reason").dump(),
+                                    error_kind::permanent);
+            // Each watcher reports from its own creation on: the latest creation counts.
+            w.created = std::max(w.created, number(field(result, "header"), "revision"));
         }
+        return w;
+    }
+
+    // The next deletion of a watched key.
+    deletion next_deletion(deletion_watch& w, deadline until) {
+        std::vector<http_connection*> streams;
+        for (auto& c : w.streams) streams.push_back(c.get());
+        for (;;) {
+            const int ready = http_connection::wait_readable(streams, until);
+            if (ready < 0) return {};
+            const auto result =
+                next_watch_result(*streams[ready], until, "watching the lock keys before ours");
+            if (result.is_null()) return {};
+            if (field(result, "canceled").is_boolean()) {
+                w = {};  // ended: the next wait opens another
+                return {};
+            }
+            if (auto d = deletion_in(result); d.revision != 0) return d;
+        }
+    }
+
+    // The first deletion a watch message reports (the watch asks for deletions only).
+    static deletion deletion_in(const json& result) {
+        const auto& events = field(result, "events");
+        if (events.is_array())
+            for (const auto& e : events)
+                if (field(e, "type") == "DELETE") {
+                    const auto& key = field(field(e, "kv"), "key");
+                    return {number(field(e, "kv"), "mod_revision"),
+                            key.is_string() ? key.get<std::string>() : std::string()};
+                }
+        return {};
+    }
+
+    // The next message's "result" of a watch stream; null when `until` passed first.
+    static json next_watch_result(http_connection& c, deadline until, std::string_view what) {
+        const auto message = c.next_message(until, what);
+        if (!message) return json();
+        auto m = json::parse(*message, nullptr, false);
+        if (m.is_discarded()) protocol_error(what);
+        if (m.contains("error")) {
+            const auto& e = m["error"];
+            throw backend_error(strategy_name, "grpc " + std::to_string(number(e, "grpc_code")),
+                                "etcd: " + std::string(what) + " at " + c.address() +
+                                    " failed: " + field(e, "message").dump(),
+                                error_kind::transient);
+        }
+        auto result = field(m, "result");
+        return result.is_null() ? json::object() : result;
     }
 
     std::int64_t grant_lease(std::int64_t seconds) {
@@ -500,13 +653,6 @@ class etcd_store final : public store {
             "etcd: " + std::string(what) + " at " + c.address() + " failed: HTTP " +
                 std::to_string(status) + ": " + message + hint,
             transient ? error_kind::transient : error_kind::permanent);
-    }
-
-    [[noreturn]] static void protocol_error(std::string_view what) {
-        throw backend_error(
-            strategy_name, "protocol",
-            "etcd: " + std::string(what) + " failed: the reply is not what etcd's v3 gateway sends",
-            error_kind::permanent);
     }
 
     // --- connections ---

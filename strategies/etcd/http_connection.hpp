@@ -7,6 +7,7 @@
 //                    TCP_NODELAY, close-on-exec), then one POST at a time on a keep-alive
 //                    connection (Content-Length request; Content-Length or chunked reply), or
 //                    one streamed POST (watch) whose chunked reply is read message by message
+//                    (wait_readable: the first of several streams with something to read)
 //
 // No HTTP library: the gateway needs a tenth of HTTP/1.1, and libcurl would make the statically
 // linked locksmith command load shared libraries (see strategies/etcd/CMakeLists.txt).
@@ -63,6 +64,9 @@ class http_connection {
     // The next newline-delimited message of the stream, or nullopt when `until` passed first.
     // Throws backend_error when the stream ends or fails.
     std::optional<std::string> next_message(deadline until, std::string_view what);
+    // The index of a stream in `streams` that has something for next_message() (a message,
+    // bytes of one, or its end), or -1 when `until` passed first.
+    static int wait_readable(const std::vector<http_connection*>& streams, deadline until);
 
     const std::string& address() const noexcept { return address_; }
     // True after any failure, or when the server asked to close: the connection must go.

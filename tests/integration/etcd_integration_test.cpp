@@ -6,15 +6,23 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <locksmith/author/strategy_support.hpp>
@@ -82,6 +90,225 @@ bool eventually_queue_length(const std::string& endpoints, const std::string& na
     }
     return false;
 }
+
+// A TCP relay in front of the etcd gateway that sees what a store sends: it numbers every request
+// and every watch event it passes on in one sequence, can hold the next watch request back until
+// the test lets it through, can keep watch events from the store, or pass the first two watch
+// events (of any of its connections) in the opposite order. HTTP/1.1 as the store
+// speaks it: requests start with "POST /v3/"; a watch reply is chunked, one message per chunk.
+class gateway_relay {
+  public:
+    explicit gateway_relay(const std::string& upstream_url) {
+        const auto colon = upstream_url.rfind(':');
+        upstream_host_ = upstream_url.substr(7, colon - 7);
+        upstream_port_ = std::stoi(upstream_url.substr(colon + 1));
+        listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+            ::listen(listen_fd_, 16) != 0 ||
+            ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            BOOST_FAIL("relay: cannot listen on 127.0.0.1");
+        port_ = ntohs(a.sin_port);
+        acceptor_ = std::thread([this] { accept_loop(); });
+    }
+
+    ~gateway_relay() {
+        {
+            std::lock_guard g(mutex_);
+            stopping_ = true;
+            for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+        }
+        changed_.notify_all();
+        ::shutdown(listen_fd_, SHUT_RDWR);
+        acceptor_.join();  // then no pump is added any more
+        for (auto& t : pumps_) t.join();
+        for (int fd : fds_) ::close(fd);
+        ::close(listen_fd_);
+    }
+
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+    void hold_watch_requests() {
+        std::lock_guard g(mutex_);
+        hold_ = true;
+    }
+    void drop_watch_events() {
+        std::lock_guard g(mutex_);
+        drop_events_ = true;
+    }
+    void swap_first_two_watch_events() {
+        std::lock_guard g(mutex_);
+        swap_events_ = true;
+    }
+
+    // True once a watch request is being held back (false: none came within `within`).
+    bool wait_watch_request_held(std::chrono::milliseconds within) {
+        std::unique_lock g(mutex_);
+        return changed_.wait_for(g, within, [&] { return held_; });
+    }
+
+    void release_watch_requests() {
+        {
+            std::lock_guard g(mutex_);
+            hold_ = false;
+        }
+        changed_.notify_all();
+    }
+
+    // True once the server confirmed `n` watchers (false: not within `within`).
+    bool wait_watchers_confirmed(int n, std::chrono::milliseconds within) {
+        std::unique_lock g(mutex_);
+        return changed_.wait_for(g, within, [&] { return confirmed_ >= n; });
+    }
+
+    // How many requests the store sent after the first watch event reached it.
+    int requests_after_first_event() {
+        std::lock_guard g(mutex_);
+        if (first_event_ == 0) return 0;
+        return int(std::count_if(requests_.begin(), requests_.end(),
+                                 [&](long seq) { return seq > first_event_; }));
+    }
+
+  private:
+    void accept_loop() {
+        for (;;) {
+            const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (client < 0) return;
+            const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_port = htons(std::uint16_t(upstream_port_));
+            ::inet_pton(AF_INET, upstream_host_.c_str(), &a.sin_addr);
+            const bool connected =
+                ::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+            std::lock_guard g(mutex_);
+            fds_.push_back(client);
+            fds_.push_back(server);
+            if (stopping_ || !connected) {
+                ::shutdown(client, SHUT_RDWR);
+                continue;
+            }
+            auto watch = std::make_shared<std::atomic<bool>>(false);
+            pumps_.emplace_back([=, this] { requests(client, server, *watch); });
+            pumps_.emplace_back([=, this] { replies(server, client, *watch); });
+        }
+    }
+
+    static bool send_all(int fd, const char* data, std::size_t n) {
+        while (n > 0) {
+            const ssize_t sent = ::send(fd, data, n, MSG_NOSIGNAL);
+            if (sent <= 0) return false;
+            data += sent;
+            n -= std::size_t(sent);
+        }
+        return true;
+    }
+
+    // Client to server: numbers the requests; holds a watch request back when asked to.
+    void requests(int from, int to, std::atomic<bool>& watch) {
+        std::string seen;
+        std::size_t scanned = 0;
+        char buffer[16384];
+        for (ssize_t n; (n = ::recv(from, buffer, sizeof buffer, 0)) > 0;) {
+            seen.append(buffer, std::size_t(n));
+            for (std::size_t at; (at = seen.find("POST /v3/", scanned)) != std::string::npos;) {
+                scanned = at + 1;
+                const bool is_watch = seen.compare(at, 14, "POST /v3/watch") == 0;
+                std::unique_lock g(mutex_);
+                requests_.push_back(++sequence_);
+                if (is_watch) {
+                    watch = true;
+                    if (hold_) {
+                        held_ = true;
+                        changed_.notify_all();
+                        changed_.wait(g, [&] { return !hold_ || stopping_; });
+                    }
+                }
+            }
+            if (!send_all(to, buffer, std::size_t(n))) break;
+        }
+        ::shutdown(to, SHUT_WR);
+    }
+
+    // Server to client: on a watch connection, passes the reply chunk by chunk, noting watcher
+    // confirmations and events (and keeping events back when asked to).
+    void replies(int from, int to, std::atomic<bool>& watch) {
+        std::string pending;
+        bool head_done = false;
+        char buffer[16384];
+        for (ssize_t n; (n = ::recv(from, buffer, sizeof buffer, 0)) > 0;) {
+            if (!watch) {
+                if (!send_all(to, buffer, std::size_t(n))) break;
+                continue;
+            }
+            pending.append(buffer, std::size_t(n));
+            if (!head_done) {
+                const auto end = pending.find("\r\n\r\n");
+                if (end == std::string::npos) continue;
+                if (!send_all(to, pending.data(), end + 4)) break;
+                pending.erase(0, end + 4);
+                head_done = true;
+            }
+            for (;;) {
+                const auto line_end = pending.find("\r\n");
+                if (line_end == std::string::npos) break;
+                const std::size_t size = std::stoul(pending.substr(0, line_end), nullptr, 16);
+                const std::size_t total = line_end + 2 + size + 2;
+                if (pending.size() < total) break;
+                const std::string chunk = pending.substr(0, total);
+                pending.erase(0, total);
+                bool pass = true;
+                std::string after;  // the held first event, passed on after the second
+                int after_to = -1;
+                {
+                    std::lock_guard g(mutex_);
+                    if (chunk.find("\"created\":true") != std::string::npos) ++confirmed_;
+                    if (chunk.find("\"events\"") != std::string::npos) {
+                        ++sequence_;
+                        if (first_event_ == 0) first_event_ = sequence_;
+                        pass = !drop_events_;
+                        if (swap_events_ && sequence_ == first_event_) {
+                            swapped_ = chunk;
+                            swapped_to_ = to;
+                            pass = false;
+                        } else if (swap_events_ && !swapped_.empty()) {
+                            after = std::exchange(swapped_, {});
+                            after_to = swapped_to_;
+                        }
+                    }
+                }
+                changed_.notify_all();
+                if (pass && !send_all(to, chunk.data(), chunk.size())) return;
+                if (!after.empty()) send_all(after_to, after.data(), after.size());
+            }
+        }
+        ::shutdown(to, SHUT_WR);
+    }
+
+    std::string upstream_host_;
+    int upstream_port_ = 0;
+    int listen_fd_ = -1;
+    int port_ = 0;
+    std::thread acceptor_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool stopping_ = false;
+    bool hold_ = false;
+    bool drop_events_ = false;
+    bool swap_events_ = false;
+    std::string swapped_;  // the first watch event, held back until another has passed
+    int swapped_to_ = -1;
+    bool held_ = false;
+    int confirmed_ = 0;
+    long sequence_ = 0;
+    long first_event_ = 0;
+    std::vector<long> requests_;
+    std::vector<int> fds_;
+    std::vector<std::thread> pumps_;  // started by the acceptor, under the mutex
+};
 
 }  // namespace
 
@@ -234,6 +461,97 @@ BOOST_AUTO_TEST_CASE(a_holder_paused_past_its_lease_loses_the_lock_and_learns_it
     resumed.put('r');
     BOOST_TEST(test::wait_child(child, 60s) == 0);
     BOOST_TEST(other.is_acquired());
+}
+
+// A waiter watches the keys before its own from the server's current revision on, never from the
+// revision of its read: etcd serves a watch that starts in the past only from its resync loop
+// (every 100 ms), which made contended hand-overs wait that long. So a key deleted between the
+// read and the watch is found by looking again, not by an event. Here the relay holds the watch
+// back until the holder is gone, and keeps every watch event from the waiter.
+BOOST_AUTO_TEST_CASE(a_waiter_whose_predecessor_left_before_its_watch_began_needs_no_event) {
+    const auto name = test::unique_resource("left_before_watch");
+    auto holder = make_lock(shared_store(), name);
+    BOOST_REQUIRE(holder.try_lock());
+    gateway_relay relay(endpoint(endpoint_variable));
+    relay.hold_watch_requests();
+    relay.drop_watch_events();
+    // A long TTL: its keep-alive (a third of it) must not be what ends the wait.
+    auto waiter = make_lock(strategies::make_etcd_store(options_for(relay.url())), name, 300s);
+    auto waited = std::async(std::launch::async, [&]() -> std::string {
+        try {
+            return waiter.try_lock_for(30s) ? "granted" : "timed out";
+        } catch (const error& e) {
+            return std::string("error: ") + e.what();
+        }
+    });
+    BOOST_REQUIRE(relay.wait_watch_request_held(must_happen));
+    holder.unlock();
+    relay.release_watch_requests();
+    BOOST_TEST(waited.get() == "granted");
+    waiter.unlock();
+}
+
+// A waiter two places behind the holder watches both keys before its own; etcd may report their
+// deletions in either order (it serves a watcher that was created while a write was being
+// applied from its resync loop, later than the other), and either order is its turn.
+BOOST_AUTO_TEST_CASE(a_waiter_takes_its_turn_whatever_order_the_deletions_are_reported_in) {
+    const auto endpoints = endpoint(endpoint_variable);
+    const auto name = test::unique_resource("swapped_events");
+    auto holder = make_lock(shared_store(), name);
+    BOOST_REQUIRE(holder.try_lock());
+    auto first = make_lock(shared_store(), name);
+    auto first_done = std::async(std::launch::async, [&] {
+        const bool granted = first.try_lock_for(must_happen);
+        if (granted) first.unlock();
+        return granted;
+    });
+    BOOST_REQUIRE(eventually_queue_length(endpoints, name, 2));
+    gateway_relay relay(endpoints);
+    relay.swap_first_two_watch_events();
+    // A long TTL: its keep-alive (a third of it), which looks at the queue again, must not be
+    // what ends the wait.
+    auto second = make_lock(strategies::make_etcd_store(options_for(relay.url())), name, 300s);
+    auto second_granted = std::async(std::launch::async, [&] {
+        const bool granted = second.try_lock_for(30s);
+        if (granted) second.unlock();
+        return granted;
+    });
+    BOOST_REQUIRE(eventually_queue_length(endpoints, name, 3));
+    BOOST_REQUIRE(relay.wait_watchers_confirmed(2, must_happen));
+    holder.unlock();
+    BOOST_TEST(first_done.get());
+    BOOST_TEST(second_granted.get());
+}
+
+// The holder's release is the whole hand-over: the waiters' watch events alone grant them, with
+// no request after the event, also for a waiter two places behind the holder (it watches both
+// keys before its own, so it knows when the one just before it holds).
+BOOST_AUTO_TEST_CASE(a_release_hands_over_without_a_request_after_the_event) {
+    const auto endpoints = endpoint(endpoint_variable);
+    const auto name = test::unique_resource("handover");
+    auto holder = make_lock(shared_store(), name);
+    BOOST_REQUIRE(holder.try_lock());
+    auto first = make_lock(shared_store(), name);
+    auto first_done = std::async(std::launch::async, [&] {
+        const bool granted = first.try_lock_for(must_happen);
+        if (granted) first.unlock();
+        return granted;
+    });
+    BOOST_REQUIRE(eventually_queue_length(endpoints, name, 2));
+    gateway_relay relay(endpoints);
+    auto second = make_lock(strategies::make_etcd_store(options_for(relay.url())), name);
+    auto second_granted = std::async(std::launch::async, [&] {
+        const bool granted = second.try_lock_for(must_happen);
+        return std::pair(granted, relay.requests_after_first_event());
+    });
+    BOOST_REQUIRE(eventually_queue_length(endpoints, name, 3));
+    BOOST_REQUIRE(relay.wait_watchers_confirmed(1, must_happen));
+    holder.unlock();
+    BOOST_TEST(first_done.get());
+    const auto [granted, late_requests] = second_granted.get();
+    BOOST_TEST(granted);
+    BOOST_TEST(late_requests == 0);
+    second.unlock();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -12,12 +12,16 @@
 //    transaction that checks it does not exist yet (create_revision == 0). The name itself never
 //    reaches etcd, so any name (`/`, `..`, NUL, 1 MiB) is safe.
 //  - Holder: the key with the lowest create revision under `<prefix><hash>/`. A waiter watches
-//    only the key with the next-lower create revision for its deletion (no herd); waiters are
-//    granted in the order their keys were created (FIFO-fair). While it waits, the waiter keeps
-//    its lease alive itself.
-//  - Round trips: acquire is two (lease grant; the transaction, which also reads the holder),
-//    release is one (lease revoke, which deletes the key), refresh is one (lease keep-alive),
-//    holds() is one (range on the key). A failed try costs a third (the revoke).
+//    only the one or two keys created just before its own for their deletion (no herd: a key
+//    has at most two watchers), from etcd's current revision on; waiters are granted in the
+//    order their keys were created (FIFO-fair). While it waits, the waiter keeps its lease alive
+//    itself.
+//  - Round trips: acquire is two (lease grant; the transaction, which also reads the holder and
+//    the keys just before ours), release is one (lease revoke, which deletes the key), refresh
+//    is one (lease keep-alive), holds() is one (range on the key). A failed try costs a third
+//    (the revoke). A wait adds the watch (a connection per watched key) and, when something was
+//    written between the transaction and the watch, one read of the queue; the release is the
+//    whole hand-over: the next waiter is granted on the deletion event, without a request.
 //  - Fencing token: the key's create revision, strictly increasing over the whole cluster.
 //  - Lease: a holder that dies keeps the lock until its lease expires (its TTL, plus up to about
 //    half a second of etcd's expiry sweep). A holder paused past its TTL loses the lock: holds()
