@@ -289,7 +289,10 @@ start_etcd() {
     --listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
     --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
     --initial-cluster "locksmith-test=http://127.0.0.1:$((etcd_port + 1))" \
-    --initial-cluster-state new --log-level warn
+    --initial-cluster-state new --log-level warn \
+    --auto-compaction-mode revision --auto-compaction-retention 10000
+  # Compaction: every grant makes a key of its own, and etcd keeps an index entry per deleted key
+  # until it compacts, which slows the queue reads of a busy name down over a long run.
 }
 
 # Three independent redis-servers: the members of a `combined` quorum.
