@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/local_wake.hpp"
 #include "core/lock_state.hpp"
 #include "core/logging.hpp"
 
@@ -89,10 +90,17 @@ bool wait_for_grant(named_lock::state& s, lock_mode mode, std::chrono::milliseco
             granted = s.store->wait_acquire(*s.owner, mode, ttl, until);
         }
     } else {
+        // Polls with backoff; a release on this host ends the sleep early (local_wake.hpp).
         backoff delays(s.options.retry);
-        while (!(granted = s.store->try_acquire(*s.owner, mode, ttl))) {
-            if (slow_at && !logged_slow && clock::now() >= *slow_at) log_slow();
-            if (!delays.sleep(until)) break;
+        detail::local_waiter wake_on_release(s.owner->resource());
+        for (;;) {
+            wake_on_release.arm();
+            if ((granted = s.store->try_acquire(*s.owner, mode, ttl))) break;
+            const auto now = clock::now();
+            if (slow_at && !logged_slow && now >= *slow_at) log_slow();
+            if (now >= until) break;
+            wake_on_release.sleep_until(
+                std::min<clock::time_point>(now + delays.next_delay(), until));
             started = clock::now();
         }
     }
@@ -114,6 +122,8 @@ void release_locked(named_lock::state& s) {
     s.store->release(*s.owner);
     s.held.reset();
     s.owner->reset_lifetime();
+    if (!has(s.store->capabilities(), capability::native_wait))
+        detail::notify_local_waiters(s.owner->resource());
 }
 
 // Lifetime and bookkeeping after the store granted; the caller holds the state's mutex.

@@ -27,6 +27,7 @@
 #include <locksmith/registry.hpp>
 
 #include "support/child_process.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/lock_peer.hpp"
 #include "support/strategies_under_test.hpp"
 #include "support/suite_helpers.hpp"
@@ -342,6 +343,71 @@ void test_shared_holders(const strategy_under_test& entry) {
     BOOST_TEST(wait_child(after, 10s) == 0, "a reader was refused after the writer left");
 }
 
+// A store that reports, once, that an attempt came back (refused, while the lock is held).
+class reporting_store : public forwarding_store {
+  public:
+    reporting_store(std::shared_ptr<store> inner, byte_pipe& out)
+        : forwarding_store(std::move(inner)), out_(out) {}
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) override {
+        const bool granted = forwarding_store::do_try_acquire(k, mode, ttl);
+        if (!reported_) out_.put(granted ? 'g' : 'T');
+        reported_ = true;
+        return granted;
+    }
+
+  private:
+    byte_pipe& out_;
+    bool reported_ = false;
+};
+
+// A strategy that cannot wait natively polls; a release by a process on the same host wakes
+// its waiters at once instead of at their next poll (core/local_wake.hpp). The waiter's poll
+// delay is an hour: only the wake-up can grant it while the test waits.
+void test_a_release_on_this_host_wakes_a_polling_waiter(const strategy_under_test& entry) {
+    auto resource = unique_resource("woken");
+    byte_pipe held;
+    byte_pipe go;
+    pid_t holder = fork_child([&]() -> int {
+        held.close_read();
+        go.close_write();
+        auto lock = make_lock(entry, resource);
+        lock.lock();
+        held.put('H');
+        (void)go.get(60s);  // EOF: release
+        lock.unlock();
+        return 0;
+    });
+    held.close_write();
+    go.close_read();
+    BOOST_REQUIRE_MESSAGE(held.get(10s) == 'H', "the holder did not report holding the lock");
+
+    byte_pipe from_waiter;
+    pid_t waiter = fork_child([&]() -> int {
+        from_waiter.close_read();
+        go.close_write();  // the holder's EOF must come from the parent alone
+        lock_options o;
+        o.retry.initial = o.retry.max = std::chrono::hours(1);
+        o.retry.jitter = 0;
+        named_lock lock(std::make_shared<reporting_store>(create_store(entry), from_waiter),
+                        std::make_shared<key>(resource), o);
+        lock.lock();
+        from_waiter.put('G');
+        lock.unlock();
+        return 0;
+    });
+    from_waiter.close_write();
+    // Its first attempt was refused: from here it sleeps its hour unless a release wakes it.
+    BOOST_REQUIRE(from_waiter.get(10s) == 'T');
+    go.close_write();
+    const bool woken = from_waiter.get(20s) == 'G';  // a safety net, not a measurement
+    BOOST_TEST(woken, "the waiter slept through the release");
+    if (!woken) ::kill(waiter, SIGKILL);
+    BOOST_TEST(wait_child(waiter, 10s) == (woken ? 0 : 128 + SIGKILL));
+    BOOST_TEST(wait_child(holder, 10s) == 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct case_spec {
@@ -364,6 +430,8 @@ const case_spec cases[] = {
     {"fencing_tokens_increase_across_processes", capability::exclusive | capability::fencing,
      test_fencing_tokens_across_processes},
     {"shared_holders_coexist_and_exclude_a_writer", capability::shared, test_shared_holders},
+    {"a_release_on_this_host_wakes_a_polling_waiter", capability::exclusive,
+     test_a_release_on_this_host_wakes_a_polling_waiter, capability::native_wait},
 };
 
 }  // namespace
