@@ -2,6 +2,12 @@
 #define BOOST_TEST_MODULE named_lock
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <concepts>
@@ -15,8 +21,11 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/named_lock.hpp>
 
+#include "support/child_process.hpp"
+#include "support/forwarding_store.hpp"
 #include "support/printers.hpp"
 #include "support/recording_store.hpp"
+#include "support/skip_report.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -932,4 +941,61 @@ BOOST_AUTO_TEST_CASE(mutual_exclusion_across_threads) {
     for (auto& t : threads) t.join();
     BOOST_TEST(overlaps.load() == 0);
     BOOST_TEST(counter == 800);
+}
+
+// Reports its first attempt on a pipe.
+class first_attempt_reporter : public test::forwarding_store {
+  public:
+    first_attempt_reporter(std::shared_ptr<store> inner, test::byte_pipe& out)
+        : forwarding_store(std::move(inner)), out_(out) {}
+
+  protected:
+    bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) override {
+        const bool granted = forwarding_store::do_try_acquire(k, mode, ttl);
+        if (!reported_) out_.put('W');
+        reported_ = true;
+        return granted;
+    }
+
+  private:
+    test::byte_pipe& out_;
+    bool reported_ = false;
+};
+
+// The wake-up board of polled waits (core/local_wake.hpp) is used only when it is private to
+// its user: one that others can read or write (here: the user's own name and file, mode 0666) is
+// left alone and waits fall back to polling. The waiter is killed mid-wait, so a board it used
+// keeps its count of waiters.
+BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
+    auto user = test::another_local_user_or_skip();
+    if (!user) return;
+    const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
+    ::unlink(path.c_str());
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    BOOST_REQUIRE(fd >= 0);
+    BOOST_REQUIRE(::fchown(fd, user->uid, user->gid) == 0);
+    BOOST_REQUIRE(::fchmod(fd, 0666) == 0);
+    BOOST_REQUIRE(::ftruncate(fd, 32768) == 0);
+
+    test::byte_pipe waiting;
+    pid_t child = test::fork_child_as(*user, [&] {
+        waiting.close_read();
+        auto polled =
+            std::make_shared<recording_store>(capability::exclusive | capability::noblock);
+        named_lock holder(polled, std::make_shared<key>("board"));
+        if (!holder.try_lock()) return 2;
+        named_lock waiter(std::make_shared<first_attempt_reporter>(polled, waiting),
+                          std::make_shared<key>("board"));
+        return waiter.try_lock_for(60s) ? 3 : 0;
+    });
+    waiting.close_write();
+    BOOST_REQUIRE(waiting.get(10s) == 'W');
+    ::kill(child, SIGKILL);
+    BOOST_TEST(test::wait_child(child) == 128 + SIGKILL);
+    std::vector<char> content(32768);
+    BOOST_TEST(::pread(fd, content.data(), content.size(), 0) == ssize_t(content.size()));
+    ::close(fd);
+    ::unlink(path.c_str());
+    BOOST_TEST(std::all_of(content.begin(), content.end(), [](char c) { return c == 0; }),
+               "a waiter used a board that others can write");
 }
