@@ -90,7 +90,7 @@ void notify_local_waiters(std::string_view name) noexcept {
     auto* s = slot_of(name);
     if (!s || s->sleepers.load(std::memory_order_seq_cst) == 0) return;
     s->releases.fetch_add(1, std::memory_order_seq_cst);
-    ::syscall(SYS_futex, &s->releases, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+    ::syscall(SYS_futex, &s->releases, FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
 }  // namespace locksmith::detail

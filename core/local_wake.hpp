@@ -2,8 +2,9 @@
 // their waiters poll with backoff, so a release was noticed only at the next poll (hand-over
 // p99 of milliseconds, and up to retry_policy::max). A waiter on this host now sleeps on a futex
 // of a per-user board in shared memory, for at most its backoff delay; a release of the name by a
-// process of the same user on this host wakes it at once. Waiters on other hosts, or of other
-// users, still find the release at their next poll: this only shortens waits, it grants nothing.
+// process of the same user on this host wakes one of them at once. Waiters on other hosts, or of
+// other users, still find the release at their next poll: this only shortens waits, it grants
+// nothing.
 //
 // The board is /dev/shm/locksmith-wake-<uid>: 4096 slots (a name's slot is its hash), 32 KiB,
 // 0600, never followed through a symlink, used only when owned by this user and private to it.
@@ -36,8 +37,10 @@ class local_waiter {
     std::uint32_t seen_ = 0;
 };
 
-// After a release of `name`: wakes this host's waiters on its slot, if there are any (otherwise
-// it costs one atomic load).
+// After a release of `name`: wakes one of this host's waiters asleep on its slot (the kernel's
+// oldest, as a rule), and makes the others that are between two attempts try again at once; the
+// rest sleep on until their next poll. One, not all: the others would only find the lock taken
+// again (a herd of round trips to the server). With no waiter it costs one atomic load.
 void notify_local_waiters(std::string_view name) noexcept;
 
 }  // namespace locksmith::detail
