@@ -200,9 +200,9 @@ if redis.call('TYPE', lock).ok == 'zset' then
     released = 1
     redis.call('ZREMRANGEBYSCORE', lock, '-inf', server_ms())
     if redis.call('ZCARD', lock) == 0 then
-      local m, tok, ttl, chan = live_head(queue, wait)
-      if m then
-        hand_over(lock, queue, wait, m, tok, ttl, chan)
+      local head, tok, ttl, chan = live_head(queue, wait)
+      if head then
+        hand_over(lock, queue, wait, head, tok, ttl, chan)
         return 1
       end
       freed = true
