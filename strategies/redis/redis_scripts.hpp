@@ -181,10 +181,19 @@ return 0
 // withdraws the owner from the wait set. A lock that becomes free goes to the first live waiting
 // writer (hand_over); without one, the release is published on the channel, so that waiting
 // readers retry (also when the wait set shrank). Returns 1 when a grant was released.
-inline constexpr const char* release_script = LOCKSMITH_REDIS_PROLOGUE LOCKSMITH_REDIS_QUEUE R"lua(
+inline constexpr const char* release_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
 local lock, wait, queue, token = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
-if redis.pcall('GET', lock) == token then
-  -- The exclusive owner: it left the wait set when it was granted.
+-- The exclusive owner left the wait set when it was granted. With nobody queued (EXISTS), the
+-- common release stays the plain compare-and-delete (and the queue's functions are not even
+-- defined: each definition costs the server at every call).
+local owner = redis.pcall('GET', lock) == token
+if owner and redis.call('EXISTS', queue) == 0 then
+  redis.call('DEL', lock)
+  redis.call('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+)lua" LOCKSMITH_REDIS_QUEUE R"lua(
+if owner then
   local m, tok, ttl, chan = live_head(queue, wait)
   if m then
     hand_over(lock, queue, wait, m, tok, ttl, chan)
