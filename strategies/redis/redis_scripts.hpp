@@ -177,17 +177,19 @@ end
 return 0
 )lua";
 
-// KEYS: lock, wait, queue. ARGV: token, channel. Compare-and-delete, in either mode; also
+// KEYS: lock, wait, queue (optional: the benchmarks' raw loop, which never queues, sends the
+// first two only). ARGV: token, channel. Compare-and-delete, in either mode; also
 // withdraws the owner from the wait set. A lock that becomes free goes to the first live waiting
 // writer (hand_over); without one, the release is published on the channel, so that waiting
-// readers retry (also when the wait set shrank). Returns 1 when a grant was released.
+// readers retry (also when the wait set shrank). Returns 1 when a grant was released, 2 when it
+// was handed over.
 inline constexpr const char* release_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
 local lock, wait, queue, token = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 -- The exclusive owner left the wait set when it was granted. With nobody queued (EXISTS), the
 -- common release stays the plain compare-and-delete (and the queue's functions are not even
 -- defined: each definition costs the server at every call).
 local owner = redis.pcall('GET', lock) == token
-if owner and redis.call('EXISTS', queue) == 0 then
+if owner and (not queue or redis.call('EXISTS', queue) == 0) then
   redis.call('DEL', lock)
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1
@@ -197,7 +199,7 @@ if owner then
   local m, tok, ttl, chan = live_head(queue, wait)
   if m then
     hand_over(lock, queue, wait, m, tok, ttl, chan)
-    return 1
+    return 2
   end
   redis.call('DEL', lock)
   redis.call('PUBLISH', ARGV[2], 'released')
@@ -212,7 +214,7 @@ if redis.call('TYPE', lock).ok == 'zset' then
       local head, tok, ttl, chan = live_head(queue, wait)
       if head then
         hand_over(lock, queue, wait, head, tok, ttl, chan)
-        return 1
+        return 2
       end
       freed = true
     else

@@ -62,6 +62,13 @@ void check_ttl(milliseconds ttl) {
                                      std::to_string(ttl.count()) + " ms");
 }
 
+// What this process remembers of a key between calls: that its last release handed the lock to
+// a waiter. Its next wait then starts with the acquire script, which queues it: a plain SET NX
+// would only fail while others take turns, a round trip per grant for nothing.
+struct redis_key_state final : key_local_state {
+    bool others_wait = false;
+};
+
 class redis_store final : public store {
   public:
     explicit redis_store(redis_options options)
@@ -86,7 +93,8 @@ class redis_store final : public store {
 
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
         if (mode == lock_mode::shared) return wait_shared(k, ttl, until);
-        if (try_grant_exclusive(k, ttl)) return true;
+        const auto* known = k.local_state_of<redis_key_state>(instance_id());
+        if (!(known && known->others_wait) && try_grant_exclusive(k, ttl)) return true;
         // A waiting writer queues (acquire script) and sleeps on its own wake channel until a
         // release hands the lock over to it: first come, first served, and one wake-up per
         // grant instead of every waiter retrying at every release.
@@ -138,7 +146,15 @@ class redis_store final : public store {
         const auto wait = name_of("wait:", k.resource());
         const auto queue = name_of("queue:", k.resource());
         const auto chan = name_of("chan:", k.resource());
-        run(*c, release_id, {lock, wait, queue}, {k.token(), chan});
+        auto r = run(*c, release_id, {lock, wait, queue}, {k.token(), chan});
+        const bool others_wait = integer_of(r.get()) == 2;
+        auto* known = k.local_state_of<redis_key_state>(instance_id());
+        if (others_wait && !known) {
+            auto fresh = std::make_unique<redis_key_state>();
+            known = fresh.get();
+            k.set_local_state(instance_id(), std::move(fresh));
+        }
+        if (known) known->others_wait = others_wait;
     }
 
     bool do_holds(const key& k) override {
