@@ -16,6 +16,7 @@
 //               needs no further round trip. An entry whose registration lapsed (a waiter that
 //               died) is dropped when it reaches the head; the wait number tells a waiter's
 //               message from one left over from an earlier wait on the same connection
+//   P readers: N  present while readers wait (PX: until the latest may retry, plus 2 s)
 //   P chan: N   the pub/sub channel on which a release (or a lapse) is announced to readers
 // Times come from the server's TIME, so client clocks do not matter. Needs Redis >= 5 (writes
 // after TIME in a script).
@@ -69,9 +70,9 @@ namespace locksmith::strategies::redis_detail {
     "  if top[2] then redis.call('PEXPIREAT', k, math.floor(tonumber(top[2]))) end\n" \
     "end\n"
 
-// KEYS: lock, fence, wait, queue. ARGV: token, ttl ms, mode ("x" or "s"), wait ms (> 0: the
-// caller will wait; a writer then registers in the wait set and the queue), channel, queue member
-// (a waiting writer's, else empty).
+// KEYS: lock, fence, wait, queue, readers. ARGV: token, ttl ms, mode ("x" or "s"), wait ms (> 0:
+// the caller will wait; a writer then registers in the wait set and the queue, a reader marks
+// the readers key), channel, queue member (a waiting writer's, else empty).
 // Returns {1, fence} for a new grant, {1, 0} when the owner already held it in that mode (the
 // TTL is renewed; also how a waiter learns of a hand-over it has not read yet), {0, ms} when
 // refused, ms being how long the obstacle may last at most (-1 or -2: unknown or none).
@@ -132,9 +133,18 @@ if mode == 'x' then
 end
 -- shared
 local now = server_ms()
+-- A reader that will wait marks the name (P readers:N) for as long as it may sleep, plus 2 s:
+-- a release announces itself on the channel only while the mark is there.
+local function refused(left)
+  if wait_ms > 0 then
+    local keep = math.min(wait_ms, math.max(left, 0) + 2000)
+    if redis.call('PTTL', KEYS[5]) < keep then redis.call('SET', KEYS[5], 1, 'PX', keep) end
+  end
+  return {0, left}
+end
 local kind = redis.call('TYPE', lock).ok
 if kind == 'string' then
-  if redis.call('GET', lock) ~= token then return {0, redis.call('PTTL', lock)} end
+  if redis.call('GET', lock) ~= token then return refused(redis.call('PTTL', lock)) end
   -- demotion: the writer becomes the only reader; waiting readers may come in now
   redis.call('DEL', lock)
   redis.call('ZADD', lock, now + ttl, token)
@@ -147,7 +157,7 @@ local renewal = redis.call('ZSCORE', lock, token)
 if not renewal then
   redis.call('ZREMRANGEBYSCORE', wait, '-inf', now)
   if redis.call('ZCARD', wait) > 0 then
-    return {0, math.max(redis.call('PTTL', lock), redis.call('PTTL', wait))}
+    return refused(math.max(redis.call('PTTL', lock), redis.call('PTTL', wait)))
   end
 end
 redis.call('ZADD', lock, now + ttl, token)
@@ -177,21 +187,20 @@ end
 return 0
 )lua";
 
-// KEYS: lock, wait, queue (optional: the benchmarks' raw loop, which never queues, sends the
-// first two only). ARGV: token, channel. Compare-and-delete, in either mode; also
-// withdraws the owner from the wait set. A lock that becomes free goes to the first live waiting
-// writer (hand_over); without one, the release is published on the channel, so that waiting
-// readers retry (also when the wait set shrank). Returns 1 when a grant was released, 2 when it
-// was handed over.
+// KEYS: lock, wait, queue, readers (the last two optional: the benchmarks' raw loop, which
+// never waits, sends the first two only). ARGV: token, channel. Compare-and-delete, in either
+// mode; also withdraws the owner from the wait set. A lock that becomes free goes to the first
+// live waiting writer (hand_over); without one, the release is published on the channel, so that
+// waiting readers retry (also when the wait set shrank). Returns 1 when a grant was released, 2
+// when it was handed over.
 inline constexpr const char* release_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
 local lock, wait, queue, token = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
--- The exclusive owner left the wait set when it was granted. With nobody queued (EXISTS), the
--- common release stays the plain compare-and-delete (and the queue's functions are not even
--- defined: each definition costs the server at every call).
+-- The exclusive owner left the wait set when it was granted. With nobody waiting (one EXISTS
+-- for writers and readers), the common release is the plain compare-and-delete, nothing
+-- published (and the queue's functions not even defined: each costs the server at every call).
 local owner = redis.pcall('GET', lock) == token
-if owner and (not queue or redis.call('EXISTS', queue) == 0) then
+if owner and (not queue or redis.call('EXISTS', queue, KEYS[4]) == 0) then
   redis.call('DEL', lock)
-  redis.call('PUBLISH', ARGV[2], 'released')
   return 1
 end
 )lua" LOCKSMITH_REDIS_QUEUE R"lua(

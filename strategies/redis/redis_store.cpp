@@ -145,8 +145,9 @@ class redis_store final : public store {
         const auto lock = name_of("lock:", k.resource());
         const auto wait = name_of("wait:", k.resource());
         const auto queue = name_of("queue:", k.resource());
+        const auto readers = name_of("readers:", k.resource());
         const auto chan = name_of("chan:", k.resource());
-        auto r = run(*c, release_id, {lock, wait, queue}, {k.token(), chan});
+        auto r = run(*c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
         const bool others_wait = integer_of(r.get()) == 2;
         auto* known = k.local_state_of<redis_key_state>(instance_id());
         if (others_wait && !known) {
@@ -208,14 +209,16 @@ class redis_store final : public store {
 
   private:
     // A reader waits on the name's channel and retries at every release (and lapse) announced
-    // there: readers are admitted together, so waking them all is what it takes.
+    // there: readers are admitted together, so waking them all is what it takes. Its attempts
+    // mark the name as awaited by readers, else a release would announce nothing.
     bool wait_shared(key& k, milliseconds ttl, deadline until) {
         const std::string chan = name_of("chan:", k.resource());
         std::unique_ptr<connection> subscriber;
         for (;;) {
             auto now = clock::now();
             k.set_attempt_started(now);
-            const outcome o = acquire(k, lock_mode::shared, ttl, 0, {});
+            const outcome o = acquire(k, lock_mode::shared, ttl,
+                                      std::max<long long>(1, ms_until(until, now)), {});
             if (o.granted) {
                 recycle(std::move(subscriber));
                 return true;
@@ -266,11 +269,12 @@ class redis_store final : public store {
         const auto fence = name_of("fence:", k.resource());
         const auto wait = name_of("wait:", k.resource());
         const auto queue = name_of("queue:", k.resource());
+        const auto readers = name_of("readers:", k.resource());
         const auto chan = name_of("chan:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         const auto wait_text = std::to_string(wait_ms);
         auto c = pool_.take();
-        auto r = run(*c, acquire_id, {lock, fence, wait, queue},
+        auto r = run(*c, acquire_id, {lock, fence, wait, queue, readers},
                      {k.token(), ttl_text, mode == lock_mode::exclusive ? "x" : "s", wait_text,
                       chan, member});
         outcome o{integer_at(r.get(), 0) == 1, integer_at(r.get(), 1)};

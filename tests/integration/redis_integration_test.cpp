@@ -91,6 +91,22 @@ long queue_length(const std::string& name) {
     return n;
 }
 
+// Whether readers have marked `name` as awaited (the store's P readers:N key).
+bool readers_wait(const std::string& name) {
+    const auto o = options_for(endpoint(url_variable));
+    redisContext* c = redisConnect(o.endpoint.host.c_str(), o.endpoint.port);
+    if (c == nullptr || c->err) {
+        if (c) redisFree(c);
+        return false;
+    }
+    const std::string mark = test_prefix() + "readers:" + name;
+    auto* r = static_cast<redisReply*>(redisCommand(c, "EXISTS %s", mark.c_str()));
+    const bool there = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return there;
+}
+
 bool eventually_queue_length(const std::string& name, long n) {
     const auto until = clock_type::now() + must_happen;
     while (clock_type::now() < until) {
@@ -254,6 +270,30 @@ BOOST_AUTO_TEST_CASE(waiters_are_granted_in_arrival_order) {
     ::unlink(path);
     const std::vector<int> arrival = {0, 1, 2, 3, 4, 5, 6, 7};
     BOOST_TEST(order == arrival, boost::test_tools::per_element());
+}
+
+// A reader waiting behind a writer is woken by the writer's release: the release announces
+// itself only while readers have marked the name, so the mark must be there. The writer's TTL is
+// long, so that only the announcement can end the wait in time.
+BOOST_AUTO_TEST_CASE(a_waiting_reader_wakes_on_the_writers_release) {
+    const std::string name = test::unique_resource("reader_wakes");
+    const std::string url = endpoint(url_variable);
+    auto writer = make_lock(shared_store(), name, 300s);
+    BOOST_REQUIRE(writer.try_lock());
+    // lock_shared(), not a timed wait: the deadline's last attempt would hide a missed wake-up.
+    const pid_t reader = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 30s);
+            mine.lock_shared();
+            mine.unlock_shared();
+            return 0;
+        },
+        120s);
+    const auto until = clock_type::now() + must_happen;
+    while (!readers_wait(name) && clock_type::now() < until) std::this_thread::sleep_for(20ms);
+    BOOST_REQUIRE(readers_wait(name));
+    writer.unlock();
+    BOOST_TEST(test::wait_child(reader, must_happen) == 0);
 }
 
 // A waiter killed while queued keeps its place only until its registration lapses (the holder's
