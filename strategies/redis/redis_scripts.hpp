@@ -82,8 +82,10 @@ local token, ttl, mode, wait_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(
 local member = ARGV[6]
 if mode == 'x' then
   -- First come, first served: while writers queue, a free name goes to the first of them only
-  -- (it is free with a queue when its holder expired instead of handing over).
-  local _, first = live_head(queue, wait)
+  -- (it is free with a queue when its holder expired instead of handing over). A held name,
+  -- the common case here, skips the queue's head.
+  local head, first
+  if redis.call('EXISTS', lock) == 0 then head, first = live_head(queue, wait) end
   if (not first or first == token) and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
     -- Only a waiting caller can have registered as a waiting writer.
     if wait_ms > 0 then
@@ -119,15 +121,14 @@ if mode == 'x' then
     local keep = math.min(wait_ms, math.max(left, 0) + 2000)
     redis.call('ZREMRANGEBYSCORE', wait, '-inf', now)
     redis.call('ZADD', wait, now + keep, token)
-    expire_at_latest(wait)
     if not redis.call('ZSCORE', queue, member) then
       local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
       redis.call('ZADD', queue, (tonumber(last) or 0) + 1, member)
     end
-    -- The queue lasts as long as the latest registration, like the wait set (which is gone
-    -- already when that registration was for a millisecond).
-    local latest = redis.call('ZRANGE', wait, -1, -1, 'WITHSCORES')[2]
-    if latest then redis.call('PEXPIREAT', queue, math.floor(tonumber(latest))) end
+    -- Both last as long as the latest registration.
+    local latest = math.floor(tonumber(redis.call('ZRANGE', wait, -1, -1, 'WITHSCORES')[2]))
+    redis.call('PEXPIREAT', wait, latest)
+    redis.call('PEXPIREAT', queue, latest)
   end
   return {0, left}
 end
