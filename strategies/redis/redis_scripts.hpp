@@ -84,15 +84,16 @@ if mode == 'x' then
   -- First come, first served: while writers queue, a free name goes to the first of them only
   -- (it is free with a queue when its holder expired instead of handing over). A held name,
   -- the common case here, skips the queue's head.
-  local head, first
-  if redis.call('EXISTS', lock) == 0 then head, first = live_head(queue, wait) end
-  if (not first or first == token) and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    -- Only a waiting caller can have registered as a waiting writer.
-    if wait_ms > 0 then
-      redis.call('ZREM', wait, token)
-      redis.call('ZREM', queue, member)
+  if redis.call('EXISTS', lock) == 0 then
+    local _, first = live_head(queue, wait)
+    if (not first or first == token) and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+      -- Only a waiting caller can have registered as a waiting writer.
+      if wait_ms > 0 then
+        redis.call('ZREM', wait, token)
+        redis.call('ZREM', queue, member)
+      end
+      return {1, redis.call('INCR', fence)}
     end
-    return {1, redis.call('INCR', fence)}
   end
   local kind = redis.call('TYPE', lock).ok
   if kind == 'string' then
