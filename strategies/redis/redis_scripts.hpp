@@ -9,12 +9,52 @@
 //               scripts below, on first request for the plain SET NX grant; never deleted)
 //   P wait: N   a sorted set of writers that wait, scored by when their registration lapses;
 //               while it is not empty, no new reader is admitted (writers are not starved)
-//   P chan: N   the pub/sub channel on which a release (or a lapse) is announced
+//   P queue: N  the same writers in arrival order (score 1, 2, ...), each member
+//               "<ttl ms> <wake channel> <wait number> <token>": a release hands the lock to
+//               the first whose registration has not lapsed (SET to its token with its TTL) and
+//               PUBLISHes the member on its wake channel, so exactly one waiter wakes and it
+//               needs no further round trip. An entry whose registration lapsed (a waiter that
+//               died) is dropped when it reaches the head; the wait number tells a waiter's
+//               message from one left over from an earlier wait on the same connection
+//   P readers: N  present while readers wait (PX: until the latest may retry, plus 2 s)
+//   P chan: N   the pub/sub channel on which a release (or a lapse) is announced to readers
 // Times come from the server's TIME, so client clocks do not matter. Needs Redis >= 5 (writes
 // after TIME in a script).
 #pragma once
 
 namespace locksmith::strategies::redis_detail {
+
+// The queue of waiting writers (see P queue: N above). live_head drops the entries at the head
+// whose registration lapsed and returns the first live one: member, token, ttl, wake channel.
+// hand_over gives the lock to that waiter and wakes it alone. The next in line sleeps until a
+// retry at most a third of its own TTL away; when the new grant is shorter than that, it is told
+// the grant's TTL, so that it retries when a holder that died would lose the lock, not later.
+#define LOCKSMITH_REDIS_QUEUE                                                   \
+    "local function live_head(queue, wait)\n"                                   \
+    "  local now\n"                                                             \
+    "  while true do\n"                                                         \
+    "    local m = redis.call('ZRANGE', queue, 0, 0)[1]\n"                      \
+    "    if not m then return nil end\n"                                        \
+    "    local ttl, chan, tok = string.match(m, '^(%d+) (%S+) %S+ (.*)$')\n"    \
+    "    if tok then\n"                                                         \
+    "      now = now or server_ms()\n"                                          \
+    "      local lapse = redis.call('ZSCORE', wait, tok)\n"                     \
+    "      if lapse and tonumber(lapse) > now then return m, tok, ttl, chan end\n" \
+    "    end\n"                                                                 \
+    "    redis.call('ZREM', queue, m)\n"                                        \
+    "  end\n"                                                                   \
+    "end\n"                                                                     \
+    "local function hand_over(lock, queue, wait, m, tok, ttl, chan)\n"          \
+    "  redis.call('SET', lock, tok, 'PX', ttl)\n"                               \
+    "  redis.call('ZREM', queue, m)\n"                                          \
+    "  redis.call('ZREM', wait, tok)\n"                                         \
+    "  redis.call('PUBLISH', chan, m)\n"                                        \
+    "  local n = redis.call('ZRANGE', queue, 0, 0)[1]\n"                        \
+    "  local nttl, nchan = string.match(n or '', '^(%d+) (%S+) ')\n"           \
+    "  if nttl and tonumber(ttl) * 3 < tonumber(nttl) then\n"                   \
+    "    redis.call('PUBLISH', nchan, n .. ' next ' .. ttl)\n"                  \
+    "  end\n"                                                                   \
+    "end\n"
 
 // Shared prologue: the server's clock in ms, and the helper that aligns a reader set's expiry
 // with its latest reader. Both are functions, called only on the paths that need them: the
@@ -30,19 +70,30 @@ namespace locksmith::strategies::redis_detail {
     "  if top[2] then redis.call('PEXPIREAT', k, math.floor(tonumber(top[2]))) end\n" \
     "end\n"
 
-// KEYS: lock, fence, wait. ARGV: token, ttl ms, mode ("x" or "s"), wait ms (> 0: the caller
-// will wait; a writer then registers in the wait set), channel.
+// KEYS: lock, fence, wait, queue, readers. ARGV: token, ttl ms, mode ("x" or "s"), wait ms (> 0:
+// the caller will wait; a writer then registers in the wait set and the queue, a reader marks
+// the readers key), channel, queue member (a waiting writer's, else empty).
 // Returns {1, fence} for a new grant, {1, 0} when the owner already held it in that mode (the
-// TTL is renewed), {0, ms} when refused, ms being how long the obstacle may last at most
-// (-1 or -2: unknown or none).
-inline constexpr const char* acquire_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
-local lock, fence, wait = KEYS[1], KEYS[2], KEYS[3]
+// TTL is renewed; also how a waiter learns of a hand-over it has not read yet), {0, ms} when
+// refused, ms being how long the obstacle may last at most (-1 or -2: unknown or none).
+inline constexpr const char* acquire_script = LOCKSMITH_REDIS_PROLOGUE LOCKSMITH_REDIS_QUEUE R"lua(
+local lock, fence, wait, queue = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, ttl, mode, wait_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local member = ARGV[6]
 if mode == 'x' then
-  if redis.call('SET', lock, token, 'NX', 'PX', ttl) then
-    -- Only a waiting caller can have registered as a waiting writer.
-    if wait_ms > 0 then redis.call('ZREM', wait, token) end
-    return {1, redis.call('INCR', fence)}
+  -- First come, first served: while writers queue, a free name goes to the first of them only
+  -- (it is free with a queue when its holder expired instead of handing over). A held name,
+  -- the common case here, skips the queue's head.
+  if redis.call('EXISTS', lock) == 0 then
+    local _, first = live_head(queue, wait)
+    if (not first or first == token) and redis.call('SET', lock, token, 'NX', 'PX', ttl) then
+      -- Only a waiting caller can have registered as a waiting writer.
+      if wait_ms > 0 then
+        redis.call('ZREM', wait, token)
+        redis.call('ZREM', queue, member)
+      end
+      return {1, redis.call('INCR', fence)}
+    end
   end
   local kind = redis.call('TYPE', lock).ok
   if kind == 'string' then
@@ -53,31 +104,49 @@ if mode == 'x' then
   elseif kind == 'zset' then
     redis.call('ZREMRANGEBYSCORE', lock, '-inf', server_ms())
     local n = redis.call('ZCARD', lock)
-    if n == 0 or (n == 1 and redis.call('ZSCORE', lock, token)) then
-      -- free, or promotion of the sole reader
+    if (n == 0 and (not first or first == token)) or (n == 1 and redis.call('ZSCORE', lock, token)) then
+      -- free, or promotion of the sole reader (ahead of the queue, which waits for it anyway)
       redis.call('DEL', lock)
       redis.call('SET', lock, token, 'PX', ttl)
       redis.call('ZREM', wait, token)
+      redis.call('ZREM', queue, member)
       return {1, redis.call('INCR', fence)}
     end
   end
   local left = redis.call('PTTL', lock)
   if wait_ms > 0 then
     -- Registered until just after this waiter's next scheduled retry: a waiter that died
-    -- blocks new readers for at most the holders' TTL plus 2 s.
+    -- blocks new readers, and holds its place in the queue, for at most the holders' TTL plus
+    -- 2 s.
     local now = server_ms()
     local keep = math.min(wait_ms, math.max(left, 0) + 2000)
     redis.call('ZREMRANGEBYSCORE', wait, '-inf', now)
     redis.call('ZADD', wait, now + keep, token)
-    expire_at_latest(wait)
+    if not redis.call('ZSCORE', queue, member) then
+      local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+      redis.call('ZADD', queue, (tonumber(last) or 0) + 1, member)
+    end
+    -- Both last as long as the latest registration.
+    local latest = math.floor(tonumber(redis.call('ZRANGE', wait, -1, -1, 'WITHSCORES')[2]))
+    redis.call('PEXPIREAT', wait, latest)
+    redis.call('PEXPIREAT', queue, latest)
   end
   return {0, left}
 end
 -- shared
 local now = server_ms()
+-- A reader that will wait marks the name (P readers:N) for as long as it may sleep, plus 2 s:
+-- a release announces itself on the channel only while the mark is there.
+local function refused(left)
+  if wait_ms > 0 then
+    local keep = math.min(wait_ms, math.max(left, 0) + 2000)
+    if redis.call('PTTL', KEYS[5]) < keep then redis.call('SET', KEYS[5], 1, 'PX', keep) end
+  end
+  return {0, left}
+end
 local kind = redis.call('TYPE', lock).ok
 if kind == 'string' then
-  if redis.call('GET', lock) ~= token then return {0, redis.call('PTTL', lock)} end
+  if redis.call('GET', lock) ~= token then return refused(redis.call('PTTL', lock)) end
   -- demotion: the writer becomes the only reader; waiting readers may come in now
   redis.call('DEL', lock)
   redis.call('ZADD', lock, now + ttl, token)
@@ -90,7 +159,7 @@ local renewal = redis.call('ZSCORE', lock, token)
 if not renewal then
   redis.call('ZREMRANGEBYSCORE', wait, '-inf', now)
   if redis.call('ZCARD', wait) > 0 then
-    return {0, math.max(redis.call('PTTL', lock), redis.call('PTTL', wait))}
+    return refused(math.max(redis.call('PTTL', lock), redis.call('PTTL', wait)))
   end
 end
 redis.call('ZADD', lock, now + ttl, token)
@@ -120,13 +189,29 @@ end
 return 0
 )lua";
 
-// KEYS: lock, wait. ARGV: token, channel. Compare-and-delete, in either mode; also withdraws
-// the owner from the wait set. Publishes when the lock became free or the wait set shrank, so
-// that waiters retry. Returns 1 when a grant was released.
+// KEYS: lock, wait, queue, readers (the last two optional: the benchmarks' raw loop, which
+// never waits, sends the first two only). ARGV: token, channel. Compare-and-delete, in either
+// mode; also withdraws the owner from the wait set. A lock that becomes free goes to the first
+// live waiting writer (hand_over); without one, the release is published on the channel, so that
+// waiting readers retry (also when the wait set shrank). Returns 1 when a grant was released, 2
+// when it was handed over.
 inline constexpr const char* release_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
-local lock, wait, token = KEYS[1], KEYS[2], ARGV[1]
-if redis.pcall('GET', lock) == token then
-  -- The exclusive owner: it left the wait set when it was granted.
+local lock, wait, queue, token = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+-- The exclusive owner left the wait set when it was granted. With nobody waiting (one EXISTS
+-- for writers and readers), the common release is the plain compare-and-delete, nothing
+-- published (and the queue's functions not even defined: each costs the server at every call).
+local owner = redis.pcall('GET', lock) == token
+if owner and (not queue or redis.call('EXISTS', queue, KEYS[4]) == 0) then
+  redis.call('DEL', lock)
+  return 1
+end
+)lua" LOCKSMITH_REDIS_QUEUE R"lua(
+if owner then
+  local m, tok, ttl, chan = live_head(queue, wait)
+  if m then
+    hand_over(lock, queue, wait, m, tok, ttl, chan)
+    return 2
+  end
   redis.call('DEL', lock)
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1
@@ -136,7 +221,16 @@ if redis.call('TYPE', lock).ok == 'zset' then
   if redis.call('ZREM', lock, token) == 1 then
     released = 1
     redis.call('ZREMRANGEBYSCORE', lock, '-inf', server_ms())
-    if redis.call('ZCARD', lock) == 0 then freed = true else expire_at_latest(lock) end
+    if redis.call('ZCARD', lock) == 0 then
+      local head, tok, ttl, chan = live_head(queue, wait)
+      if head then
+        hand_over(lock, queue, wait, head, tok, ttl, chan)
+        return 2
+      end
+      freed = true
+    else
+      expire_at_latest(lock)
+    end
   end
 end
 if redis.call('ZREM', wait, token) == 1 then freed = true end
@@ -144,9 +238,12 @@ if freed then redis.call('PUBLISH', ARGV[2], 'released') end
 return released
 )lua";
 
-// KEYS: wait. ARGV: token, channel. A writer that stops waiting withdraws its registration and
-// lets blocked readers retry.
+// KEYS: wait, queue, lock. ARGV: token, channel, queue member. A writer that stops waiting
+// withdraws its registration and lets blocked readers retry. Returns 1 when the lock was handed
+// to this writer before it withdrew: the wait ended in a grant after all.
 inline constexpr const char* unwait_script = R"lua(
+if redis.pcall('GET', KEYS[3]) == ARGV[1] then return 1 end
+redis.call('ZREM', KEYS[2], ARGV[3])
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then redis.call('PUBLISH', ARGV[2], 'unwait') end
 return 0
 )lua";
@@ -190,6 +287,7 @@ if kind == 'none' then return {0, 0, -2} end
 return {3, 0, -1}
 )lua";
 
+#undef LOCKSMITH_REDIS_QUEUE
 #undef LOCKSMITH_REDIS_PROLOGUE
 
 }  // namespace locksmith::strategies::redis_detail

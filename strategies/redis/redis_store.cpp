@@ -2,6 +2,7 @@
 // (the registry entry's metadata is in redis_descriptor.cpp).
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -61,6 +62,13 @@ void check_ttl(milliseconds ttl) {
                                      std::to_string(ttl.count()) + " ms");
 }
 
+// What this process remembers of a key between calls: that its last release handed the lock to
+// a waiter. Its next wait then starts with the acquire script, which queues it: a plain SET NX
+// would only fail while others take turns, a round trip per grant for nothing.
+struct redis_key_state final : key_local_state {
+    bool others_wait = false;
+};
+
 class redis_store final : public store {
   public:
     explicit redis_store(redis_options options)
@@ -80,47 +88,49 @@ class redis_store final : public store {
   protected:
     bool do_try_acquire(key& k, lock_mode mode, milliseconds ttl) override {
         if (mode == lock_mode::exclusive && try_grant_exclusive(k, ttl)) return true;
-        return acquire(k, mode, ttl, 0).granted;
+        return acquire(k, mode, ttl, 0, {}).granted;
     }
 
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
-        if (mode == lock_mode::exclusive && try_grant_exclusive(k, ttl)) return true;
-        const std::string chan = name_of("chan:", k.resource());
-        std::unique_ptr<connection> subscriber;
+        if (mode == lock_mode::shared) return wait_shared(k, ttl, until);
+        const auto* known = k.local_state_of<redis_key_state>(instance_id());
+        if (!(known && known->others_wait) && try_grant_exclusive(k, ttl)) return true;
+        // A waiting writer queues (acquire script) and sleeps on its own wake channel until a
+        // release hands the lock over to it: first come, first served, and one wake-up per
+        // grant instead of every waiter retrying at every release.
+        std::unique_ptr<waker> w = take_waker();
+        const std::string member = std::to_string(ttl.count()) + " " + w->channel + " " +
+                                   std::to_string(++w->waits) + " " + k.token();
         for (;;) {
             auto now = clock::now();
-            // A writer registers as waiting so that new readers hold back; readers never do.
-            long long wait_ms = 0;
-            if (mode == lock_mode::exclusive)
-                wait_ms = std::max<long long>(1, ms_until(until, now));
+            const long long wait_ms = std::max<long long>(1, ms_until(until, now));
+            // The lifetime of a grant counts from here: a hand-over happens after this attempt
+            // (else the attempt itself would have reported the grant).
             k.set_attempt_started(now);
-            const outcome o = acquire(k, mode, ttl, wait_ms);
+            const outcome o = acquire(k, lock_mode::exclusive, ttl, wait_ms, member);
             if (o.granted) {
-                recycle(std::move(subscriber));
+                give_back(std::move(w));
                 return true;
             }
             now = clock::now();
             if (now >= until) {
-                recycle(std::move(subscriber));
-                if (mode == lock_mode::exclusive) withdraw(k, chan);
-                return false;
+                give_back(std::move(w));
+                return withdraw(k, member);
             }
-            if (!subscriber) {
-                // Subscribe, then try again at once: a release between the failed try and the
-                // subscription has published to nobody, but the retry sees its effect.
-                subscriber = subscribe(chan);
-                continue;
-            }
-            // Sleep until a release is announced, but no longer than the obstacle can last (the
-            // holder's TTL), so that a lost message or a dead holder costs only latency. An
+            // Sleep until the hand-over, but no longer than the obstacle can last (the holder's
+            // TTL) nor than a third of our TTL: the retry renews our registration (a waiter that
+            // stops renewing, i.e. died, loses its place) and the start of our lifetime. An
             // obstacle without a known end (a foreign key without TTL) is re-checked each second.
             milliseconds slice = o.value > 0 ? milliseconds(o.value + 1) : milliseconds(1000);
-            slice =
-                std::min<milliseconds>(slice, milliseconds(ms_until(until, now)) + milliseconds(1));
-            subscriber->read(std::max(slice, milliseconds(1)));
+            slice = std::min({slice, std::max(ttl / 3, milliseconds(1)),
+                              milliseconds(ms_until(until, now)) + milliseconds(1)});
+            if (handed_over(*w, member, now + slice)) {
+                k.set_fencing_token(std::nullopt);  // drawn on request, as for a SET NX grant
+                give_back(std::move(w));
+                return true;
+            }
         }
     }
-
     bool do_refresh(key& k, milliseconds ttl) override {
         check_ttl(ttl);
         auto c = pool_.take();
@@ -134,8 +144,18 @@ class redis_store final : public store {
         auto c = pool_.take();
         const auto lock = name_of("lock:", k.resource());
         const auto wait = name_of("wait:", k.resource());
+        const auto queue = name_of("queue:", k.resource());
+        const auto readers = name_of("readers:", k.resource());
         const auto chan = name_of("chan:", k.resource());
-        run(*c, release_id, {lock, wait}, {k.token(), chan});
+        auto r = run(*c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
+        const bool others_wait = integer_of(r.get()) == 2;
+        auto* known = k.local_state_of<redis_key_state>(instance_id());
+        if (others_wait && !known) {
+            auto fresh = std::make_unique<redis_key_state>();
+            known = fresh.get();
+            k.set_local_state(instance_id(), std::move(fresh));
+        }
+        if (known) known->others_wait = others_wait;
     }
 
     bool do_holds(const key& k) override {
@@ -188,6 +208,40 @@ class redis_store final : public store {
     }
 
   private:
+    // A reader waits on the name's channel and retries at every release (and lapse) announced
+    // there: readers are admitted together, so waking them all is what it takes. Its attempts
+    // mark the name as awaited by readers, else a release would announce nothing.
+    bool wait_shared(key& k, milliseconds ttl, deadline until) {
+        const std::string chan = name_of("chan:", k.resource());
+        std::unique_ptr<connection> subscriber;
+        for (;;) {
+            auto now = clock::now();
+            k.set_attempt_started(now);
+            const outcome o = acquire(k, lock_mode::shared, ttl,
+                                      std::max<long long>(1, ms_until(until, now)), {});
+            if (o.granted) {
+                recycle(std::move(subscriber));
+                return true;
+            }
+            now = clock::now();
+            if (now >= until) {
+                recycle(std::move(subscriber));
+                return false;
+            }
+            if (!subscriber) {
+                // Subscribe, then try again at once: a release between the failed try and the
+                // subscription has published to nobody, but the retry sees its effect.
+                subscriber = subscribe(chan);
+                continue;
+            }
+            // Sleep until a release is announced, but no longer than the obstacle can last.
+            milliseconds slice = o.value > 0 ? milliseconds(o.value + 1) : milliseconds(1000);
+            slice =
+                std::min<milliseconds>(slice, milliseconds(ms_until(until, now)) + milliseconds(1));
+            subscriber->read(std::max(slice, milliseconds(1)));
+        }
+    }
+
     struct outcome {
         bool granted;
         long long value;  // fence token (granted) or the obstacle's remaining ms (refused)
@@ -207,18 +261,22 @@ class redis_store final : public store {
         return out;
     }
 
-    outcome acquire(key& k, lock_mode mode, milliseconds ttl, long long wait_ms) {
+    // `member`: a waiting writer's queue entry (do_wait_acquire), else empty.
+    outcome acquire(key& k, lock_mode mode, milliseconds ttl, long long wait_ms,
+                    std::string_view member) {
         check_ttl(ttl);
         const auto lock = name_of("lock:", k.resource());
         const auto fence = name_of("fence:", k.resource());
         const auto wait = name_of("wait:", k.resource());
+        const auto queue = name_of("queue:", k.resource());
+        const auto readers = name_of("readers:", k.resource());
         const auto chan = name_of("chan:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         const auto wait_text = std::to_string(wait_ms);
         auto c = pool_.take();
-        auto r =
-            run(*c, acquire_id, {lock, fence, wait},
-                {k.token(), ttl_text, mode == lock_mode::exclusive ? "x" : "s", wait_text, chan});
+        auto r = run(*c, acquire_id, {lock, fence, wait, queue, readers},
+                     {k.token(), ttl_text, mode == lock_mode::exclusive ? "x" : "s", wait_text,
+                      chan, member});
         outcome o{integer_at(r.get(), 0) == 1, integer_at(r.get(), 1)};
         if (o.granted && o.value > 0) k.set_fencing_token(std::uint64_t(o.value));
         return o;
@@ -241,10 +299,72 @@ class redis_store final : public store {
         return true;
     }
 
-    void withdraw(key& k, const std::string& chan) {
+    // A writer that gives up waiting leaves the queue. True when the lock was handed over to
+    // it in the meantime: then it holds the lock, and the wait succeeded.
+    bool withdraw(key& k, const std::string& member) {
         auto c = pool_.take();
         const auto wait = name_of("wait:", k.resource());
-        run(*c, unwait_id, {wait}, {k.token(), chan});
+        const auto queue = name_of("queue:", k.resource());
+        const auto lock = name_of("lock:", k.resource());
+        const auto chan = name_of("chan:", k.resource());
+        auto r = run(*c, unwait_id, {wait, queue, lock}, {k.token(), chan, member});
+        if (integer_of(r.get()) != 1) return false;
+        k.set_fencing_token(std::nullopt);
+        return true;
+    }
+
+    // A connection subscribed, for as long as it lives, to a channel of its own, on which a
+    // release announces that it handed the lock over to the waiter that uses it.
+    struct waker {
+        std::unique_ptr<connection> subscriber;
+        std::string channel;
+        std::uint64_t waits = 0;  // numbers each wait, so that a late message is not mistaken
+    };
+
+    std::unique_ptr<waker> take_waker() {
+        {
+            std::lock_guard guard(subscribers_mutex_);
+            while (!idle_wakers_.empty()) {
+                auto w = std::move(idle_wakers_.back());
+                idle_wakers_.pop_back();
+                // Pending data on an idle subscriber is a hang-up or a late message: a fresh one is
+                // cheaper than telling them apart.
+                if (!w->subscriber->stale()) return w;
+            }
+        }
+        auto w = std::make_unique<waker>();
+        w->subscriber = std::make_unique<connection>(options_);
+        w->channel = "locksmith:wake:" + random_token();
+        subscribe_on(*w->subscriber, w->channel);
+        return w;
+    }
+
+    void give_back(std::unique_ptr<waker> w) noexcept {
+        if (w->subscriber->broken()) return;
+        std::lock_guard guard(subscribers_mutex_);
+        if (idle_wakers_.size() < options_.pool_size) idle_wakers_.push_back(std::move(w));
+    }
+
+    // Reads `w`'s channel until `until`: true once the message for `member` arrives (messages of
+    // earlier waits carry another wait number and are skipped). A message "<member> next <ms>"
+    // says that the lock went to the waiter ahead for ms, sooner than our retry: retry by then.
+    bool handed_over(waker& w, const std::string& member, clock::time_point until) {
+        const std::string next = member + " next ";
+        for (;;) {
+            const auto left = std::chrono::ceil<milliseconds>(until - clock::now());
+            if (left <= left.zero()) return false;
+            auto reply = w.subscriber->read(left);
+            if (!reply) return false;
+            if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+                reply->element[2]->type != REDIS_REPLY_STRING)
+                continue;
+            const std::string text(reply->element[2]->str, reply->element[2]->len);
+            if (text == member) return true;
+            if (text.rfind(next, 0) == 0) {
+                const milliseconds grant(std::atoll(text.c_str() + next.size()));
+                until = std::min(until, clock::now() + grant + milliseconds(1));
+            }
+        }
     }
 
     // A connection subscribed to `chan`: a recycled one when there is one, else a new one.
@@ -327,6 +447,8 @@ class redis_store final : public store {
     std::mutex subscribers_mutex_;
     // Subscriber connections between two waits; each has an UNSUBSCRIBE in flight.
     std::vector<std::unique_ptr<connection>> idle_subscribers_;
+    // Writers' wake connections between two waits, still subscribed.
+    std::vector<std::unique_ptr<waker>> idle_wakers_;
 };
 
 }  // namespace

@@ -73,6 +73,49 @@ double ms_since(clock_type::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
 
+constexpr auto must_happen = 60s;  // safety net only
+
+// How many writers wait in the queue of `name` (the store's P queue:N sorted set).
+long queue_length(const std::string& name) {
+    const auto o = options_for(endpoint(url_variable));
+    redisContext* c = redisConnect(o.endpoint.host.c_str(), o.endpoint.port);
+    if (c == nullptr || c->err) {
+        if (c) redisFree(c);
+        return -1;
+    }
+    const std::string queue = test_prefix() + "queue:" + name;
+    auto* r = static_cast<redisReply*>(redisCommand(c, "ZCARD %s", queue.c_str()));
+    const long n = r && r->type == REDIS_REPLY_INTEGER ? long(r->integer) : -1;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+// Whether readers have marked `name` as awaited (the store's P readers:N key).
+bool readers_wait(const std::string& name) {
+    const auto o = options_for(endpoint(url_variable));
+    redisContext* c = redisConnect(o.endpoint.host.c_str(), o.endpoint.port);
+    if (c == nullptr || c->err) {
+        if (c) redisFree(c);
+        return false;
+    }
+    const std::string mark = test_prefix() + "readers:" + name;
+    auto* r = static_cast<redisReply*>(redisCommand(c, "EXISTS %s", mark.c_str()));
+    const bool there = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return there;
+}
+
+bool eventually_queue_length(const std::string& name, long n) {
+    const auto until = clock_type::now() + must_happen;
+    while (clock_type::now() < until) {
+        if (queue_length(name) == n) return true;
+        std::this_thread::sleep_for(20ms);
+    }
+    return false;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(redis_server,
@@ -191,6 +234,129 @@ BOOST_AUTO_TEST_CASE(waiter_acquires_after_the_ttl_when_the_holder_dies) {
     BOOST_TEST(waiter.try_lock_for(10s));
     const double waited = ms_since(killed_at);
     BOOST_TEST_MESSAGE("acquired " << waited << " ms after the holder died (ttl 1500 ms)");
+}
+
+// Waiting writers are served first come, first served: each of 8 waiters is in the queue before
+// the next arrives, and the grants follow that order. The TTLs are long, so that a wake-up other
+// than the hand-over (a retry when the holder's TTL would end) cannot be what grants.
+BOOST_AUTO_TEST_CASE(waiters_are_granted_in_arrival_order) {
+    const std::string name = test::unique_resource("fifo");
+    const std::string url = endpoint(url_variable);
+    auto holder = make_lock(shared_store(), name, 300s);
+    BOOST_REQUIRE(holder.try_lock());
+    char path[] = "/tmp/locksmith-redis-fifo-XXXXXX";
+    const int fd = ::mkstemp(path);
+    BOOST_REQUIRE(fd >= 0);
+    ::close(fd);
+    std::vector<pid_t> children;
+    for (int i = 0; i < 8; ++i) {
+        children.push_back(test::fork_child(
+            [&, i] {
+                auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 300s);
+                if (!mine.try_lock_for(must_happen)) return 2;
+                std::ofstream(path, std::ios::app) << i << "\n";
+                mine.unlock();
+                return 0;
+            },
+            120s));
+        // The next waiter arrives only once this one is in the queue.
+        BOOST_REQUIRE(eventually_queue_length(name, i + 1));
+    }
+    holder.unlock();
+    for (auto pid : children) BOOST_TEST(test::wait_child(pid, 120s) == 0);
+    std::ifstream in(path);
+    std::vector<int> order;
+    for (int v; in >> v;) order.push_back(v);
+    ::unlink(path);
+    const std::vector<int> arrival = {0, 1, 2, 3, 4, 5, 6, 7};
+    BOOST_TEST(order == arrival, boost::test_tools::per_element());
+}
+
+// A reader waiting behind a writer is woken by the writer's release: the release announces
+// itself only while readers have marked the name, so the mark must be there. The writer's TTL is
+// long, so that only the announcement can end the wait in time.
+BOOST_AUTO_TEST_CASE(a_waiting_reader_wakes_on_the_writers_release) {
+    const std::string name = test::unique_resource("reader_wakes");
+    const std::string url = endpoint(url_variable);
+    auto writer = make_lock(shared_store(), name, 300s);
+    BOOST_REQUIRE(writer.try_lock());
+    // lock_shared(), not a timed wait: the deadline's last attempt would hide a missed wake-up.
+    const pid_t reader = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 30s);
+            mine.lock_shared();
+            mine.unlock_shared();
+            return 0;
+        },
+        120s);
+    const auto until = clock_type::now() + must_happen;
+    while (!readers_wait(name) && clock_type::now() < until) std::this_thread::sleep_for(20ms);
+    BOOST_REQUIRE(readers_wait(name));
+    writer.unlock();
+    BOOST_TEST(test::wait_child(reader, must_happen) == 0);
+}
+
+// A waiter killed while queued keeps its place only until its registration lapses (the holder's
+// TTL plus 2 s at most): the holder here dies too (its 1 s TTL runs out), and the waiter behind
+// the dead one gets the lock instead of waiting behind it for ever.
+BOOST_AUTO_TEST_CASE(a_waiter_killed_while_queued_does_not_hold_up_the_next) {
+    const std::string name = test::unique_resource("dead_waiter");
+    const std::string url = endpoint(url_variable);
+    auto holder = make_lock(shared_store(), name, 1s);
+    BOOST_REQUIRE(holder.try_lock());
+    const pid_t victim = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 300s);
+            mine.try_lock_for(must_happen);
+            return 0;
+        },
+        120s);
+    BOOST_REQUIRE(eventually_queue_length(name, 1));
+    ::kill(victim, SIGKILL);
+    BOOST_TEST(test::wait_child(victim, 10s) == 128 + SIGKILL);
+    // lock(), not try_lock_for(): a timed wait ends with one last plain attempt, which would
+    // take the free lock past the queue and hide a dead waiter that blocks it.
+    const pid_t waiter = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 30s);
+            mine.lock();
+            mine.unlock();
+            return 0;
+        },
+        120s);
+    BOOST_REQUIRE(eventually_queue_length(name, 2));  // behind the dead one
+    BOOST_TEST(test::wait_child(waiter, must_happen) == 0);
+}
+
+// A release hands the lock to the first live waiter even when it has just died (its
+// registration has not lapsed yet); that grant ends with the dead waiter's TTL, as any grant of
+// a holder that died, and then the next waiter gets the lock.
+BOOST_AUTO_TEST_CASE(a_lock_handed_to_a_waiter_that_died_is_reclaimed_after_its_ttl) {
+    const std::string name = test::unique_resource("handed_to_dead");
+    const std::string url = endpoint(url_variable);
+    auto holder = make_lock(shared_store(), name, 30s);
+    BOOST_REQUIRE(holder.try_lock());
+    const pid_t victim = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 2s);
+            mine.try_lock_for(must_happen);
+            return 0;
+        },
+        120s);
+    BOOST_REQUIRE(eventually_queue_length(name, 1));
+    ::kill(victim, SIGKILL);
+    BOOST_TEST(test::wait_child(victim, 10s) == 128 + SIGKILL);
+    auto waiter = make_lock(shared_store(), name, 30s);
+    auto waited = std::async(std::launch::async, [&] { return waiter.try_lock_for(must_happen); });
+    BOOST_REQUIRE(eventually_queue_length(name, 2));
+    holder.unlock();
+    // Handed to the dead waiter: it left the queue, the live one is still in it.
+    BOOST_TEST(queue_length(name) == 1);
+    auto probe = make_lock(shared_store(), name);
+    BOOST_TEST(!probe.try_lock());
+    BOOST_TEST(waited.get());
+    BOOST_TEST(waiter.is_acquired());
+    waiter.unlock();
 }
 
 BOOST_AUTO_TEST_CASE(fencing_tokens_increase_across_processes) {

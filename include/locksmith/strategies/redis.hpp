@@ -27,11 +27,18 @@
 //    `<prefix>wait:<name>` and, while it waits, no new reader is admitted (readers already
 //    holding may renew). A sole reader may promote; a writer may demote; a failed promotion
 //    keeps the read lock. Two readers that both wait to promote deadlock until their deadlines.
-//  - Waiting: a waiter subscribes to `<prefix>chan:<name>`, retries once (a release between its
-//    failed try and its subscription is not missed), then waits for the release message, at
-//    most until the holder's TTL would run out, so a lost message costs latency, not liveness.
-//    Each waiter uses one extra connection while it waits; up to pool_size of them are kept
-//    for later waits.
+//  - Waiting writers are served first come, first served: a writer that must wait enqueues
+//    itself in `<prefix>queue:<name>` and sleeps on a channel of its own; a release hands the
+//    lock straight to the first live waiter (sets the lock to its token, with its TTL) and wakes
+//    that waiter alone. A waiter renews its place at least every third of its TTL; one that died
+//    loses it when its registration lapses (the holder's TTL plus 2 s at most), and a grant
+//    handed to it just before ends with its TTL, as any grant of a holder that died. A name
+//    freed by an expiry (not a release) can go to a newcomer's plain attempt before the queue's
+//    first retries. Waiting readers mark `<prefix>readers:<name>`, subscribe to
+//    `<prefix>chan:<name>`, retry once, and retry at every release announced there. No wait
+//    outlasts the obstacle's TTL without a retry, so a lost message costs latency, not
+//    liveness. Each waiter uses one extra connection while it waits; up to pool_size of them
+//    are kept (writers' still subscribed) for later waits.
 //  - Names are binary-safe (any bytes, up to 1 MiB) and are used unhashed in the keys.
 //  - Needs Redis >= 5 (the scripts read the server's TIME before writing). Not for Redis
 //    Cluster (the scripts touch several keys) and not safe across an asynchronous replica
