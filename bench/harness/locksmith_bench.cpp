@@ -370,13 +370,14 @@ json raw_redis(double seconds) {
     // The same commands the strategy sends, with the same keys and arguments layout: SET NX PX
     // for the grant, the release script by EVALSHA.
     const std::string rel = script_sha(c, strategies::redis_detail::release_script);
-    const std::string lock = p + "lock", wait = p + "wait", chan = p + "chan";
+    const std::string lock = p + "lock", wait = p + "wait", queue = p + "queue",
+                      readers = p + "readers", chan = p + "chan";
     double same = rate(seconds / 2, [&] {
         freeReplyObject(
             must(c, redisCommand(c, "SET %s %s NX PX 30000", lock.c_str(), token.c_str())));
-        freeReplyObject(
-            must(c, redisCommand(c, "EVALSHA %s 2 %s %s %s %s", rel.c_str(), lock.c_str(),
-                                 wait.c_str(), token.c_str(), chan.c_str())));
+        freeReplyObject(must(c, redisCommand(c, "EVALSHA %s 4 %s %s %s %s %s %s", rel.c_str(),
+                                             lock.c_str(), wait.c_str(), queue.c_str(),
+                                             readers.c_str(), token.c_str(), chan.c_str())));
     });
     // The textbook pair: SET NX PX, then compare-and-delete.
     const std::string cad = script_sha(

@@ -101,14 +101,15 @@ double raw_same_scripts(redisContext* c, const std::string& prefix, int pairs) {
     const std::string release = load(c, strategies::redis_detail::release_script);
     const std::string token = random_token();
     const std::string lock = prefix + "lock:raw", wait = prefix + "wait:raw",
-                      queue = prefix + "queue:raw", chan = prefix + "chan:raw";
+                      queue = prefix + "queue:raw", readers = prefix + "readers:raw",
+                      chan = prefix + "chan:raw";
     auto start = steady::now();
     for (int i = 0; i < pairs; ++i) {
         freeReplyObject(
             must(c, redisCommand(c, "SET %s %s NX PX %s", lock.c_str(), token.c_str(), "30000")));
-        freeReplyObject(
-            must(c, redisCommand(c, "EVALSHA %s 3 %s %s %s %s %s", release.c_str(), lock.c_str(),
-                                 wait.c_str(), queue.c_str(), token.c_str(), chan.c_str())));
+        freeReplyObject(must(c, redisCommand(c, "EVALSHA %s 4 %s %s %s %s %s %s", release.c_str(),
+                                             lock.c_str(), wait.c_str(), queue.c_str(),
+                                             readers.c_str(), token.c_str(), chan.c_str())));
     }
     return pairs / seconds_since(start);
 }

@@ -29,31 +29,31 @@ namespace locksmith::strategies::redis_detail {
 // hand_over gives the lock to that waiter and wakes it alone. The next in line sleeps until a
 // retry at most a third of its own TTL away; when the new grant is shorter than that, it is told
 // the grant's TTL, so that it retries when a holder that died would lose the lock, not later.
-#define LOCKSMITH_REDIS_QUEUE                                                   \
-    "local function live_head(queue, wait)\n"                                   \
-    "  local now\n"                                                             \
-    "  while true do\n"                                                         \
-    "    local m = redis.call('ZRANGE', queue, 0, 0)[1]\n"                      \
-    "    if not m then return nil end\n"                                        \
-    "    local ttl, chan, tok = string.match(m, '^(%d+) (%S+) %S+ (.*)$')\n"    \
-    "    if tok then\n"                                                         \
-    "      now = now or server_ms()\n"                                          \
-    "      local lapse = redis.call('ZSCORE', wait, tok)\n"                     \
+#define LOCKSMITH_REDIS_QUEUE                                                      \
+    "local function live_head(queue, wait)\n"                                      \
+    "  local now\n"                                                                \
+    "  while true do\n"                                                            \
+    "    local m = redis.call('ZRANGE', queue, 0, 0)[1]\n"                         \
+    "    if not m then return nil end\n"                                           \
+    "    local ttl, chan, tok = string.match(m, '^(%d+) (%S+) %S+ (.*)$')\n"       \
+    "    if tok then\n"                                                            \
+    "      now = now or server_ms()\n"                                             \
+    "      local lapse = redis.call('ZSCORE', wait, tok)\n"                        \
     "      if lapse and tonumber(lapse) > now then return m, tok, ttl, chan end\n" \
-    "    end\n"                                                                 \
-    "    redis.call('ZREM', queue, m)\n"                                        \
-    "  end\n"                                                                   \
-    "end\n"                                                                     \
-    "local function hand_over(lock, queue, wait, m, tok, ttl, chan)\n"          \
-    "  redis.call('SET', lock, tok, 'PX', ttl)\n"                               \
-    "  redis.call('ZREM', queue, m)\n"                                          \
-    "  redis.call('ZREM', wait, tok)\n"                                         \
-    "  redis.call('PUBLISH', chan, m)\n"                                        \
-    "  local n = redis.call('ZRANGE', queue, 0, 0)[1]\n"                        \
-    "  local nttl, nchan = string.match(n or '', '^(%d+) (%S+) ')\n"           \
-    "  if nttl and tonumber(ttl) * 3 < tonumber(nttl) then\n"                   \
-    "    redis.call('PUBLISH', nchan, n .. ' next ' .. ttl)\n"                  \
-    "  end\n"                                                                   \
+    "    end\n"                                                                    \
+    "    redis.call('ZREM', queue, m)\n"                                           \
+    "  end\n"                                                                      \
+    "end\n"                                                                        \
+    "local function hand_over(lock, queue, wait, m, tok, ttl, chan)\n"             \
+    "  redis.call('SET', lock, tok, 'PX', ttl)\n"                                  \
+    "  redis.call('ZREM', queue, m)\n"                                             \
+    "  redis.call('ZREM', wait, tok)\n"                                            \
+    "  redis.call('PUBLISH', chan, m)\n"                                           \
+    "  local n = redis.call('ZRANGE', queue, 0, 0)[1]\n"                           \
+    "  local nttl, nchan = string.match(n or '', '^(%d+) (%S+) ')\n"               \
+    "  if nttl and tonumber(ttl) * 3 < tonumber(nttl) then\n"                      \
+    "    redis.call('PUBLISH', nchan, n .. ' next ' .. ttl)\n"                     \
+    "  end\n"                                                                      \
     "end\n"
 
 // Shared prologue: the server's clock in ms, and the helper that aligns a reader set's expiry
