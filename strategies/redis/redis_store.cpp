@@ -334,7 +334,7 @@ class redis_store final : public store {
         }
         auto w = std::make_unique<waker>();
         w->subscriber = std::make_unique<connection>(options_);
-        w->channel = "locksmith:wake:" + random_token();
+        w->channel = options_.key_prefix + "wake:" + random_token();  // under the prefix, for ACLs
         subscribe_on(*w->subscriber, w->channel);
         return w;
     }
