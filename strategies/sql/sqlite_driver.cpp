@@ -40,7 +40,7 @@ error_kind sqlite_kind(int rc) {
 }
 
 // Waits for another connection's write lock until the statement's timeout, retrying every 50 µs
-// at first, growing to 2 ms. SQLite's own busy timeout sleeps 1, 2, 5, 10 ... 100 ms between
+// at first, growing to 1.6 ms. SQLite's own busy timeout sleeps 1, 2, 5, 10 ... 100 ms between
 // tries: a grant waiting behind another process's statement (tens of µs) slept through hundreds
 // of them, and the process that had just released took the lock again and again (benchmark
 // fairness 0.005: one process starved).
