@@ -296,6 +296,16 @@ json raw_semaphore(double seconds) {
     return {{"raw", r}, {"raw_what", "semop(-1, SEM_UNDO) + semop(+1, SEM_UNDO)"}};
 }
 
+// The shm strategy's mutex as its raw baseline: robust, process-shared, error-checking.
+void init_raw_mutex(pthread_mutex_t* m) {
+    pthread_mutexattr_t a;
+    ::pthread_mutexattr_init(&a);
+    ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    ::pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+    ::pthread_mutex_init(m, &a);
+}
+
 json raw_shm(double seconds) {
     const std::string name = "/locksmith-bench-raw-" + std::to_string(::getpid());
     int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -304,12 +314,7 @@ json raw_shm(double seconds) {
     ::close(fd);
     ::shm_unlink(name.c_str());
     auto* m = static_cast<pthread_mutex_t*>(p);
-    pthread_mutexattr_t a;
-    ::pthread_mutexattr_init(&a);
-    ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    ::pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-    ::pthread_mutex_init(m, &a);
+    init_raw_mutex(m);
     double r = rate(seconds, [&] {
         ::pthread_mutex_lock(m);
         ::pthread_mutex_unlock(m);
@@ -1146,12 +1151,7 @@ std::vector<std::int64_t> contend_raw(int procs, double seconds) {
         void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) die("mmap");
         auto* m = static_cast<pthread_mutex_t*>(p);
-        pthread_mutexattr_t a;
-        ::pthread_mutexattr_init(&a);
-        ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-        ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-        ::pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-        ::pthread_mutex_init(m, &a);
+        init_raw_mutex(m);
         auto c = contend_with(procs, seconds, [m](int) {
             return [m] {
                 ::pthread_mutex_lock(m);
