@@ -7,7 +7,7 @@ the charts and bench/README.md. Called by bench/run.sh (which builds and starts 
 Standard library only. Fails (exit 1) on errors of the programs it runs, never on figures.
 """
 import argparse, atexit, datetime, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
-import urllib.parse, urllib.request
+import re, urllib.parse, urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -51,12 +51,14 @@ MODES = {
     "quick": dict(runs=5, s1=0.25, s2=0.48, s3=0.4, s4=0.3, locks=1000, ttl_ms=1000, trials=5,
                   s6_runs=1, peer_pairs_remote=700, peer_pairs_local=4000, tooz_pairs=300,
                   cli_runs=100, database_runs=3, sqlite_pairs=20, database_peer_pairs=200,
-                  consensus_peer_pairs=150, etcd_s1=0.3, etcd_runs=3, hold_us=[], hold_runs=0),
+                  consensus_peer_pairs=150, etcd_s1=0.3, etcd_runs=3, hold_us=[], hold_runs=0,
+                  placement_rounds=1, placement_seconds=0.8, placement=["redis", "shm"]),
     "full": dict(runs=7, s1=1.0, s2=4.0, s3=2.0, s4=2.0, locks=10000, ttl_ms=2000, trials=5,
                  s6_runs=2, peer_pairs_remote=5000, peer_pairs_local=50000, tooz_pairs=2000,
                  cli_runs=1000, database_runs=7, sqlite_pairs=200, database_peer_pairs=2000,
                  consensus_peer_pairs=2000, etcd_s1=2.0, etcd_runs=7, hold_us=[10, 1000],
-                 hold_runs=3),
+                 hold_runs=3, placement_rounds=2, placement_seconds=8,
+                 placement=["redis", "memcached", "etcd", "file", "semaphore", "shm"]),
 }
 
 # Symfony stores measured under contention too (scenario 2's hold runs): processes on one name.
@@ -338,6 +340,31 @@ def main():
                 for _ in range(m["s6_runs"])]
         result["strategies"][s]["6"] = aggregate_runs(runs)
     log(f"scenario 6 done ({time.time() - t_start:.0f} s)")
+
+    # Scenario 2 again with the processes and the server pinned (bench/placement.sh): does a
+    # contended figure fall because of the library, or because clients, server and waiters share
+    # two CPUs? (Quick mode: two strategies, briefly, so that the script keeps working.)
+    placed = [s for s in m["placement"] if s in strategies]
+    if placed:
+        p = subprocess.run([os.path.join(BENCH, "placement.sh"), "--rounds",
+                            str(m["placement_rounds"]), "--seconds", str(m["placement_seconds"])]
+                           + placed, capture_output=True, text=True, timeout=3600,
+                           env=dict(env, LOCKSMITH_BENCH_BUILD=args.build))
+        if p.returncode != 0:
+            raise RuntimeError(f"bench/placement.sh failed: {p.stderr[-800:]}")
+        for line in p.stderr.splitlines():
+            if skip := re.match(r"placement: (\S+) skipped: (.*)", line):
+                result["skipped"][f"placement-{skip[1]}"] = skip[2]
+        runs = {}
+        for line in p.stdout.splitlines():
+            placement, strategy, procs, ours, raw = (line.split("\t") + [""])[:5]
+            cell = runs.setdefault(strategy, {}).setdefault(placement, {})
+            cell.setdefault(f"one_name_p{procs}", []).append(float(ours))
+            if raw:
+                cell.setdefault(f"raw_one_name_p{procs}", []).append(float(raw))
+        result["placement"] = {s: {pl: {k: agg(v) for k, v in cells.items()}
+                                   for pl, cells in by.items()} for s, by in runs.items()}
+        log(f"placement done ({time.time() - t_start:.0f} s)")
 
     # CLI: `locksmith run -n` beside flock(1), through bench/cli's spawn_bench.
     spawn = os.path.join(args.build, "bench", "cli", "cli_spawn_bench")
