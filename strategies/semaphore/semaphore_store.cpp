@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -141,23 +142,59 @@ std::pair<int, std::uint32_t> open_set(key_t key, std::uint32_t wanted, std::uin
                             hex_key(key) + "`");
 }
 
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// A waiter retries without sleeping (IPC_NOWAIT, a short pause between tries) before it queues
+// in the kernel, because the kernel completes a sleeping waiter's semop inside the releaser's
+// (FIFO): once a waiter sleeps, every grant costs a context switch, and with short holds two
+// processes on one name made 40-80 k grants/s instead of 1.2 M (bench/harness/analysis.md). A
+// waiter that gets the semaphore while retrying costs none. When retrying fails, the semaphore's
+// releases are going to waiters already asleep (more waiters than CPUs), and the tries only take
+// CPU from the holder: the number of tries halves at each failure and doubles at each success,
+// between these bounds. A waiter that fails every try still queues after them, so the kernel's
+// queue keeps anyone from starving.
+constexpr int max_spin_tries = 64;
+constexpr int min_spin_tries = 2;
+constexpr int pauses_per_try = 32;
+
 // Takes semaphore `index` of `semid` for this process (SEM_UNDO gives it back if we die).
-// Returns 0, EAGAIN (busy or timed out) or the errno of a failure.
-int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until) {
+// Returns 0, EAGAIN (busy or timed out) or the errno of a failure. A waiting call first retries
+// `spin_tries` times without sleeping, and updates that number for the next call.
+int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until, int& spin_tries) {
+    const sembuf take{static_cast<unsigned short>(index), -1, SEM_UNDO};
+    sembuf take_now = take;
+    take_now.sem_flg |= IPC_NOWAIT;
+    if (try_only) {
+        while (::semop(semid, &take_now, 1) != 0)
+            if (errno != EINTR) return errno;
+        return 0;
+    }
+    for (int i = 0; i < spin_tries; ++i) {
+        if (::semop(semid, &take_now, 1) == 0) {
+            spin_tries = std::min(max_spin_tries, spin_tries * 2);
+            return 0;
+        }
+        if (errno != EAGAIN && errno != EINTR) return errno;
+        if (until != deadline::max() && deadline::clock::now() >= until) return EAGAIN;
+        for (int p = 0; p < pauses_per_try; ++p) cpu_relax();
+    }
+    spin_tries = std::max(min_spin_tries, spin_tries / 2);
     for (;;) {
-        sembuf op{static_cast<unsigned short>(index), -1, SEM_UNDO};
+        sembuf op = take;
         int rc;
-        if (try_only) {
-            op.sem_flg |= IPC_NOWAIT;
-            rc = ::semop(semid, &op, 1);
-        } else if (until == deadline::max()) {
+        if (until == deadline::max()) {
             rc = ::semop(semid, &op, 1);
         } else {
             // semtimedop takes a relative timeout; recomputed after every EINTR.
             auto left = until - deadline::clock::now();
             if (left <= deadline::duration::zero()) {
-                op.sem_flg |= IPC_NOWAIT;
-                rc = ::semop(semid, &op, 1);
+                rc = ::semop(semid, &take_now, 1);
             } else {
                 auto secs = std::chrono::duration_cast<std::chrono::seconds>(left);
                 timespec ts{};
@@ -270,8 +307,9 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
                 s.acquiring = true;
                 const int semid = semid_;
                 const std::uint64_t epoch = epoch_;
+                int spin_tries = s.spin_tries;
                 lock.unlock();
-                const int rc = kernel_acquire(semid, index, try_only, until);
+                const int rc = kernel_acquire(semid, index, try_only, until, spin_tries);
                 lock.lock();
                 if (epoch != epoch_) {
                     // The set was found removed by another thread meanwhile.
@@ -280,6 +318,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
                 }
                 slot& t = slot_of(st, index);
                 t.acquiring = false;
+                t.spin_tries = spin_tries;
                 cv_.notify_all();
                 if (rc == 0) {
                     t.kernel_held = true;
@@ -363,9 +402,10 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
 
   private:
     struct slot {
-        int users = 0;             // this process's owners sharing the kernel grant
-        bool kernel_held = false;  // this process holds the kernel semaphore
-        bool acquiring = false;    // a thread of this process waits for it in the kernel
+        int users = 0;                    // this process's owners sharing the kernel grant
+        bool kernel_held = false;         // this process holds the kernel semaphore
+        bool acquiring = false;           // a thread of this process waits for it in the kernel
+        int spin_tries = max_spin_tries;  // for kernel_acquire
     };
 
     // Waits on the condition variable. Returns false when the wait is over (no wait allowed, or

@@ -162,6 +162,31 @@ BOOST_FIXTURE_TEST_CASE(timed_wait_gets_the_lock_when_another_process_releases, 
     BOOST_TEST(wait_child(holder) == 0);
 }
 
+// A waiter retries for a few microseconds before it sleeps (kernel_acquire), but it must then
+// queue in the kernel: that queue is what keeps a waiter from starving while others take turns.
+BOOST_FIXTURE_TEST_CASE(a_waiter_queues_in_the_kernel_after_its_first_tries, set_fixture) {
+    semaphores = 1;  // the waiter's semaphore is number 0
+    auto s = make();
+    auto lock = make_lock(s, "queued");
+    BOOST_REQUIRE(lock.try_lock());
+    byte_pipe started;
+    pid_t waiter = fork_child([&] {
+        auto lock = make_lock(make(), "queued");
+        started.put('w');
+        lock.lock();
+        return 0;
+    });
+    started.close_write();
+    BOOST_REQUIRE(started.get(30s));
+    const int id = ::semget(key, 0, 0);
+    const auto give_up = std::chrono::steady_clock::now() + 5s;
+    while (::semctl(id, 0, GETNCNT) < 1 && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(1ms);
+    BOOST_TEST(::semctl(id, 0, GETNCNT) == 1, "the waiter never slept in the kernel's queue");
+    lock.unlock();
+    BOOST_TEST(wait_child(waiter, 30s) == 0);
+}
+
 BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture) {
     semaphores = 1;  // the waiter's semaphore is number 0
     auto s = make();
