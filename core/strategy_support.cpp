@@ -420,4 +420,14 @@ tcp_connection_attempt connect_tcp(const std::string& host, int port,
     return out;
 }
 
+void brief_retries::pause() noexcept {
+    for (int i = 0; i < 32; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        asm volatile("yield");
+#endif
+    }
+}
+
 }  // namespace locksmith

@@ -64,6 +64,7 @@ struct file_owner_state final : key_local_state {
     bool checked = false;                   // the file passed lock_directory::refusal
     unsigned char* retired_mark = nullptr;  // its first byte, mapped; null when not mapped
     std::optional<lock_mode> held;
+    brief_retries retries;  // before a blocking flock sleeps
 
     ~file_owner_state() override { close_and_clean(); }
 
@@ -254,7 +255,7 @@ class file_store final : public store {
         // after a few rounds (contention).
         for (int round = 0; (op & LOCK_NB) == 0 || round < 16; ++round) {
             if (state.fd < 0) open_file(state);
-            if (!flock_retrying(state.fd, op)) return false;
+            if (!flock_trying_first(state, op)) return false;
             if (check_grant(state)) {
                 state.held = mode;
                 return true;
@@ -283,6 +284,18 @@ class file_store final : public store {
                             std::string(to_string(previous)) + " to " +
                             std::string(to_string(mode)) +
                             " failed and the lock was lost (flock(2) does not convert atomically)");
+    }
+
+    // flock_retrying, but a blocking `op` first tries a few times without sleeping: a release
+    // wakes every sleeper, and each wake-up is a context switch (brief_retries).
+    static bool flock_trying_first(file_owner_state& state, int op) {
+        if ((op & LOCK_NB) == 0) {
+            const int rc = state.retries.run(
+                [&] { return ::flock(state.fd, op | LOCK_NB) == 0 ? 0 : errno; }, deadline::max());
+            if (rc == 0) return true;
+            if (rc != EAGAIN) throw_errno(strategy_name, "flock", rc);
+        }
+        return flock_retrying(state.fd, op);
     }
 
     // true when granted, false on contention; retries EINTR; throws other errors.

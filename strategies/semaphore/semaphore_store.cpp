@@ -17,7 +17,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -142,49 +141,22 @@ std::pair<int, std::uint32_t> open_set(key_t key, std::uint32_t wanted, std::uin
                             hex_key(key) + "`");
 }
 
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
-// A waiter retries without sleeping (IPC_NOWAIT, a short pause between tries) before it queues
-// in the kernel, because the kernel completes a sleeping waiter's semop inside the releaser's
-// (FIFO): once a waiter sleeps, every grant costs a context switch, and with short holds two
-// processes on one name made 40-80 k grants/s instead of 1.2 M (bench/harness/analysis.md). A
-// waiter that gets the semaphore while retrying costs none. When retrying fails, the semaphore's
-// releases are going to waiters already asleep (more waiters than CPUs), and the tries only take
-// CPU from the holder: the number of tries halves at each failure and doubles at each success,
-// between these bounds. A waiter that fails every try still queues after them, so the kernel's
-// queue keeps anyone from starving.
-constexpr int max_spin_tries = 64;
-constexpr int min_spin_tries = 2;
-constexpr int pauses_per_try = 32;
-
 // Takes semaphore `index` of `semid` for this process (SEM_UNDO gives it back if we die).
-// Returns 0, EAGAIN (busy or timed out) or the errno of a failure. A waiting call first retries
-// `spin_tries` times without sleeping, and updates that number for the next call.
-int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until, int& spin_tries) {
+// Returns 0, EAGAIN (busy or timed out) or the errno of a failure. A wait first tries a few
+// times without sleeping (`retries`): the kernel hands each release to its oldest sleeper.
+int kernel_acquire(int semid, std::uint32_t index, bool try_only, deadline until,
+                   brief_retries& retries) {
     const sembuf take{static_cast<unsigned short>(index), -1, SEM_UNDO};
     sembuf take_now = take;
     take_now.sem_flg |= IPC_NOWAIT;
+    auto try_now = [&] { return ::semop(semid, &take_now, 1) == 0 ? 0 : errno; };
     if (try_only) {
-        while (::semop(semid, &take_now, 1) != 0)
-            if (errno != EINTR) return errno;
-        return 0;
-    }
-    for (int i = 0; i < spin_tries; ++i) {
-        if (::semop(semid, &take_now, 1) == 0) {
-            spin_tries = std::min(max_spin_tries, spin_tries * 2);
-            return 0;
+        int rc;
+        while ((rc = try_now()) == EINTR) {
         }
-        if (errno != EAGAIN && errno != EINTR) return errno;
-        if (until != deadline::max() && deadline::clock::now() >= until) return EAGAIN;
-        for (int p = 0; p < pauses_per_try; ++p) cpu_relax();
+        return rc;
     }
-    spin_tries = std::max(min_spin_tries, spin_tries / 2);
+    if (const int rc = retries.run(try_now, until); rc != EAGAIN) return rc;
     for (;;) {
         sembuf op = take;
         int rc;
@@ -307,9 +279,9 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
                 s.acquiring = true;
                 const int semid = semid_;
                 const std::uint64_t epoch = epoch_;
-                int spin_tries = s.spin_tries;
+                brief_retries retries = s.retries;
                 lock.unlock();
-                const int rc = kernel_acquire(semid, index, try_only, until, spin_tries);
+                const int rc = kernel_acquire(semid, index, try_only, until, retries);
                 lock.lock();
                 if (epoch != epoch_) {
                     // The set was found removed by another thread meanwhile.
@@ -318,7 +290,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
                 }
                 slot& t = slot_of(st, index);
                 t.acquiring = false;
-                t.spin_tries = spin_tries;
+                t.retries = retries;
                 cv_.notify_all();
                 if (rc == 0) {
                     t.kernel_held = true;
@@ -402,10 +374,10 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
 
   private:
     struct slot {
-        int users = 0;                    // this process's owners sharing the kernel grant
-        bool kernel_held = false;         // this process holds the kernel semaphore
-        bool acquiring = false;           // a thread of this process waits for it in the kernel
-        int spin_tries = max_spin_tries;  // for kernel_acquire
+        int users = 0;             // this process's owners sharing the kernel grant
+        bool kernel_held = false;  // this process holds the kernel semaphore
+        bool acquiring = false;    // a thread of this process waits for it in the kernel
+        brief_retries retries;     // this process's tries before it sleeps in the kernel
     };
 
     // Waits on the condition variable. Returns false when the wait is over (no wait allowed, or

@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
@@ -211,4 +212,36 @@ BOOST_FIXTURE_TEST_CASE(a_file_of_another_user_is_refused, dir_fixture) {
     { std::ofstream(path("foreign")) << ""; }
     BOOST_REQUIRE(::chown(path("foreign").c_str(), 65534, 65534) == 0);
     BOOST_CHECK_THROW((void)make_lock(make(), "foreign").try_lock(), backend_error);
+}
+
+// A blocking waiter tries a few times without sleeping (brief_retries), but must then sleep in
+// flock(2), where the kernel wakes it at the release: /proc/locks lists it as blocked ("->").
+BOOST_FIXTURE_TEST_CASE(a_waiter_sleeps_in_flock_after_its_first_tries, dir_fixture) {
+    auto s = make();
+    auto lock = make_lock(s, "queued");
+    BOOST_REQUIRE(lock.try_lock());
+    byte_pipe started;
+    pid_t waiter = fork_child([&] {
+        auto lock = make_lock(make(), "queued");
+        started.put('w');
+        lock.lock();
+        return 0;
+    });
+    started.close_write();
+    BOOST_REQUIRE(started.get(30s));
+    auto blocked_in_flock = [&] {
+        std::ifstream locks("/proc/locks");
+        std::string line;
+        while (std::getline(locks, line))
+            if (line.find("-> FLOCK") != std::string::npos &&
+                line.find(" " + std::to_string(waiter) + " ") != std::string::npos)
+                return true;
+        return false;
+    };
+    const auto give_up = std::chrono::steady_clock::now() + 5s;
+    while (!blocked_in_flock() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(1ms);
+    BOOST_TEST(blocked_in_flock(), "the waiter never slept in flock(2)");
+    lock.unlock();
+    BOOST_TEST(wait_child(waiter, 30s) == 0);
 }

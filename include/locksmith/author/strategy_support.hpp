@@ -14,10 +14,12 @@
 //   scrub_secret                  a message with a password replaced by "***"
 //   socket_closed_by_peer         whether the server closed an idle connection
 //   connect_tcp                   a TCP connection within a deadline, every address in turn
+//   brief_retries                 a few quick tries before a waiter sleeps in the kernel
 #pragma once
 
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -197,5 +199,47 @@ struct tcp_connection_attempt {
 };
 tcp_connection_attempt connect_tcp(const std::string& host, int port,
                                    std::chrono::steady_clock::time_point until);
+
+// For strategies that wait in the kernel (flock, System V semaphores): a few tries without
+// sleeping before the blocking call. Once a waiter sleeps, each grant costs waking it, a context
+// switch that may cross CPUs: the kernel hands a semaphore's release to its oldest sleeper, and
+// flock wakes its sleepers to compete; with short holds that turned two processes on one name
+// into a twentieth of one (bench/harness/analysis.md). A waiter that gets the lock while
+// retrying costs none. Tries that fail (more waiters than CPUs, or long holds) only take CPU
+// from the holder, so the number of tries halves after a round without success and doubles
+// after a success, between min_tries and max_tries; one object per waiter (not thread-safe).
+class brief_retries {
+  public:
+    static constexpr int max_tries = 64;
+    static constexpr int min_tries = 2;
+
+    // Calls `attempt` (returns 0 when granted, EAGAIN, EWOULDBLOCK or EINTR when the lock is
+    // busy, another errno on failure) up to the current number of tries, pausing a few hundred
+    // nanoseconds between tries, and not past `until`. Returns 0, the failure's errno, or EAGAIN
+    // when the lock stayed busy: then the caller sleeps in the kernel.
+    template <class Attempt>
+    int run(Attempt&& attempt, std::chrono::steady_clock::time_point until) {
+        for (int i = 0; i < tries_; ++i) {
+            const int rc = attempt();
+            if (rc == 0) {
+                tries_ = tries_ * 2 < max_tries ? tries_ * 2 : max_tries;
+                return 0;
+            }
+            if (rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR) return rc;
+            if (until != std::chrono::steady_clock::time_point::max() &&
+                std::chrono::steady_clock::now() >= until)
+                return EAGAIN;
+            pause();
+        }
+        tries_ = tries_ / 2 > min_tries ? tries_ / 2 : min_tries;
+        return EAGAIN;
+    }
+
+    int tries() const noexcept { return tries_; }
+
+  private:
+    static void pause() noexcept;
+    int tries_ = max_tries;
+};
 
 }  // namespace locksmith
