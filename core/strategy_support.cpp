@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -420,7 +421,11 @@ tcp_connection_attempt connect_tcp(const std::string& host, int port,
     return out;
 }
 
-void brief_retries::pause() noexcept {
+void brief_retries::wait_before_next_try(bool pause) noexcept {
+    if (!pause) {
+        ::sched_yield();
+        return;
+    }
     for (int i = 0; i < 32; ++i) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();

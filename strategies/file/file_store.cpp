@@ -64,7 +64,9 @@ struct file_owner_state final : key_local_state {
     bool checked = false;                   // the file passed lock_directory::refusal
     unsigned char* retired_mark = nullptr;  // its first byte, mapped; null when not mapped
     std::optional<lock_mode> held;
-    brief_retries retries;  // before a blocking flock sleeps
+    // Before a blocking flock sleeps: few, since a release wakes sleepers to compete (not
+    // FIFO), so a sleeper costs one wake-up and not every grant after it.
+    brief_retries retries{16, 16};
 
     ~file_owner_state() override { close_and_clean(); }
 

@@ -377,7 +377,9 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
         int users = 0;             // this process's owners sharing the kernel grant
         bool kernel_held = false;  // this process holds the kernel semaphore
         bool acquiring = false;    // a thread of this process waits for it in the kernel
-        brief_retries retries;     // this process's tries before it sleeps in the kernel
+        // This process's tries before it sleeps in the kernel: many, yielding after the first
+        // few, because a sleeper gets every release (FIFO) and each is a context switch.
+        brief_retries retries{64, 8};
     };
 
     // Waits on the condition variable. Returns false when the wait is over (no wait allowed, or

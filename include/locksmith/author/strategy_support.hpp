@@ -205,31 +205,35 @@ tcp_connection_attempt connect_tcp(const std::string& host, int port,
 // switch that may cross CPUs: the kernel hands a semaphore's release to its oldest sleeper, and
 // flock wakes its sleepers to compete; with short holds that turned two processes on one name
 // into a twentieth of one (bench/harness/analysis.md). A waiter that gets the lock while
-// retrying costs none. Tries that fail (more waiters than CPUs, or long holds) only take CPU
-// from the holder, so the number of tries halves after a round without success and doubles
-// after a success, between min_tries and max_tries; one object per waiter (not thread-safe).
+// retrying costs none. Tries that fail (long holds) only take CPU from others, so the number of
+// tries halves after a round without success and doubles after a success, between 2 and
+// `max_tries`. The first `pausing_tries` tries of a round pause a few hundred nanoseconds; later
+// ones yield the CPU, so that a holder preempted by the waiter (more waiters than CPUs) runs on.
+// One object per waiter (not thread-safe).
 class brief_retries {
   public:
-    static constexpr int max_tries = 64;
     static constexpr int min_tries = 2;
 
+    constexpr brief_retries(int max_tries, int pausing_tries) noexcept
+        : max_tries_(max_tries), pausing_tries_(pausing_tries), tries_(max_tries) {}
+
     // Calls `attempt` (returns 0 when granted, EAGAIN, EWOULDBLOCK or EINTR when the lock is
-    // busy, another errno on failure) up to the current number of tries, pausing a few hundred
-    // nanoseconds between tries, and not past `until`. Returns 0, the failure's errno, or EAGAIN
-    // when the lock stayed busy: then the caller sleeps in the kernel.
+    // busy, another errno on failure) up to the current number of tries, and not past `until`.
+    // Returns 0, the failure's errno, or EAGAIN when the lock stayed busy: then the caller
+    // sleeps in the kernel.
     template <class Attempt>
     int run(Attempt&& attempt, std::chrono::steady_clock::time_point until) {
         for (int i = 0; i < tries_; ++i) {
             const int rc = attempt();
             if (rc == 0) {
-                tries_ = tries_ * 2 < max_tries ? tries_ * 2 : max_tries;
+                tries_ = tries_ * 2 < max_tries_ ? tries_ * 2 : max_tries_;
                 return 0;
             }
             if (rc != EAGAIN && rc != EWOULDBLOCK && rc != EINTR) return rc;
             if (until != std::chrono::steady_clock::time_point::max() &&
                 std::chrono::steady_clock::now() >= until)
                 return EAGAIN;
-            pause();
+            wait_before_next_try(i < pausing_tries_);
         }
         tries_ = tries_ / 2 > min_tries ? tries_ / 2 : min_tries;
         return EAGAIN;
@@ -238,8 +242,10 @@ class brief_retries {
     int tries() const noexcept { return tries_; }
 
   private:
-    static void pause() noexcept;
-    int tries_ = max_tries;
+    static void wait_before_next_try(bool pause) noexcept;
+    int max_tries_;
+    int pausing_tries_;
+    int tries_;
 };
 
 }  // namespace locksmith
