@@ -54,12 +54,23 @@ server_of() {
   esac
 }
 
+# Child PIDs of $1, from /proc (procps may be missing).
+children_of() {
+  local parent=$1 stat line fields
+  for stat in /proc/[0-9]*/stat; do
+    read -r line <"$stat" 2>/dev/null || continue
+    read -r -a fields <<<"${line##*) }"  # state, ppid, ... (the name before ") " may hold spaces)
+    [[ ${fields[1]} == "$parent" ]] && { stat=${stat#/proc/}; echo "${stat%/stat}"; }
+  done
+  return 0
+}
+
 # Pins every thread of the server and of its children (PostgreSQL forks a backend per
 # connection: pinning the postmaster covers the connections opened afterwards).
 pin_server() {
   local pid=$1 cpus=$2 child
   taskset -a -pc "$cpus" "$pid" >/dev/null
-  for child in $(pgrep -P "$pid" || true); do taskset -a -pc "$cpus" "$child" >/dev/null; done
+  for child in $(children_of "$pid"); do taskset -a -pc "$cpus" "$child" >/dev/null 2>&1 || true; done
 }
 
 all_cpus=0-$(($(nproc) - 1))

@@ -207,9 +207,9 @@ tcp_connection_attempt connect_tcp(const std::string& host, int port,
 // into a twentieth of one (bench/harness/analysis.md). A waiter that gets the lock while
 // retrying costs none. Tries that fail (long holds) only take CPU from others, so the number of
 // tries halves after a round without success and doubles after a success, between 2 and
-// `max_tries`. The first `pausing_tries` tries of a round pause a few hundred nanoseconds; later
-// ones yield the CPU, so that a holder preempted by the waiter (more waiters than CPUs) runs on.
-// One object per waiter (not thread-safe).
+// `max_tries`. After each of the first `pausing_tries` tries of a round the waiter pauses for
+// about a microsecond; after later ones it yields the CPU, so that a holder preempted by the waiter
+// (more waiters than CPUs) runs on. One object per waiter (not thread-safe).
 class brief_retries {
   public:
     static constexpr int min_tries = 2;
@@ -238,8 +238,6 @@ class brief_retries {
         tries_ = tries_ / 2 > min_tries ? tries_ / 2 : min_tries;
         return EAGAIN;
     }
-
-    int tries() const noexcept { return tries_; }
 
   private:
     static void wait_before_next_try(bool pause) noexcept;

@@ -6,8 +6,9 @@
 //    object may move between threads.
 //  - Crash: the kernel drops the lock when the holder's last descriptor closes (crash_release).
 //    The descriptor is O_CLOEXEC, so child processes do not inherit it.
-//  - Waiting: an unbounded wait blocks in flock(2); a bounded wait polls with the lock's
-//    backoff (flock has no timeout, and signals would disturb the caller).
+//  - Waiting: an unbounded wait tries a few times without sleeping (brief_retries: a release
+//    wakes every sleeper, a context switch each), then blocks in flock(2); a bounded wait polls
+//    with the lock's backoff (flock has no timeout, and signals would disturb the caller).
 //  - Promotion and demotion convert the flock in place. The kernel does not convert atomically:
 //    a failed non-blocking promotion re-takes the read lock, and if a writer slipped in between,
 //    the read lock is lost and acquire_error says so.

@@ -15,7 +15,9 @@
 //    lock object may move between threads of its process (SEM_UNDO is per process).
 //  - Crash: SEM_UNDO makes the kernel give the semaphore back when the holder process dies
 //    (crash_release): the next waiter wakes at once.
-//  - Waiting: in the kernel with semtimedop (native_wait); IPC_NOWAIT for try_lock.
+//  - Waiting: a few tries with IPC_NOWAIT first (brief_retries: the kernel hands each release to
+//    its oldest sleeper, a context switch per grant), then in the kernel with semtimedop
+//    (native_wait); IPC_NOWAIT for try_lock.
 //  - Fork: a child does not inherit SEM_UNDO adjustments; it must not release its parent's locks
 //    (disable auto-release in the child).
 //  - Set removed by an administrator (`ipcrm -s`) while locks are held or waited for: every
