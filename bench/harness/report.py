@@ -246,30 +246,23 @@ def goals(r):
         if ratio is not None and s not in NO_RAW_GOAL:
             goal = RAW_GOALS.get(s, REMOTE_GOAL if s in REMOTE else LOCAL_GOAL)
             out.append((f"≥ {goal}× raw ({one.get('raw_what', '')})", s, ratio, ratio >= goal))
+    def contended(s, t, note):
+        """Rows "one name, p processes >= 0.8x one process" of the scenario-2 figures t."""
+        one = med(t, "one_name_p1")
+        for p in PROCS[1:] if one else ():
+            v = med(t, f"one_name_p{p}")
+            if v is not None:
+                out.append((f"one name, {p} processes ≥ {CONTENDED_GOAL}× one process{note(p)}",
+                            s, v / one, v / one >= CONTENDED_GOAL))
+
     for s in CONTENDED:
         t = S.get(s, {}).get("2", {})
-        one = med(t, "one_name_p1")
-        if not one:
-            continue
-        for p in PROCS[1:]:
-            v = med(t, f"one_name_p{p}")
-            if v is not None:
-                raw = med(t, f"ratio_one_name_p{p}")
-                note = f"; ours / raw loop, {p} processes: {raw:.2f}×" if raw else ""
-                out.append((f"one name, {p} processes ≥ {CONTENDED_GOAL}× one process{note}", s,
-                            v / one, v / one >= CONTENDED_GOAL))
+        contended(s, t, lambda p: f"; ours / raw loop, {p} processes: {raw:.2f}×"
+                  if (raw := med(t, f"ratio_one_name_p{p}")) else "")
     for s, by in r.get("placement", {}).items():
         placement = PLACED_GOALS.get(s)
-        t = by.get(placement, {})
-        one = med(t, "one_name_p1")
-        if not one:
-            continue
-        for p in PROCS[1:]:
-            v = med(t, f"one_name_p{p}")
-            if v is not None:
-                out.append((f"one name, {p} processes ≥ {CONTENDED_GOAL}× one process, "
-                            f"{PLACEMENT_TEXT[placement]} (placement {placement})", s, v / one,
-                            v / one >= CONTENDED_GOAL))
+        contended(s, by.get(placement, {}),
+                  lambda p: f", {PLACEMENT_TEXT[placement]} (placement {placement})")
     for n, p in r["peers"].items():
         if not n.startswith("symfony-"):
             continue

@@ -7,7 +7,6 @@
 
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
@@ -220,15 +219,7 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_sleeps_in_flock_after_its_first_tries, dir_fixt
     auto s = make();
     auto lock = make_lock(s, "queued");
     BOOST_REQUIRE(lock.try_lock());
-    byte_pipe started;
-    pid_t waiter = fork_child([&] {
-        auto lock = make_lock(make(), "queued");
-        started.put('w');
-        lock.lock();
-        return 0;
-    });
-    started.close_write();
-    BOOST_REQUIRE(started.get(30s));
+    pid_t waiter = fork_waiter([&] { return make(); }, "queued");
     auto blocked_in_flock = [&] {
         std::ifstream locks("/proc/locks");
         std::string line;
@@ -238,10 +229,7 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_sleeps_in_flock_after_its_first_tries, dir_fixt
                 return true;
         return false;
     };
-    const auto give_up = std::chrono::steady_clock::now() + 5s;
-    while (!blocked_in_flock() && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(1ms);
-    BOOST_TEST(blocked_in_flock(), "the waiter never slept in flock(2)");
+    BOOST_TEST(eventually(blocked_in_flock, 5s), "the waiter never slept in flock(2)");
     lock.unlock();
     BOOST_TEST(wait_child(waiter, 30s) == 0);
 }

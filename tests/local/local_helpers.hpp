@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -160,6 +161,32 @@ inline std::int64_t increment_in_threads(const std::shared_ptr<store>& s, const 
         });
     for (auto& w : workers) w.join();
     return value;
+}
+
+// Forks a child that waits for `name` with its own store (lock(), then exits 0); returns once the
+// child is about to call lock().
+inline pid_t fork_waiter(const std::function<std::shared_ptr<store>()>& make_store,
+                         const std::string& name) {
+    byte_pipe started;
+    pid_t pid = fork_child([&] {
+        auto lock = make_lock(make_store(), name);
+        started.put('w');
+        lock.lock();
+        return 0;
+    });
+    started.close_write();
+    if (!started.get(std::chrono::seconds(30))) throw std::runtime_error("waiter did not start");
+    return pid;
+}
+
+// Whether `condition` became true within `limit`, checking it every millisecond.
+inline bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    while (!condition()) {
+        if (std::chrono::steady_clock::now() >= give_up) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
 }
 
 // Forks a child that takes `name` with its own store and then blocks until it is killed; waits

@@ -169,20 +169,10 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_queues_in_the_kernel_after_its_first_tries, set
     auto s = make();
     auto lock = make_lock(s, "queued");
     BOOST_REQUIRE(lock.try_lock());
-    byte_pipe started;
-    pid_t waiter = fork_child([&] {
-        auto lock = make_lock(make(), "queued");
-        started.put('w');
-        lock.lock();
-        return 0;
-    });
-    started.close_write();
-    BOOST_REQUIRE(started.get(30s));
+    pid_t waiter = fork_waiter(maker(), "queued");
     const int id = ::semget(key, 0, 0);
-    const auto give_up = std::chrono::steady_clock::now() + 5s;
-    while (::semctl(id, 0, GETNCNT) < 1 && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(1ms);
-    BOOST_TEST(::semctl(id, 0, GETNCNT) == 1, "the waiter never slept in the kernel's queue");
+    BOOST_TEST(eventually([&] { return ::semctl(id, 0, GETNCNT) == 1; }, 5s),
+               "the waiter never slept in the kernel's queue");
     lock.unlock();
     BOOST_TEST(wait_child(waiter, 30s) == 0);
 }
@@ -208,10 +198,7 @@ BOOST_FIXTURE_TEST_CASE(set_removed_by_an_administrator_while_held, set_fixture)
     BOOST_REQUIRE(started.get(30s));
     // Remove the set only once the waiter sleeps in semop (the kernel counts it in GETNCNT).
     const int id = ::semget(key, 0, 0);
-    const auto give_up = std::chrono::steady_clock::now() + 30s;
-    while (::semctl(id, 0, GETNCNT) < 1 && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(1ms);
-    BOOST_REQUIRE(::semctl(id, 0, GETNCNT) == 1);
+    BOOST_REQUIRE(eventually([&] { return ::semctl(id, 0, GETNCNT) == 1; }, 30s));
     remove();
     BOOST_TEST(wait_child(waiter, 30s) == 0);
     try {

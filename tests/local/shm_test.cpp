@@ -145,15 +145,7 @@ BOOST_FIXTURE_TEST_CASE(slots_leaked_by_a_dead_waiter_are_reclaimed_when_full, s
     BOOST_REQUIRE(a.try_lock());
     // A child waits for "a" (taking a reference on its slot) and is killed while waiting; a
     // second child holds "b" and dies: its slot is recovered by the next locker of any name.
-    byte_pipe started;
-    pid_t waiter = fork_child([&] {
-        auto lock = make_lock(make(), "a");
-        started.put('w');
-        lock.lock();
-        return 0;
-    });
-    started.close_write();
-    BOOST_REQUIRE(started.get(30s));
+    pid_t waiter = fork_waiter([&] { return make(); }, "a");
     // After the byte the waiter only computes until it sleeps on the slot mutex.
     BOOST_REQUIRE(wait_until_sleeping(waiter));
     ::kill(waiter, SIGKILL);
