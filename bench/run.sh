@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The benchmark harness, in one command (issue 7):
 #
-#   bench/run.sh [--quick|--full]        (default --quick; quick < 3.5 minutes once built)
+#   bench/run.sh [--quick|--full|--smoke]   (default --quick; quick < 3.5 minutes once built)
+#
+# --smoke is CI's: every scenario, strategy and peer once over the shortest spans, to show they
+# still run; it writes its result and report under the build directory, not bench/.
 #
 # Builds in Release into its own build directory (LOCKSMITH_BENCH_BUILD, default
-# build-bench-harness), starts redis, memcached, PostgreSQL, MariaDB, ZooKeeper, etcd and the three
+# build-bench-harness; a directory given there that is configured already is used with its own
+# settings, as CI does with its one build), starts redis, memcached, PostgreSQL, MariaDB, ZooKeeper, etcd and the three
 # quorum redis-servers (for `combined`) with scripts/services.sh
 # when they are not running (and stops afterwards only those it started; scripts/services.sh's
 # variables LOCKSMITH_SERVICES_DIR and LOCKSMITH_*_PORT choose which servers: set them to use
@@ -17,8 +21,9 @@ mode=quick
 case "${1:-}" in
   ""|--quick) mode=quick ;;
   --full) mode=full ;;
-  -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-  *) echo "usage: bench/run.sh [--quick|--full]" >&2; exit 64 ;;
+  --smoke) mode=smoke ;;
+  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+  *) echo "usage: bench/run.sh [--quick|--full|--smoke]" >&2; exit 64 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -26,11 +31,17 @@ build=${LOCKSMITH_BENCH_BUILD:-build-bench-harness}
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3
 
-echo "bench: building ($build, Release)" >&2
 mkdir -p "$build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOCKSMITH_BUILD_TESTS=OFF \
-  -DLOCKSMITH_BUILD_EXAMPLES=OFF -DLOCKSMITH_BUILD_BENCH=ON -DLOCKSMITH_BUILD_CLI=ON \
-  >"$build/bench-configure.log" 2>&1 || { cat "$build/bench-configure.log" >&2; exit 1; }
+if [[ -n ${LOCKSMITH_BENCH_BUILD:-} && -f $build/CMakeCache.txt ]]; then
+  echo "bench: building the harness in $build (its own settings)" >&2
+  cmake -S . -B "$build" -DLOCKSMITH_BUILD_BENCH=ON -DLOCKSMITH_BUILD_CLI=ON \
+    >"$build/bench-configure.log" 2>&1 || { cat "$build/bench-configure.log" >&2; exit 1; }
+else
+  echo "bench: building ($build, Release)" >&2
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLOCKSMITH_BUILD_TESTS=OFF \
+    -DLOCKSMITH_BUILD_EXAMPLES=OFF -DLOCKSMITH_BUILD_BENCH=ON -DLOCKSMITH_BUILD_CLI=ON \
+    >"$build/bench-configure.log" 2>&1 || { cat "$build/bench-configure.log" >&2; exit 1; }
+fi
 cmake --build "$build" -j2 >"$build/bench-build.log" 2>&1 ||
   { tail -40 "$build/bench-build.log" >&2; exit 1; }
 
@@ -71,4 +82,6 @@ if [[ -x scripts/services.sh ]]; then
     unset LOCKSMITH_TEST_REDIS_QUORUM
 fi
 
-"$py" bench/harness/run_bench.py --mode "$mode" --build "$build" --command "bench/run.sh --$mode"
+out=()
+[[ $mode != smoke ]] || out=(--results "$build/bench-smoke" --report "$build/bench-smoke/README.md")
+"$py" bench/harness/run_bench.py --mode "$mode" --build "$build" --command "bench/run.sh --$mode" "${out[@]}"

@@ -124,18 +124,24 @@ if [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ]; then
 fi
 
 # --- build and baseline ----------------------------------------------------------------------
-# The targets are the test executables the entries name (their file names), the strategy
-# modules the library loads at run time (redis, memcached), and the CLI for its tests.
-targets() {
-  cat "$work"/entries/*/tests | awk '{print $1}' | xargs -n1 basename | sort -u
+# The targets of a list of test commands (default: every entry's) are the test executables they
+# name (their file names), the strategy modules the library loads at run time, and the CLI for
+# its tests. A fault rebuilds only its own entry's targets: ninja keeps every other one out of date
+# until an entry that needs it builds it, against the restored file (mtimes say so). Executables
+# are not relinked when only a shared library they link changed (CMAKE_LINK_DEPENDS_NO_SHARED):
+# the loader takes the new one at run time.
+targets() {  # targets [TESTS_FILE...]
+  local tests=("$@")
+  [ ${#tests[@]} -gt 0 ] || tests=("$work"/entries/*/tests)
+  cat "${tests[@]}" | awk '{print $1}' | xargs -n1 basename | sort -u
   ninja -C "$build" -t targets all | grep -o 'locksmith-modules/liblocksmith_[a-z_0-9]*\.so' |
     sed 's|.*/lib||; s|\.so$||' | sort -u
-  grep -qh '^tests/cli/' "$work"/entries/*/tests && echo locksmith_cli
+  grep -qh '^tests/cli/' "${tests[@]}" && echo locksmith_cli
   return 0
 }
-build_targets() {
+build_targets() {  # build_targets [TESTS_FILE...]
   # shellcheck disable=SC2046
-  cmake --build "$build" -j "$jobs" --target $(targets) >"$work/build.log" 2>&1
+  cmake --build "$build" -j "$jobs" --target $(targets "$@") >"$work/build.log" 2>&1
 }
 run_test() {  # run_test "<command relative to the build dir>" -> its exit status
   local cmd=$1 rc=0
@@ -144,7 +150,8 @@ run_test() {  # run_test "<command relative to the build dir>" -> its exit statu
 }
 
 start=$(date +%s)
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$work/configure.log" 2>&1 ||
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_LINK_DEPENDS_NO_SHARED=ON >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; echo "mutants: configure failed" >&2; exit 2; }
 build_targets || { tail -40 "$work/build.log"; echo "mutants: the unchanged code does not build" >&2; exit 2; }
 
@@ -189,7 +196,7 @@ EOF
     then
       status="NOT APPLIED"
       detail="find: text not found exactly once in $(cat "$dir/file")"
-    elif ! build_targets; then
+    elif ! build_targets "$dir/tests"; then
       status="DOES NOT COMPILE"
       detail=$(grep -m1 -E "error" "$work/build.log" || true)
     else

@@ -6,7 +6,10 @@
 #   scripts/test.sh [extra ctest arguments]      e.g. scripts/test.sh -L unit
 #
 # Environment: BUILD_DIR (default build, the README's quick-start directory: the library and
-# the command it built are reused, the tests are added), JOBS (default 2).
+# the command it built are reused, the tests are added; a directory configured already keeps its
+# generator and its benchmark setting), JOBS (default 2), and the LOCKSMITH_TEST_* endpoints of
+# `scripts/services.sh env`: when LOCKSMITH_TEST_REDIS_URL is set, the servers are the caller's
+# (as in .ci/run, which starts them once for every step) and are neither started nor stopped here.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -14,11 +17,13 @@ jobs=${JOBS:-2}
 
 "$root/scripts/install-deps.sh" "$root/scripts/packages.txt" "$root/scripts/packages-servers.txt"
 
+bench=(-DLOCKSMITH_BUILD_BENCH=OFF)
+[ ! -f "$build/CMakeCache.txt" ] || bench=()
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSMITH_BUILD_TESTS=ON \
-  -DLOCKSMITH_BUILD_EXAMPLES=ON -DLOCKSMITH_BUILD_BENCH=OFF
+  -DLOCKSMITH_BUILD_EXAMPLES=ON "${bench[@]}"
 cmake --build "$build" -j "$jobs"
 
-if [ -x "$root/scripts/services.sh" ]; then
+if [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ] && [ -x "$root/scripts/services.sh" ]; then
   trap '"$root/scripts/services.sh" stop' EXIT
   "$root/scripts/services.sh" start
   # The endpoints of the servers just started, for the integration tests.

@@ -53,6 +53,13 @@ MODES = {
                   cli_runs=100, database_runs=3, sqlite_pairs=20, database_peer_pairs=200,
                   consensus_peer_pairs=150, etcd_s1=0.3, etcd_runs=3, hold_us=[], hold_runs=0,
                   placement_rounds=1, placement_seconds=0.8, placement=["redis", "shm"]),
+    # CI's check that every scenario, strategy and peer still runs (bench/run.sh --smoke): each
+    # figure once, over the shortest spans the driver measures at all; figures mean nothing here.
+    "smoke": dict(runs=1, s1=0.05, s2=0.05, s3=0.05, s4=0.05, locks=100, ttl_ms=1000, trials=1,
+                  s6_runs=1, peer_pairs_remote=50, peer_pairs_local=200, tooz_pairs=30,
+                  cli_runs=5, database_runs=1, sqlite_pairs=5, database_peer_pairs=20,
+                  consensus_peer_pairs=20, etcd_s1=0.05, etcd_runs=1, hold_us=[], hold_runs=0,
+                  placement_rounds=1, placement_seconds=0.2, placement=["redis", "shm"]),
     "full": dict(runs=7, s1=1.0, s2=4.0, s3=2.0, s4=2.0, locks=10000, ttl_ms=2000, trials=5,
                  s6_runs=2, peer_pairs_remote=5000, peer_pairs_local=50000, tooz_pairs=2000,
                  cli_runs=1000, database_runs=7, sqlite_pairs=200, database_peer_pairs=2000,
