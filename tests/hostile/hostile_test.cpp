@@ -1,0 +1,194 @@
+// The hostile-surroundings suite (issue 23): what every strategy must survive whatever the
+// surroundings, run for every entry of strategies_under_test() by what it uses.
+//
+// A strategy that talks to a server (its options name an endpoint on 127.0.0.1) is pointed at a
+// server that misbehaves on purpose (support/hostile_server.hpp: never answers, trickles,
+// answers nonsense, nests JSON 200,000 levels deep, announces a 1 TiB body, hangs up). For each
+// behaviour a forked process asks for the lock, and must
+//   - not be granted it (no server said yes),
+//   - not die of a signal (a crash would lose the caller's command status and its lock),
+//   - give up in bounded time: a non-blocking attempt within the strategy's own connect and
+//     command timeouts, a bounded wait by its deadline (plus the same slack);
+// and a refusal that throws carries a message. Every behaviour runs in parallel, each against
+// its own server, so that a case costs the longest of them, not their sum.
+//
+// A new strategy gets these cases by its entry in tests/support/strategies_under_test.cpp;
+// plugins get them through the conformance kit's entry list.
+#include <boost/test/unit_test.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <locksmith/errors.hpp>
+#include <locksmith/named_lock.hpp>
+#include <locksmith/registry.hpp>
+
+#include "support/child_process.hpp"
+#include "support/hostile_server.hpp"
+#include "support/skip_report.hpp"
+#include "support/strategies_under_test.hpp"
+#include "support/suite_helpers.hpp"
+#include "support/test_environment.hpp"
+
+using namespace locksmith;
+using namespace locksmith::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// The longest any strategy's default connect + command timeouts add up to (sql and pg_advisory:
+// 2 s + 5 s), plus scheduling slack on a loaded 2-CPU machine.
+constexpr auto attempt_bound = 9s;
+constexpr auto bounded_wait = 1500ms;
+
+// The entry's options with every 127.0.0.1 endpoint replaced by `address`; nullopt when the
+// options name none (a local strategy).
+std::optional<nlohmann::json> pointed_at(const strategy_under_test& e, const std::string& address) {
+    static const std::regex endpoint(R"(127\.0\.0\.1:[0-9]+)");
+    const std::string text = e.options->dump();
+    if (!std::regex_search(text, endpoint)) return std::nullopt;
+    return nlohmann::json::parse(std::regex_replace(text, endpoint, address));
+}
+
+bool uses_a_server(const strategy_under_test& e) {
+    return e.options && pointed_at(e, "127.0.0.1:1").has_value();
+}
+
+// Child exit codes.
+constexpr int refused = 0;
+constexpr int refused_with_error = 3;
+constexpr int granted = 1;
+constexpr int foreign_exception = 2;
+
+// How long a forked attempt took, written by the child into memory shared with the parent.
+struct timings {
+    std::atomic<long> create_ms{-1};   // building the store (it may connect)
+    std::atomic<long> attempt_ms{-1};  // the lock request
+};
+
+// Runs `attempt` (a lock request on a store pointed at a hostile server) in a forked process for
+// every behaviour at once, and checks each outcome: building the store within `attempt_bound`
+// (it may connect, bounded by the strategy's connect timeout), the request within `bound`.
+void against_every_behaviour(const strategy_under_test& entry,
+                             const std::function<bool(named_lock&)>& attempt,
+                             std::chrono::milliseconds bound) {
+    struct run {
+        hostile_behaviour behaviour;
+        std::unique_ptr<hostile_server> server;
+        timings* took = nullptr;
+        pid_t pid = -1;
+    };
+    const auto& behaviours = every_hostile_behaviour();
+    void* shared = ::mmap(nullptr, sizeof(timings) * behaviours.size(), PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    BOOST_REQUIRE(shared != MAP_FAILED);
+    std::vector<run> runs;
+    const auto resource = unique_resource("hostile");
+    for (std::size_t i = 0; i < behaviours.size(); ++i) {
+        run r{behaviours[i], std::make_unique<hostile_server>(behaviours[i]),
+              new (static_cast<timings*>(shared) + i) timings};
+        strategy_under_test hostile = entry;
+        hostile.options = pointed_at(entry, r.server->address());
+        auto* took = r.took;
+        r.pid = fork_child(
+            [hostile, resource, &attempt, took] {
+                auto since = [](steady::time_point t0) {
+                    return long(
+                        std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0)
+                            .count());
+                };
+                auto t0 = steady::now();
+                try {
+                    named_lock lock(create_store(hostile), std::make_shared<key>(resource));
+                    took->create_ms = since(t0);
+                    t0 = steady::now();
+                    const bool got = attempt(lock);
+                    took->attempt_ms = since(t0);
+                    return got ? granted : refused;
+                } catch (const error& e) {
+                    (took->create_ms < 0 ? took->create_ms : took->attempt_ms) = since(t0);
+                    if (std::string(e.what()).empty()) return foreign_exception;
+                    std::fprintf(stderr, "  refused: %s\n", e.what());
+                    return refused_with_error;
+                } catch (const std::exception& e) {
+                    std::fprintf(stderr, "  not a locksmith error: %s\n", e.what());
+                    return foreign_exception;
+                }
+            },
+            std::chrono::duration_cast<std::chrono::seconds>(attempt_bound + bound) + 20s);
+        runs.push_back(std::move(r));
+    }
+    for (auto& r : runs) {
+        const int status = wait_child(r.pid, attempt_bound + bound + 20s);
+        const long create_ms = r.took->create_ms, attempt_ms = r.took->attempt_ms;
+        BOOST_TEST_INFO(entry.id() << " against a server that is " << to_string(r.behaviour) << " ("
+                                   << r.server->connections() << " connections): exit " << status
+                                   << ", store built in " << create_ms
+                                   << " ms, request answered in " << attempt_ms << " ms");
+        BOOST_CHECK(status == refused || status == refused_with_error);
+        BOOST_CHECK(create_ms <= attempt_bound.count() * 1000);
+        BOOST_CHECK(attempt_ms <= bound.count());
+    }
+    ::munmap(shared, sizeof(timings) * behaviours.size());
+}
+
+void test_try_lock(const strategy_under_test& entry) {
+    against_every_behaviour(
+        entry, [](named_lock& l) { return l.try_lock(); }, attempt_bound);
+}
+
+void test_bounded_wait(const strategy_under_test& entry) {
+    against_every_behaviour(
+        entry, [](named_lock& l) { return l.try_lock_for(bounded_wait); },
+        std::chrono::duration_cast<std::chrono::milliseconds>(bounded_wait + 1s));
+}
+
+struct case_spec {
+    const char* name;
+    bool (*applies)(const strategy_under_test&);
+    void (*run)(const strategy_under_test&);
+};
+
+const case_spec cases[] = {
+    {"a_hostile_server_neither_grants_nor_crashes_a_try", uses_a_server, test_try_lock},
+    {"a_bounded_wait_on_a_hostile_server_ends_in_time", uses_a_server, test_bounded_wait},
+};
+
+}  // namespace
+
+// Found by tests/support/test_main.cpp.
+bool init_unit_test() {
+    using namespace boost::unit_test;
+    auto& master = framework::master_test_suite();
+    master.p_name.value = "hostile";
+    static const std::vector<strategy_under_test> entries = strategies_under_test();
+    for (const auto& entry : entries) {
+        if (!entry.options) {
+            // What it uses is unknown without its options: the whole entry is a skip (a failure
+            // under CI=true, where every server runs).
+            auto* suite = BOOST_TEST_SUITE(entry.id());
+            master.add(suite);
+            const std::string why = entry.id() + " skipped: " + entry.missing;
+            suite->add(
+                make_test_case([why] { skip_case(why); }, "not_available", __FILE__, __LINE__));
+            continue;
+        }
+        auto* suite = BOOST_TEST_SUITE(entry.id());
+        master.add(suite);
+        for (const auto& spec : cases) {
+            if (!spec.applies(entry)) continue;
+            const strategy_under_test* e = &entry;
+            auto run = spec.run;
+            suite->add(make_test_case([e, run] { run(*e); }, spec.name, __FILE__, __LINE__));
+        }
+    }
+    return true;
+}

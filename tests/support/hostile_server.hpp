@@ -1,0 +1,53 @@
+// A server that misbehaves on purpose, for the hostile-surroundings suite (tests/hostile): it
+// listens on 127.0.0.1 (a port of the kernel's choice) in a thread of the test and treats every
+// connection it accepts alike, whatever protocol the client speaks.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace locksmith::test {
+
+enum class hostile_behaviour {
+    silent,       // accepts, reads, never answers
+    trickle,      // answers one byte every 100 ms of a line that never ends
+    nonsense,     // answers each request with 64 KiB of pseudo-random bytes
+    deep_json,    // answers each request with HTTP 200 and JSON nested 200,000 levels deep
+    huge_length,  // answers each request with HTTP 200 announcing a 1 TiB body, then 1 byte
+    hang_up,      // accepts and closes at once
+};
+
+// The behaviour's name, for test names and messages ("silent", "deep_json", ...).
+const char* to_string(hostile_behaviour b);
+// Every behaviour, in declaration order.
+const std::vector<hostile_behaviour>& every_hostile_behaviour();
+
+class hostile_server {
+  public:
+    // Throws std::system_error when it cannot listen.
+    explicit hostile_server(hostile_behaviour behaviour);
+    // Stops the thread and closes every connection.
+    ~hostile_server();
+    hostile_server(const hostile_server&) = delete;
+    hostile_server& operator=(const hostile_server&) = delete;
+
+    // "127.0.0.1:<port>": what the client connects to instead of a real server.
+    std::string address() const;
+    int port() const noexcept { return port_; }
+    // Connections accepted so far.
+    int connections() const noexcept { return connections_.load(); }
+
+  private:
+    void run();
+
+    hostile_behaviour behaviour_;
+    int listener_ = -1;
+    int port_ = 0;
+    int wake_[2] = {-1, -1};  // the destructor's stop signal to run()
+    std::atomic<int> connections_{0};
+    std::thread thread_;
+};
+
+}  // namespace locksmith::test
