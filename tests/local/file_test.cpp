@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE file strategy
 #include <boost/test/unit_test.hpp>
 
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -179,6 +180,37 @@ BOOST_FIXTURE_TEST_CASE(a_hard_link_to_a_victim_is_refused_and_left_unchanged, d
         },
         20s);
     BOOST_TEST(wait_child(child, 30s) == 0);
+    BOOST_TEST(read_file(victim) == "victim");
+    BOOST_TEST(std::filesystem::hard_link_count(victim) == 2u);
+}
+
+// An owner object that found the lock busy never checked the file it opened (the check follows
+// a grant); when it goes away and finds the file free, it must check it before it marks and
+// removes it. Here the path is a hard link to a victim, which another process had locked.
+BOOST_FIXTURE_TEST_CASE(an_owner_that_found_a_hard_linked_file_busy_leaves_it_unchanged,
+                        dir_fixture) {
+    const auto victim = dir.path() / "victim";
+    { std::ofstream(victim, std::ios::binary) << "victim"; }
+    std::filesystem::create_hard_link(victim, path("busy"));
+    byte_pipe locked, done;
+    pid_t other = fork_child([&] {
+        locked.close_read();
+        done.close_write();
+        const int fd = ::open(victim.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || ::flock(fd, LOCK_EX) != 0) return 2;
+        locked.put('l');
+        (void)done.get(20s);  // EOF: the test saw it busy
+        return 0;
+    });
+    locked.close_write();
+    done.close_read();
+    BOOST_REQUIRE(locked.get(10s) == 'l');
+    {
+        auto lock = make_lock(make(), "busy");
+        BOOST_TEST(!lock.try_lock());
+        done.close_write();
+        BOOST_TEST(wait_child(other) == 0);
+    }  // the owner object goes, the file is free now
     BOOST_TEST(read_file(victim) == "victim");
     BOOST_TEST(std::filesystem::hard_link_count(victim) == 2u);
 }
