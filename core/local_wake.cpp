@@ -37,10 +37,12 @@ local_waiter::slot* board() noexcept {
         if (fd < 0) return nullptr;
         struct stat st {};
         void* base = MAP_FAILED;
-        // Ours and private to us, or not used at all: another user's file could feed us wake-ups
-        // (harmless) or watch our lock names' slots (not harmless).
+        // Ours, private to us and linked once, or not used at all: another user's file could
+        // feed us wake-ups (harmless) or watch our lock names' slots (not harmless); a file with
+        // a second link is some other file of ours linked in at the name (a hard link another
+        // user may plant where protected_hardlinks=0), into which the counters would write.
         if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-            (st.st_mode & 077) == 0 &&
+            (st.st_mode & 077) == 0 && st.st_nlink == 1 &&
             (st.st_size >= off_t(board_size) || ::ftruncate(fd, off_t(board_size)) == 0))
             base = ::mmap(nullptr, board_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         ::close(fd);
