@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -17,6 +19,7 @@
 #include <locksmith/strategies/shm.hpp>
 
 #include "local/local_helpers.hpp"
+#include "support/full_tmpfs.hpp"
 #include "support/test_environment.hpp"
 
 using namespace locksmith;
@@ -385,6 +388,34 @@ BOOST_FIXTURE_TEST_CASE(our_own_segment_open_to_others_is_refused, segment_fixtu
         BOOST_TEST(std::string(e.what()).find("rm /dev/shm/" + name) != std::string::npos,
                    e.what());
     }
+}
+
+// Issue 23 point 8: a full /dev/shm (any local user can fill it). Creating the segment touched
+// pages that had no storage behind them: SIGBUS. Its pages are reserved first: a clear error.
+BOOST_AUTO_TEST_CASE(a_full_dev_shm_is_a_clear_error_not_a_crash) {
+    std::string why;
+    auto status = run_on_a_full_tmpfs(
+        "/dev/shm", 01777,
+        [] {
+            shm_options o;
+            o.segment = "locksmith-test-full";
+            try {
+                (void)make_shm_store(o);
+                return 2;
+            } catch (const backend_error& e) {
+                const std::string what = e.what();
+                std::fprintf(stderr, "%s\n", what.c_str());
+                if (what.find("/dev/shm") == std::string::npos) return 3;
+                if (what.find(std::strerror(ENOSPC)) == std::string::npos) return 4;
+            }
+            return ::access("/dev/shm/locksmith-test-full", F_OK) == 0 ? 5 : 0;
+        },
+        why);
+    if (!status) return skip_case(why);
+    BOOST_TEST(*status == 0,
+               "the child ended with "
+                   << *status
+                   << " (a failed step, or 201: a signal such as SIGBUS, reported above)");
 }
 
 // A symbolic link planted at our name is not followed, whatever it points to.
