@@ -37,11 +37,17 @@ local_waiter::slot* board() noexcept {
         if (fd < 0) return nullptr;
         struct stat st {};
         void* base = MAP_FAILED;
-        // Ours and private to us, or not used at all: another user's file could feed us wake-ups
-        // (harmless) or watch our lock names' slots (not harmless).
+        // Ours, private to us and linked once, or not used at all: another user's file could
+        // feed us wake-ups (harmless) or watch our lock names' slots (not harmless); a file with
+        // a second link is some other file of ours linked in at the name (a hard link another
+        // user may plant where protected_hardlinks=0), into which the counters would write.
+        // Its pages are reserved before it is mapped: touching a mapped page with no storage
+        // behind it (a full /dev/shm) kills the process with SIGBUS. fallocate(2), not
+        // posix_fallocate, whose fallback for file systems without it rewrites bytes that other
+        // processes may be counting in; without it or without room, waits are the plain backoff.
         if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-            (st.st_mode & 077) == 0 &&
-            (st.st_size >= off_t(board_size) || ::ftruncate(fd, off_t(board_size)) == 0))
+            (st.st_mode & 077) == 0 && st.st_nlink == 1 &&
+            ::fallocate(fd, 0, 0, off_t(board_size)) == 0)
             base = ::mmap(nullptr, board_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         ::close(fd);
         return base == MAP_FAILED ? nullptr : static_cast<local_waiter::slot*>(base);

@@ -7,8 +7,9 @@
 // nothing.
 //
 // The board is /dev/shm/locksmith-wake-<uid>: 4096 slots (a name's slot is its hash), 32 KiB,
-// 0600, never followed through a symlink, used only when owned by this user and private to it.
-// Without it (no /dev/shm, a foreign file) waiting is the plain backoff.
+// 0600, never followed through a symlink, used only when owned by this user, private to it and
+// linked once, its pages reserved before they are mapped. Without it (no /dev/shm, a foreign or
+// hard-linked file, no room left in /dev/shm) waiting is the plain backoff.
 #pragma once
 
 #include <chrono>

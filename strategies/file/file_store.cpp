@@ -17,11 +17,12 @@
 //  - The first grant on a descriptor fstat()s it and refuses a file that is not a lock file of
 //    ours (lock_directory::refusal: not a regular file, hard-linked — a victim file linked in
 //    at the path, or a second name that would survive the unlink — or owned by a stranger).
-//    Only then is the mark mapped (the file extended to one byte if empty): nothing is written
+//    Only then is the mark mapped (its page reserved first, which extends an empty file to one
+//    byte; not on a full file system, nor where others may write to the file): nothing is written
 //    into a file that failed that check. Later grants read the mapped mark, no system call;
 //    0 means live, since every unlinker sets it first. Any other value is confirmed by fstat's
 //    link count, so content someone else wrote into the file never reads as retired.
-//  - A first acquisition therefore costs open + flock + fstat (+ ftruncate and mmap), a later
+//  - A first acquisition therefore costs open + flock + fstat (+ fallocate and mmap), a later
 //    one flock, and a release one flock.
 #include <locksmith/strategies/file.hpp>
 
@@ -233,10 +234,16 @@ class file_store final : public store {
         return true;
     }
 
-    // Maps the checked file's first byte (extending an empty file to one byte). Where that
-    // fails (a read-only descriptor, no memory), grants fall back to fstat.
-    static void map_retired_mark(file_owner_state& state, const struct stat& st) {
-        if (st.st_size == 0 && ::ftruncate(state.fd, 1) != 0) return;
+    // Maps the checked file's first byte, where that cannot kill us: touching a mapped page
+    // beyond the end of its file, or with no storage behind it (a hole, on a full file system),
+    // raises SIGBUS. So only a file nobody but its owner (and root) may write to: in a shared
+    // directory the group's users could cut it short. And only once its page is reserved
+    // (posix_fallocate, which also extends an empty file to one byte). Otherwise (shared, no
+    // space, a read-only descriptor, no memory) grants fall back to fstat, and an owner that
+    // cannot write the mark leaves the file (see remove_and_close).
+    void map_retired_mark(file_owner_state& state, const struct stat& st) const {
+        if (dir_->shared_group() || (st.st_mode & 022) != 0) return;
+        if (::posix_fallocate(state.fd, 0, 1) != 0) return;
         void* mapped = ::mmap(nullptr, 1, PROT_READ | PROT_WRITE, MAP_SHARED, state.fd, 0);
         if (mapped != MAP_FAILED) state.retired_mark = static_cast<unsigned char*>(mapped);
     }

@@ -344,9 +344,18 @@ bool segment::create_and_publish(std::uint32_t slots, std::uint32_t mode) {
                     errno);
     fd_guard guard{fd};
     const std::size_t size = segment_size(slots);
-    if (::fchmod(fd, mode & 0777u) != 0 || ::ftruncate(fd, off_t(size)) != 0)
-        throw_errno(strategy_name, "sizing a new shm segment of " + std::to_string(size) + " bytes",
-                    errno);
+    if (::fchmod(fd, mode & 0777u) != 0)
+        throw_errno(strategy_name, "setting the mode of a new shm segment", errno);
+    // Every page reserved before it is mapped (which also sizes the file): a page with no
+    // storage behind it (a full /dev/shm) kills whoever touches it with SIGBUS, here or in any
+    // process that maps the segment later.
+    if (const int err = ::posix_fallocate(fd, 0, off_t(size)); err != 0)
+        throw_errno(strategy_name,
+                    "reserving " + std::to_string(size) + " bytes in " + shm_dir +
+                        " for a new segment of " + std::to_string(slots) + " slots" +
+                        (err == ENOSPC ? std::string(" (free space there, or use fewer `slots`)")
+                                       : std::string()),
+                    err);
     map(fd, size);
     table_ = new (table_) shm_table(slots);
     init_robust_mutex(&table_->mutex);

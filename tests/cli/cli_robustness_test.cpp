@@ -12,6 +12,8 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,6 +23,7 @@
 
 #include "cli/cli_sandbox.hpp"
 #include "support/child_process.hpp"
+#include "support/full_tmpfs.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
 
@@ -326,6 +329,96 @@ BOOST_AUTO_TEST_CASE(a_failed_release_changes_the_exit_status_and_is_not_reporte
                   "chmod 500 " + lock_dir.string() + "; exit 3"});
     BOOST_TEST(r.exit_code == 74, describe(r));
     BOOST_TEST(contains(r.err, "exited with status 3"), r.err);
+}
+
+// --- a full file system (issue 23, point 8) ---
+
+// Any local user can fill a shared tmpfs: Debian's 5 MiB /run/lock (the default lock directory's
+// parent) or /dev/shm. A page mapped without storage behind it kills whoever touches it with
+// SIGBUS: `run` exited 135, the command's status lost. In a child of `run_on_a_full_tmpfs`:
+// returns 0 when every run ended as `expected` says, else prints what went wrong.
+namespace {
+int runs_end_as_expected(cli_sandbox& box, const std::vector<std::vector<std::string>>& runs,
+                         const std::vector<int>& expected) {
+    std::vector<locksmith::test::cli_process> started;
+    for (const auto& args : runs) {
+        started.push_back(box.start(args));
+        // The first holds the name when the next starts: the next one waits.
+        if (started.size() == 1 && runs.size() > 1 &&
+            !locksmith::test::wait_for_file(box.path("holding")))
+            return 1;
+    }
+    std::ofstream(box.path("go")) << "go";
+    int failed = 0;
+    for (std::size_t i = 0; i < started.size(); ++i) {
+        const cli_result r = box.wait(started[i]);
+        if (r.exit_code == expected[i]) continue;
+        std::fprintf(stderr, "run %zu: expected exit %d, got %s\n", i, expected[i],
+                     describe(r).c_str());
+        failed = 2;
+    }
+    return failed;
+}
+}  // namespace
+
+// `file` with its lock directory on the full tmpfs: the command's status survives.
+BOOST_AUTO_TEST_CASE(run_on_file_keeps_the_commands_status_on_a_full_file_system) {
+    cli_sandbox box;
+    std::string why;
+    auto status = locksmith::test::run_on_a_full_tmpfs(
+        box.lock_dir(), 0700,
+        [&] {
+            return runs_end_as_expected(
+                box, {box.with_config("run", {"--strategy", "file", "full", "-c", "exit 3"})}, {3});
+        },
+        why);
+    if (!status) return locksmith::test::skip_case(why);
+    BOOST_TEST(*status == 0, "a run ended otherwise than expected (above; 135 is SIGBUS)");
+}
+
+// `simple` polls, and its holder's release and its waiter's sleep use the wake-up board in
+// /dev/shm: with /dev/shm full, both fall back to polling and end with their commands' status.
+BOOST_AUTO_TEST_CASE(run_on_simple_keeps_the_commands_status_with_a_full_dev_shm) {
+    cli_sandbox box;
+    const std::string config = box.write_file(
+        "simple.json",
+        json{{"strategies", {{"simple", {{"options", {{"lock_dir", box.lock_dir()}}}}}}}}.dump());
+    const std::string wait_for_go = "touch " + box.path("holding") + "; while [ ! -e " +
+                                    box.path("go") + " ]; do sleep 0.01; done; exit 3";
+    std::string why;
+    auto status = locksmith::test::run_on_a_full_tmpfs(
+        "/dev/shm", 01777,
+        [&] {
+            return runs_end_as_expected(
+                box,
+                {{"run", "--config", config, "--strategy", "simple", "board", "-c", wait_for_go},
+                 {"run", "--config", config, "--strategy", "simple", "-w", "20", "board", "-c",
+                  "exit 4"}},
+                {3, 4});
+        },
+        why);
+    if (!status) return locksmith::test::skip_case(why);
+    BOOST_TEST(*status == 0, "a run ended otherwise than expected (above; 135 is SIGBUS)");
+}
+
+// `shm` cannot create its segment in a full /dev/shm: an error that says so, not a signal.
+BOOST_AUTO_TEST_CASE(run_on_shm_with_a_full_dev_shm_is_a_clear_error) {
+    cli_sandbox box;
+    std::string why;
+    auto status = locksmith::test::run_on_a_full_tmpfs(
+        "/dev/shm", 01777,
+        [&] {
+            const cli_result r =
+                box.run(box.with_config("run", {"--strategy", "shm", "full", "-c", "exit 3"}));
+            if (r.exit_code == EX_UNAVAILABLE && contains(r.err, "/dev/shm") &&
+                contains(r.err, std::strerror(ENOSPC)))
+                return 0;
+            std::fprintf(stderr, "%s\n", describe(r).c_str());
+            return 1;
+        },
+        why);
+    if (!status) return locksmith::test::skip_case(why);
+    BOOST_TEST(*status == 0, "a run ended otherwise than expected (above; 135 is SIGBUS)");
 }
 
 // --- messages and tables (issue 11, point 19) ---

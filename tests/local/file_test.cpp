@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE file strategy
 #include <boost/test/unit_test.hpp>
 
+#include <grp.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "local/fresh_objects.hpp"
 #include "local/local_helpers.hpp"
+#include "support/full_tmpfs.hpp"
 #include "support/test_environment.hpp"
 
 using namespace locksmith;
@@ -181,6 +184,100 @@ BOOST_FIXTURE_TEST_CASE(a_hard_link_to_a_victim_is_refused_and_left_unchanged, d
     BOOST_TEST(wait_child(child, 30s) == 0);
     BOOST_TEST(read_file(victim) == "victim");
     BOOST_TEST(std::filesystem::hard_link_count(victim) == 2u);
+}
+
+// An owner object that found the lock busy never checked the file it opened (the check follows
+// a grant); when it goes away and finds the file free, it must check it before it marks and
+// removes it. Here the path is a hard link to a victim, which another process had locked.
+BOOST_FIXTURE_TEST_CASE(an_owner_that_found_a_hard_linked_file_busy_leaves_it_unchanged,
+                        dir_fixture) {
+    const auto victim = dir.path() / "victim";
+    { std::ofstream(victim, std::ios::binary) << "victim"; }
+    std::filesystem::create_hard_link(victim, path("busy"));
+    byte_pipe locked, done;
+    pid_t other = fork_child([&] {
+        locked.close_read();
+        done.close_write();
+        const int fd = ::open(victim.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || ::flock(fd, LOCK_EX) != 0) return 2;
+        locked.put('l');
+        (void)done.get(20s);  // EOF: the test saw it busy
+        return 0;
+    });
+    locked.close_write();
+    done.close_read();
+    BOOST_REQUIRE(locked.get(10s) == 'l');
+    {
+        auto lock = make_lock(make(), "busy");
+        BOOST_TEST(!lock.try_lock());
+        done.close_write();
+        BOOST_TEST(wait_child(other) == 0);
+    }  // the owner object goes, the file is free now
+    BOOST_TEST(read_file(victim) == "victim");
+    BOOST_TEST(std::filesystem::hard_link_count(victim) == 2u);
+}
+
+// Issue 23 point 8: a full file system under the lock directory (any local user can fill
+// Debian's /run/lock tmpfs). The lock file's page cannot be reserved, so it must not be mapped:
+// touching it killed the owner with SIGBUS at its next grant or when it went away (the file
+// left, `run`'s command status lost). Grants then read fstat, the owner that cannot write the
+// retired mark leaves the file, and the next owner uses it.
+BOOST_AUTO_TEST_CASE(a_full_file_system_is_no_crash) {
+    temp_dir dir("file-full");
+    file_options o;
+    o.lock_dir = dir.path();
+    std::string why;
+    auto status = run_on_a_full_tmpfs(
+        dir.path(), 0700,
+        [&] {
+            auto s = make_file_store(o);
+            {
+                auto lock = make_lock(s, "full");
+                if (!lock.try_lock()) return 2;
+                lock.unlock();
+                if (!lock.try_lock()) return 3;  // a later grant reads the retired mark
+                pid_t other = fork_child(
+                    [&] { return make_lock(make_file_store(o), "full").try_lock() ? 1 : 0; });
+                if (wait_child(other) != 0) return 4;  // two holders
+                lock.unlock();
+            }  // the owner object goes: it removes the file or leaves it
+            auto next = make_lock(s, "full");
+            if (!next.try_lock()) return 5;
+            return 0;
+        },
+        why);
+    if (!status) return skip_case(why);
+    BOOST_TEST(*status == 0,
+               "the child ended with "
+                   << *status
+                   << " (a failed step, or 201: a signal such as SIGBUS, reported above)");
+}
+
+// A mapped page beyond the end of its file kills whoever touches it with SIGBUS too. In a shared
+// directory the group's other users can cut a lock file short (a careless `: > file`): its mark
+// is not mapped, and grants check it with fstat.
+BOOST_AUTO_TEST_CASE(a_lock_file_cut_short_by_another_user_of_its_shared_directory_is_no_crash) {
+    auto user = another_local_user_or_skip();
+    if (!user) return;
+    const auto base = std::filesystem::temp_directory_path() / run_unique("locksmith-file-shared");
+    std::filesystem::create_directory(base);
+    ::chmod(base.c_str(), 0755);
+    file_options o;
+    o.lock_dir = base / "locks";
+    o.shared_group = ::getgrgid(user->gid)->gr_name;
+    const auto lock_file = o.lock_dir / lock_file_name("cut", ".lock");
+    pid_t child = fork_child([&] {
+        auto lock = make_lock(make_file_store(o), "cut");
+        if (!lock.try_lock()) return 2;
+        lock.unlock();
+        if (wait_child(fork_child_as(*user, [&] { return ::truncate(lock_file.c_str(), 0); })) != 0)
+            return 3;
+        if (!lock.try_lock()) return 4;  // a later grant reads the retired mark
+        lock.unlock();
+        return 0;
+    });
+    BOOST_TEST(wait_child(child) == 0, "a failed step, or 201: a signal such as SIGBUS (above)");
+    std::filesystem::remove_all(base);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_fifo_or_directory_at_the_lock_path_is_an_error_not_a_hang, dir_fixture) {

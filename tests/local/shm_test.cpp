@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -17,6 +19,7 @@
 #include <locksmith/strategies/shm.hpp>
 
 #include "local/local_helpers.hpp"
+#include "support/full_tmpfs.hpp"
 #include "support/test_environment.hpp"
 
 using namespace locksmith;
@@ -337,6 +340,82 @@ BOOST_FIXTURE_TEST_CASE(a_segment_created_by_another_user_under_our_name_is_refu
         BOOST_TEST(what.find("uid " + std::to_string(user->uid)) != std::string::npos, what);
         BOOST_TEST(what.find("rm " + path) != std::string::npos, what);
     }
+}
+
+// Either condition alone refuses a segment: another user's, even with no permission beyond our
+// mode (its owner can still map it: here it holds our name in it)...
+BOOST_FIXTURE_TEST_CASE(a_segment_of_another_user_with_our_mode_is_refused, segment_fixture) {
+    auto user = another_local_user_or_skip();
+    if (!user) return;
+    byte_pipe holding, done;
+    pid_t owner = fork_child_as(*user, [&] {
+        holding.close_read();
+        done.close_write();
+        auto lock = make_lock(make(), "victim");  // mode 0600, as ours
+        if (!lock.try_lock()) return 2;
+        holding.put('h');
+        (void)done.get(20s);
+        return 0;
+    });
+    holding.close_write();
+    done.close_read();
+    BOOST_REQUIRE(holding.get(10s) == 'h');
+    try {
+        auto lock = make_lock(make(), "victim");
+        BOOST_TEST(!lock.try_lock());
+        BOOST_FAIL("a segment created by another user with mode 0600 was used");
+    } catch (const backend_error& e) {
+        BOOST_TEST(
+            std::string(e.what()).find("uid " + std::to_string(user->uid)) != std::string::npos,
+            e.what());
+    }
+    done.close_write();
+    BOOST_TEST(wait_child(owner) == 0);
+}
+
+// ...and our own, when it grants more than our mode: every user may map a segment open to
+// everyone and release or block its locks.
+BOOST_FIXTURE_TEST_CASE(our_own_segment_open_to_others_is_refused, segment_fixture) {
+    shm_options open_to_all;
+    open_to_all.segment = name;
+    open_to_all.mode = 0666;
+    (void)make_shm_store(open_to_all);
+    try {
+        (void)make();  // mode 0600
+        BOOST_FAIL("our own segment with mode 0666 was used by a store of mode 0600");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("mode 0666") != std::string::npos, e.what());
+        BOOST_TEST(std::string(e.what()).find("rm /dev/shm/" + name) != std::string::npos,
+                   e.what());
+    }
+}
+
+// Issue 23 point 8: a full /dev/shm (any local user can fill it). Creating the segment touched
+// pages that had no storage behind them: SIGBUS. Its pages are reserved first: a clear error.
+BOOST_AUTO_TEST_CASE(a_full_dev_shm_is_a_clear_error_not_a_crash) {
+    std::string why;
+    auto status = run_on_a_full_tmpfs(
+        "/dev/shm", 01777,
+        [] {
+            shm_options o;
+            o.segment = "locksmith-test-full";
+            try {
+                (void)make_shm_store(o);
+                return 2;
+            } catch (const backend_error& e) {
+                const std::string what = e.what();
+                std::fprintf(stderr, "%s\n", what.c_str());
+                if (what.find("/dev/shm") == std::string::npos) return 3;
+                if (what.find(std::strerror(ENOSPC)) == std::string::npos) return 4;
+            }
+            return ::access("/dev/shm/locksmith-test-full", F_OK) == 0 ? 5 : 0;
+        },
+        why);
+    if (!status) return skip_case(why);
+    BOOST_TEST(*status == 0,
+               "the child ended with "
+                   << *status
+                   << " (a failed step, or 201: a signal such as SIGBUS, reported above)");
 }
 
 // A symbolic link planted at our name is not followed, whatever it points to.

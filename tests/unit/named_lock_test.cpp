@@ -962,23 +962,14 @@ class first_attempt_reporter : public test::forwarding_store {
     bool reported_ = false;
 };
 
-// The wake-up board of polled waits (core/local_wake.hpp) is used only when it is private to
-// its user: one that others can read or write (here: the user's own name and file, mode 0666) is
-// left alone and waits fall back to polling. The waiter is killed mid-wait, so a board it used
-// keeps its count of waiters.
-BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
-    auto user = test::another_local_user_or_skip();
-    if (!user) return;
-    const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
-    ::unlink(path.c_str());
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    BOOST_REQUIRE(fd >= 0);
-    BOOST_REQUIRE(::fchown(fd, user->uid, user->gid) == 0);
-    BOOST_REQUIRE(::fchmod(fd, 0666) == 0);
-    BOOST_REQUIRE(::ftruncate(fd, 32768) == 0);
+namespace {
 
+// Whether a polled waiter of `user`, killed mid-wait (so that a board it used keeps its count of
+// waiters), wrote into `fd`: the file the test planted at the user's wake-up board
+// (core/local_wake.hpp), 32 KiB of zeros.
+bool a_waiter_wrote_into(const test::local_user& user, int fd) {
     test::byte_pipe waiting;
-    pid_t child = test::fork_child_as(*user, [&] {
+    pid_t child = test::fork_child_as(user, [&] {
         waiting.close_read();
         auto polled =
             std::make_shared<recording_store>(capability::exclusive | capability::noblock);
@@ -994,8 +985,50 @@ BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
     BOOST_TEST(test::wait_child(child) == 128 + SIGKILL);
     std::vector<char> content(32768);
     BOOST_TEST(::pread(fd, content.data(), content.size(), 0) == ssize_t(content.size()));
+    return !std::all_of(content.begin(), content.end(), [](char c) { return c == 0; });
+}
+
+// The board of `user`'s uid, planted by the test: 32 KiB of zeros, the user's, with `mode`.
+int plant_board_file(const std::string& path, const test::local_user& user, mode_t mode) {
+    ::unlink(path.c_str());
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    BOOST_REQUIRE(fd >= 0);
+    BOOST_REQUIRE(::fchown(fd, user.uid, user.gid) == 0);
+    BOOST_REQUIRE(::fchmod(fd, mode) == 0);
+    BOOST_REQUIRE(::ftruncate(fd, 32768) == 0);
+    return fd;
+}
+
+}  // namespace
+
+// The wake-up board of polled waits (core/local_wake.hpp) is used only when it is private to
+// its user: one that others can read or write (here: the user's own name and file, mode 0666) is
+// left alone and waits fall back to polling.
+BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
+    auto user = test::another_local_user_or_skip();
+    if (!user) return;
+    const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
+    const int fd = plant_board_file(path, *user, 0666);
+    const bool written = a_waiter_wrote_into(*user, fd);
     ::close(fd);
     ::unlink(path.c_str());
-    BOOST_TEST(std::all_of(content.begin(), content.end(), [](char c) { return c == 0; }),
-               "a waiter used a board that others can write");
+    BOOST_TEST(!written, "a waiter used a board that others can write");
+}
+
+// Issue 23 point 18: nor one with a second link: some other file of the user's linked in at the
+// board's name (which another user can plant where fs.protected_hardlinks=0: a 0600 shm segment
+// of the user's, say), into which the board's counters would write.
+BOOST_AUTO_TEST_CASE(a_hard_linked_wake_up_board_is_never_used) {
+    auto user = test::another_local_user_or_skip();
+    if (!user) return;
+    const std::string victim = "/dev/shm/locksmith-test-victim-" + std::to_string(::getpid());
+    const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
+    const int fd = plant_board_file(victim, *user, 0600);
+    ::unlink(path.c_str());
+    BOOST_REQUIRE(::link(victim.c_str(), path.c_str()) == 0);
+    const bool written = a_waiter_wrote_into(*user, fd);
+    ::close(fd);
+    ::unlink(path.c_str());
+    ::unlink(victim.c_str());
+    BOOST_TEST(!written, "a waiter wrote its counters into a file hard-linked at its board");
 }

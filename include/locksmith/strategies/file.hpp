@@ -13,11 +13,16 @@
 //    a failed non-blocking promotion re-takes the read lock, and if a writer slipped in between,
 //    the read lock is lost and acquire_error says so.
 //  - Files: `<lock_dir>/<readable prefix>.<hash of the name>.lock`, mode 0600 (0660 in a shared
-//    directory), opened with O_NOFOLLOW, never written to. release() removes the file when this
-//    owner was its last (an exclusive owner always, the last reader too), as Symfony's
-//    FlockStore does, so a file exists only while someone holds or waits for it; holders check
-//    after every grant that their file is still linked, so removal never breaks mutual
-//    exclusion. A holder killed while holding leaves its file until the next use of that name.
+//    directory), opened with O_NOFOLLOW; only their first byte is ever written (the mark set
+//    before the file is removed), and only in a file that passed the checks below. The owner
+//    object's end removes the file when this owner was its last (an exclusive owner always, the
+//    last reader too), as Symfony's FlockStore does, so a file exists only while someone holds
+//    or waits for it; holders check after every grant that their file is still linked, so
+//    removal never breaks mutual exclusion. A holder killed while holding leaves its file until
+//    the next use of that name; so does an owner that cannot write the mark (a full file
+//    system). A later grant reads the mark through a mapping, without a system call, only in a
+//    file that nobody else may write (a shared directory's group could cut it short) and whose
+//    page could be reserved; otherwise it calls fstat(2): never a SIGBUS.
 //    A file at the lock path that is not a regular file, has more than one hard link, or
 //    belongs to another user (and, in a shared directory, not to the shared group) is refused
 //    with backend_error naming it.

@@ -31,7 +31,9 @@
 //  - Left on the system: the segment /dev/shm/<segment> (about 80 bytes per slot). It is never
 //    removed by locksmith (another process may use it); remove it with
 //    shm_remove/`rm /dev/shm/<segment>` when no process has it open. A segment that already exists
-//    keeps its slot count; the option only applies when the segment is created.
+//    keeps its slot count; the option only applies when the segment is created. Every page of
+//    a new segment is reserved before it is mapped: in a full /dev/shm creating it throws
+//    backend_error saying so, instead of a SIGBUS at the first touch of a page.
 //  - Not offered: `shared` (there is no robust process-shared read/write lock in POSIX) and
 //    `serializable` (a mutex belongs to a thread).
 #pragma once
