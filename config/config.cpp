@@ -13,6 +13,7 @@
 #include <sstream>
 #include <system_error>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/options.hpp>
 
 namespace locksmith {
@@ -265,32 +266,6 @@ std::pair<std::size_t, std::size_t> position(std::string_view text, std::size_t 
     return {line, column};
 }
 
-// The offset of the first bracket that opens level max_depth + 1, or npos. nlohmann parses
-// without recursion but dumps and compares recursively, so a deep document must never reach
-// the tree; this scan is linear and recurses nowhere.
-std::size_t too_deep_at(std::string_view text) {
-    std::size_t depth = 0;
-    bool in_string = false, escaped = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (in_string) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > config::max_depth) return i;
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            --depth;
-        }
-    }
-    return std::string_view::npos;
-}
-
 // Fills `out` with what is valid of `text` and `errors` with every problem. False when the
 // document cannot be read at all (size, depth, syntax): nothing else was checked.
 bool parse_into(std::string_view text, config& out, std::vector<config_error>& errors) {
@@ -301,7 +276,7 @@ bool parse_into(std::string_view text, config& out, std::vector<config_error>& e
                                 std::to_string(config::max_bytes) + " bytes)");
         return false;
     }
-    if (auto at = too_deep_at(text); at != std::string_view::npos) {
+    if (auto at = json_too_deep_at(text, config::max_depth); at != std::string_view::npos) {
         auto [line, column] = position(text, at);
         errors.emplace_back("config.too_deep", "",
                             "nesting deeper than " + std::to_string(config::max_depth) +

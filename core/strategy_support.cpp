@@ -352,6 +352,29 @@ std::string scrub_secret(std::string text, std::string_view secret) {
     return text;
 }
 
+std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) noexcept {
+    std::size_t depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth) return i;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return std::string_view::npos;
+}
+
 bool socket_closed_by_peer(int fd) noexcept {
     if (fd < 0) return true;
     pollfd p{fd, POLLIN | POLLRDHUP, 0};

@@ -148,6 +148,24 @@ struct queue_names {
         error_kind::permanent);
 }
 
+// etcd's replies nest 6 levels at most (a transaction's responses, a range, its keys).
+constexpr std::size_t max_reply_depth = 32;
+
+// A reply or watch message from `address` (http_connection bounds its size), parsed only when it
+// nests at most max_reply_depth deep: a broken or hostile endpoint's deeper one would overflow
+// the stack where a parsed value is copied or printed. Null (is_discarded) when it is not JSON.
+// Throws backend_error (protocol, permanent) when it nests too deep.
+json parse_reply(std::string_view text, std::string_view what, const std::string& address) {
+    if (json_too_deep_at(text, max_reply_depth) != std::string_view::npos)
+        throw backend_error(strategy_name, "protocol",
+                            "etcd: " + std::string(what) + " at " + address +
+                                " failed: the reply nests deeper than " +
+                                std::to_string(max_reply_depth) +
+                                " levels (etcd's are a few deep: is this an etcd endpoint?)",
+                            error_kind::permanent);
+    return json::parse(text, nullptr, false);
+}
+
 // Where a waiter stands, as read at `revision`: the (at most two) keys created just before its
 // own, earliest first (base64; none: its turn), and whether they are all the keys before it, the
 // holder among them.
@@ -433,7 +451,7 @@ class etcd_store final : public store {
                 }
                 if (place.before.empty()) return true;  // first in the queue
                 if (!watch.covers(place)) {
-                    watch = watch_deletion(place.before);
+                    watch = watch_deletion(place.before, until);
                     // Written meanwhile: a key may be gone already, look again (the watch stays if
                     // it covers what we then see).
                     if (watch.created > place.revision) continue;
@@ -486,10 +504,11 @@ class etcd_store final : public store {
     // Opens a watch for the keys' deletions from the server's current revision on, never from
     // an earlier one: etcd serves a watch that starts in the past from a loop that runs every
     // 100 ms, which made hand-overs wait that long whenever anything was written between our
-    // read and the watch (bench/harness/analysis.md). Reads the server's confirmations.
-    deletion_watch watch_deletion(const std::vector<std::string>& keys_b64) {
+    // read and the watch (bench/harness/analysis.md). Reads the server's confirmations, within
+    // request_timeout and not past `wait_until`, the waiter's deadline.
+    deletion_watch watch_deletion(const std::vector<std::string>& keys_b64, deadline wait_until) {
         const std::string_view what = "watching the lock keys before ours";
-        const auto until = steady_clock::now() + options_.request_timeout;
+        const auto until = std::min(wait_until, steady_clock::now() + options_.request_timeout);
         deletion_watch w;
         w.keys = keys_b64;
         for (const auto& k : keys_b64) {
@@ -552,7 +571,7 @@ class etcd_store final : public store {
     static json next_watch_result(http_connection& c, deadline until, std::string_view what) {
         const auto message = c.next_message(until, what);
         if (!message) return json();
-        auto m = json::parse(*message, nullptr, false);
+        auto m = parse_reply(*message, what, c.address());
         if (m.is_discarded()) protocol_error(what);
         if (m.contains("error")) {
             const auto& e = m["error"];
@@ -609,16 +628,20 @@ class etcd_store final : public store {
     // the store makes may be repeated). Returns the reply's JSON. Throws backend_error.
     json call(std::string_view path, const json& body, std::string_view what) {
         const auto text = body.dump();
+        // One deadline for the request, a second attempt included: a server that never answers
+        // or trickles costs request_timeout, not twice that.
+        const auto until = steady_clock::now() + options_.request_timeout;
         for (int attempt = 0;; ++attempt) {
             auto c = take();
             const bool reused = c.second;
             http_response r;
             try {
-                r = c.first->post(path, text, auth_header(),
-                                  steady_clock::now() + options_.request_timeout, what);
+                r = c.first->post(path, text, auth_header(), until, what);
             } catch (const backend_error& e) {
                 // A kept-alive connection the server closed meanwhile (a restart): once more.
-                if (reused && attempt == 0 && e.kind() != error_kind::permanent) continue;
+                if (reused && attempt == 0 && e.kind() != error_kind::permanent &&
+                    steady_clock::now() < until)
+                    continue;
                 throw;
             }
             if (r.status == 401 && !options_.user.empty() && attempt == 0) {
@@ -627,8 +650,8 @@ class etcd_store final : public store {
                 continue;
             }
             if (r.status != 200) http_error(r.status, r.body, what, *c.first);
+            auto reply = parse_reply(r.body, what, c.first->address());
             give_back(std::move(c.first));
-            auto reply = json::parse(r.body, nullptr, false);
             if (reply.is_discarded()) protocol_error(what);
             return reply;
         }
@@ -636,7 +659,7 @@ class etcd_store final : public store {
 
     [[noreturn]] void http_error(int status, const std::string& body, std::string_view what,
                                  const http_connection& c) {
-        const auto reply = json::parse(body, nullptr, false);
+        const auto reply = parse_reply(body, what, c.address());
         const auto code = number(reply, "code");
         std::string message = field(reply, "message").is_string()
                                   ? field(reply, "message").get<std::string>()
@@ -717,7 +740,7 @@ class etcd_store final : public store {
                                steady_clock::now() + options_.request_timeout, "authenticating");
         if (r.status != 200)
             http_error(r.status, r.body, "authenticating as '" + options_.user + "'", *c);
-        const auto reply = json::parse(r.body, nullptr, false);
+        const auto reply = parse_reply(r.body, "authenticating", c->address());
         const auto& token = field(reply, "token");
         if (!token.is_string() || token.get<std::string>().empty())
             throw backend_error(strategy_name, "auth",

@@ -25,14 +25,16 @@ using std::chrono::steady_clock;
 
 // Status lines and headers are short; anything longer is not an etcd gateway talking.
 constexpr std::size_t max_line = 16384;
-// Far above any reply locksmith asks for (a few keys); guards against a garbage length.
-constexpr std::size_t max_body = 64u << 20;
 
 bool iequals(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
                return std::tolower(static_cast<unsigned char>(x)) ==
                       std::tolower(static_cast<unsigned char>(y));
            });
+}
+
+std::string max_reply_text() {
+    return std::to_string(max_reply_bytes >> 20) + " MiB";
 }
 
 std::string_view trim(std::string_view s) {
@@ -151,13 +153,12 @@ std::optional<std::string> http_connection::next_message(deadline until, std::st
             if (!trim(message).empty()) return message;
             continue;
         }
-        // The chunk's header and data come together in practice; wait softly for the first
-        // bytes only, so that `until` passing means "nothing yet", never a half-read chunk.
+        // Waits softly for the first bytes only, so that `until` passing means "nothing yet". A
+        // chunk's header and data come together in practice; one still incomplete at `until`
+        // (a server that trickles) fails the stream, so no wait outlasts its deadline.
         if (head_ == tail_ && !fill(until, what, true)) return std::nullopt;
-        if (!read_chunk(until + std::chrono::seconds(5), what, stream_))
+        if (!read_chunk(until, what, stream_))
             fail(what, "eof", "the server ended the stream", error_kind::transient);
-        if (stream_.size() > max_body)
-            fail(what, "protocol", "a stream message longer than 64 MiB", error_kind::permanent);
     }
 }
 
@@ -239,8 +240,13 @@ int http_connection::read_head(deadline until, std::string_view what) {
         if (iequals(name, "Content-Length")) {
             std::size_t n = 0;
             auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-            if (ec != std::errc() || end != value.data() + value.size() || n > max_body)
+            if (ec != std::errc() || end != value.data() + value.size())
                 fail(what, "protocol", "bad Content-Length", error_kind::permanent);
+            if (n > max_reply_bytes)
+                fail(what, "protocol",
+                     "a reply of " + std::to_string(n) + " bytes (more than " + max_reply_text() +
+                         ")",
+                     error_kind::permanent);
             content_length_ = n;
         } else if (iequals(name, "Transfer-Encoding")) {
             chunked_ = value.find("chunked") != std::string_view::npos;
@@ -254,9 +260,8 @@ int http_connection::read_head(deadline until, std::string_view what) {
 void http_connection::read_body(deadline until, std::string_view what, std::string& out) {
     out.clear();
     if (chunked_) {
-        while (read_chunk(until, what, out))
-            if (out.size() > max_body)
-                fail(what, "protocol", "a reply longer than 64 MiB", error_kind::permanent);
+        while (read_chunk(until, what, out)) {
+        }
         return;
     }
     if (!content_length_) {
@@ -265,8 +270,9 @@ void http_connection::read_body(deadline until, std::string_view what, std::stri
         for (;;) {
             out.append(in_.data() + head_, tail_ - head_);
             head_ = tail_ = 0;
-            if (out.size() > max_body)
-                fail(what, "protocol", "a reply longer than 64 MiB", error_kind::permanent);
+            if (out.size() > max_reply_bytes)
+                fail(what, "protocol", "a reply longer than " + max_reply_text(),
+                     error_kind::permanent);
             pollfd p{fd_, POLLIN, 0};
             const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
             if (left <= milliseconds(0))
@@ -290,8 +296,10 @@ bool http_connection::read_chunk(deadline until, std::string_view what, std::str
     std::size_t size = 0;
     const auto digits = size_line.substr(0, size_line.find(';'));
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size, 16);
-    if (ec != std::errc() || size > max_body)
-        fail(what, "protocol", "bad chunk size", error_kind::permanent);
+    if (ec != std::errc()) fail(what, "protocol", "bad chunk size", error_kind::permanent);
+    if (size > max_reply_bytes - std::min(out.size(), max_reply_bytes))
+        fail(what, "protocol", "a reply or watch message longer than " + max_reply_text(),
+             error_kind::permanent);
     if (size == 0) {
         while (!read_line(until, what).empty()) {
         }  // trailers, then the empty line

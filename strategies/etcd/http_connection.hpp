@@ -36,6 +36,11 @@ struct endpoint {
 // invalid_argument_error.
 endpoint parse_endpoint(std::string_view url);
 
+// The most a reply, or one message of a watch stream, may be: far above any that locksmith asks
+// for (a few keys, mostly keys only), and little to parse when a broken or hostile server sends
+// it. A longer one fails with a protocol error.
+inline constexpr std::size_t max_reply_bytes = std::size_t(1) << 20;
+
 struct http_response {
     int status = 0;
     std::string body;
@@ -51,8 +56,8 @@ class http_connection {
 
     // POSTs `body` (JSON) to `path` and reads the whole reply, all before `until`; `headers` are
     // extra header lines, each ending in \r\n. `what` names the step in error messages.
-    // Throws backend_error for transport failures and timeouts; the connection is broken()
-    // afterwards.
+    // Throws backend_error for transport failures, timeouts, and replies that are not HTTP or
+    // longer than max_reply_bytes; the connection is broken() afterwards.
     http_response post(std::string_view path, std::string_view body, std::string_view headers,
                        deadline until, std::string_view what);
 
@@ -61,8 +66,9 @@ class http_connection {
     // Returns the HTTP status; for a status other than 200 the body is in `error_body`.
     int open_stream(std::string_view path, std::string_view body, std::string_view headers,
                     deadline until, std::string_view what, std::string& error_body);
-    // The next newline-delimited message of the stream, or nullopt when `until` passed first.
-    // Throws backend_error when the stream ends or fails.
+    // The next newline-delimited message of the stream, or nullopt when `until` passed before
+    // any of it came. Throws backend_error when the stream ends or fails, when a message is
+    // longer than max_reply_bytes, and when `until` passes in the middle of one.
     std::optional<std::string> next_message(deadline until, std::string_view what);
     // The index of a stream in `streams` that has something for next_message() (a message,
     // bytes of one, or its end), or -1 when `until` passed first.

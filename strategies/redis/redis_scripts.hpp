@@ -5,8 +5,9 @@
 //   P lock: N   exclusive: a string holding the owner token, with PX = the TTL
 //               shared: a sorted set of reader tokens scored by their expiry (server ms), and
 //               PEXPIREAT = the latest reader expiry, so an abandoned set disappears on its own
-//   P fence: N  the fencing counter (INCR for every grant that gets a token: at the grant in the
-//               scripts below, on first request for the plain SET NX grant; never deleted)
+//   P fence: N  the last fencing token drawn for N (next_fence, for every grant that gets a
+//               token: at the grant in the scripts below, on first request for the plain SET NX
+//               grant; never deleted)
 //   P wait: N   a sorted set of writers that wait, scored by when their registration lapses;
 //               while it is not empty, no new reader is admitted (writers are not starved)
 //   P queue: N  the same writers in arrival order (score 1, 2, ...), each member
@@ -56,14 +57,29 @@ namespace locksmith::strategies::redis_detail {
     "  end\n"                                                                      \
     "end\n"
 
-// Shared prologue: the server's clock in ms, and the helper that aligns a reader set's expiry
-// with its latest reader. Both are functions, called only on the paths that need them: the
-// common exclusive grant and release never read TIME, which keeps each script close to the cost
-// of the plain commands it runs (bench/redis/RESULTS.md).
+// Shared prologue: the server's clock in ms, the helper that aligns a reader set's expiry with
+// its latest reader, and the next fencing token. All are functions, called only on the paths
+// that need them: the common exclusive grant and release never read TIME, which keeps each
+// script close to the cost of the plain commands it runs (bench/redis/RESULTS.md).
+// A token is the server's clock in microseconds, or one more than the last token when that is
+// larger (a plain counter would restart at 1, or at an older snapshot's value, whenever the
+// server loses its data: a restart without persistence, kill -9 after the last snapshot, a
+// failover to a replica that missed the last writes; a stale holder's token would then beat
+// the new holders'). Tokens outgrow the clock only at more than one grant per microsecond of one
+// name, which Redis does not reach, so a token drawn after a loss is above every earlier one as
+// long as the server's clock (after a failover: the new primary's) is not behind the clock at
+// the last grant before the loss. Below 2^53 (the year 2255), so exact in Lua's numbers.
 #define LOCKSMITH_REDIS_PROLOGUE                                                      \
     "local function server_ms()\n"                                                    \
     "  local t = redis.call('TIME')\n"                                                \
     "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"            \
+    "end\n"                                                                           \
+    "local function next_fence(k)\n"                                                  \
+    "  local t = redis.call('TIME')\n"                                                \
+    "  local n = math.max((tonumber(redis.call('GET', k)) or 0) + 1,\n"               \
+    "                     tonumber(t[1]) * 1000000 + tonumber(t[2]))\n"               \
+    "  redis.call('SET', k, string.format('%d', n))\n"                                \
+    "  return n\n"                                                                    \
     "end\n"                                                                           \
     "local function expire_at_latest(k)\n"                                            \
     "  local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')\n"                   \
@@ -92,7 +108,7 @@ if mode == 'x' then
         redis.call('ZREM', wait, token)
         redis.call('ZREM', queue, member)
       end
-      return {1, redis.call('INCR', fence)}
+      return {1, next_fence(fence)}
     end
   end
   local kind = redis.call('TYPE', lock).ok
@@ -110,7 +126,7 @@ if mode == 'x' then
       redis.call('SET', lock, token, 'PX', ttl)
       redis.call('ZREM', wait, token)
       redis.call('ZREM', queue, member)
-      return {1, redis.call('INCR', fence)}
+      return {1, next_fence(fence)}
     end
   end
   local left = redis.call('PTTL', lock)
@@ -152,7 +168,7 @@ if kind == 'string' then
   redis.call('ZADD', lock, now + ttl, token)
   redis.call('PEXPIREAT', lock, now + ttl)
   redis.call('PUBLISH', ARGV[5], 'demoted')
-  return {1, redis.call('INCR', fence)}
+  return {1, next_fence(fence)}
 end
 if kind == 'zset' then redis.call('ZREMRANGEBYSCORE', lock, '-inf', now) end
 local renewal = redis.call('ZSCORE', lock, token)
@@ -165,7 +181,7 @@ end
 redis.call('ZADD', lock, now + ttl, token)
 expire_at_latest(lock)
 if renewal then return {1, 0} end
-return {1, redis.call('INCR', fence)}
+return {1, next_fence(fence)}
 )lua";
 
 // KEYS: lock. ARGV: token, ttl ms. Compare-and-pexpire: 1 when the owner's grant was extended,
@@ -260,14 +276,14 @@ return 0
 )lua";
 
 // KEYS: lock, fence. ARGV: token. The fencing token of a grant made without one (the plain
-// SET NX grant of a free name): INCR, but only while the owner still holds the lock, so that it
-// is larger than the token of every earlier grant. 0 when the owner holds nothing.
+// SET NX grant of a free name): next_fence, but only while the owner still holds the lock, so
+// that it is larger than the token of every earlier grant. 0 when the owner holds nothing.
 inline constexpr const char* fence_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
 local lock, token = KEYS[1], ARGV[1]
-if redis.pcall('GET', lock) == token then return redis.call('INCR', KEYS[2]) end
+if redis.pcall('GET', lock) == token then return next_fence(KEYS[2]) end
 if redis.call('TYPE', lock).ok == 'zset' then
   local expiry = redis.call('ZSCORE', lock, token)
-  if expiry and tonumber(expiry) > server_ms() then return redis.call('INCR', KEYS[2]) end
+  if expiry and tonumber(expiry) > server_ms() then return next_fence(KEYS[2]) end
 end
 return 0
 )lua";

@@ -349,7 +349,9 @@ void test_refresh_of_a_lost_lock_fails(context& c) {
     BOOST_REQUIRE(c.s->try_acquire(k1, ex, d));
     std::this_thread::sleep_for(2 * d);
     BOOST_REQUIRE(c.s->try_acquire(k2, ex, long_ttl));
-    BOOST_TEST(!c.s->refresh(k1, long_ttl));  // must not steal k2's lock
+    // With its own TTL (etcd: a keep-alive of its expired lease) and with another one.
+    BOOST_TEST(!c.s->refresh(k1, d));  // must not steal k2's lock
+    BOOST_TEST(!c.s->refresh(k1, long_ttl));
     BOOST_TEST(c.s->holds(k2));
     BOOST_TEST(!c.s->holds(k1));
     c.s->release(k1);  // not ours any more: a no-op
@@ -831,6 +833,8 @@ void xp_expiry(context& c, lock_pattern p) {
     BOOST_REQUIRE(a.try_lock());
     b.start_lock();
     BOOST_TEST((b.answer(20 * c.delay() + must_answer) == std::optional<bool>(true)));
+    // With the grant's own TTL (etcd: a keep-alive of the expired lease), and with another one.
+    BOOST_TEST(!a.refresh(2 * c.delay()), "a refresh took the lock back from the new holder");
     BOOST_TEST(!a.refresh(long_ttl), "a refresh took the lock back from the new holder");
     a.unlock();  // a believes it may still hold it: its release must not free b's lock
     BOOST_TEST(!probe.try_lock(), "the expired holder's release freed the new holder's lock");

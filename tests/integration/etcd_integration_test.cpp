@@ -31,6 +31,7 @@
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/hostile_http_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 
@@ -332,6 +333,192 @@ BOOST_AUTO_TEST_CASE(unreachable_and_bad_endpoints_fail_cleanly) {
                 BOOST_TEST(std::string(e.what()).find("TLS") != std::string::npos, e.what());
         }
     }
+}
+
+// --- a broken or hostile endpoint -----------------------------------------------------------
+// An endpoint that speaks etcd's gateway as far as a wait needs (status, lease, the enqueuing
+// transaction, which finds another owner's key first, keep-alives, revoke, the watch of that
+// key), except for one answer that is broken: to the transaction (a normal reply) or to the
+// watch (the stream). The client must return, with a clear error or (a wait) false, within its
+// deadline, and never crash: each attempt runs in a child process, so that a crash is this
+// case's failure (its signal), not the test program's end.
+
+enum class broken_at { reply, stream };
+enum class breakage { deep, huge, bad_chunks, silent, trickle };
+
+const char* to_string(breakage b) {
+    switch (b) {
+        case breakage::deep:
+            return "nested 200,000 deep";
+        case breakage::huge:
+            return "2 MiB";
+        case breakage::bad_chunks:
+            return "bad chunked encoding";
+        case breakage::silent:
+            return "never answers";
+        case breakage::trickle:
+            return "one byte a second";
+    }
+    return "?";
+}
+
+// The transaction's reply: our key (revision 10) behind another owner's (5), whom we watch.
+const std::string enqueued =
+    R"({"header":{"revision":"10"},"succeeded":true,"responses":[{"response_put":{}},)"
+    R"({"response_range":{"kvs":[{"key":"b3RoZXI=","create_revision":"5"}]}},)"
+    R"({"response_range":{"kvs":[{"key":"bWluZQ==","create_revision":"10"},)"
+    R"({"key":"b3RoZXI=","create_revision":"5"}]}}]})";
+// A later read of the queue: the same place.
+const std::string queue_read =
+    R"({"header":{"revision":"12"},"succeeded":true,"responses":[)"
+    R"({"response_range":{"kvs":[{"key":"b3RoZXI=","create_revision":"5"}]}},)"
+    R"({"response_range":{"kvs":[{"key":"bWluZQ==","create_revision":"10"}]}},)"
+    R"({"response_range":{"kvs":[{"key":"b3RoZXI=","create_revision":"5"}]}}]})";
+const std::string watch_created = R"({"result":{"header":{"revision":"10"},"created":true}})"
+                                  "\n";
+
+test::http_answer broken_answer(broken_at where, breakage b) {
+    const std::string deep = test::deeply_nested_json(200000);
+    test::http_answer a;
+    if (where == broken_at::reply) {
+        switch (b) {
+            case breakage::deep:  // where the reply's keys are (copied when the place is read)
+                a.bytes = test::json_reply(
+                    R"({"header":{"revision":"10"},"succeeded":true,"responses":[{},)"
+                    R"({"response_range":{"kvs":[]}},)"
+                    R"({"response_range":{"kvs":[{"create_revision":"10"},)" +
+                    deep + "]}}]}");
+                break;
+            case breakage::huge:
+                a.bytes = test::json_reply(enqueued + std::string(2 << 20, ' '));
+                break;
+            case breakage::bad_chunks:
+                a.bytes = test::chunked_head() + "zz\r\n" + enqueued + "\r\n0\r\n\r\n";
+                break;
+            case breakage::silent:
+                a.then_silent = true;
+                break;
+            case breakage::trickle:
+                a.trickle = test::json_reply(enqueued);
+                break;
+        }
+        return a;
+    }
+    a.then_silent = true;  // a stream that stays open after what it sends
+    switch (b) {
+        case breakage::deep:
+            a.bytes =
+                test::chunked_head() + test::chunk(watch_created) +
+                test::chunk(R"({"result":{"header":{"revision":"11"},"events":)" + deep + "}}\n");
+            break;
+        case breakage::huge:
+            a.bytes = test::chunked_head() + test::chunk(watch_created) +
+                      test::chunk(std::string(2 << 20, ' '));
+            break;
+        case breakage::bad_chunks:
+            a.bytes = test::chunked_head() + test::chunk(watch_created) + "5\r\nabcdefgh";
+            break;
+        case breakage::silent:
+            break;
+        case breakage::trickle:
+            a.bytes = test::chunked_head() + test::chunk(watch_created);
+            a.trickle = test::chunk(R"({"result":{"header":{"revision":"11"},"events":[]}})"
+                                    "\n");
+            break;
+    }
+    return a;
+}
+
+test::http_answer fake_etcd(const test::http_request& r, broken_at where, breakage b) {
+    if (r.path == "/v3/kv/txn" && where == broken_at::reply) return broken_answer(where, b);
+    if (r.path == "/v3/watch") return broken_answer(where, b);
+    test::http_answer a;
+    if (r.path == "/v3/lease/grant")
+        a.bytes = test::json_reply(R"({"header":{"revision":"1"},"ID":"7","TTL":"30"})");
+    else if (r.path == "/v3/kv/txn" && r.body.find("compare") != std::string::npos)
+        a.bytes = test::json_reply(enqueued);
+    else if (r.path == "/v3/kv/txn")
+        a.bytes = test::json_reply(queue_read);
+    else if (r.path == "/v3/lease/keepalive")
+        a.bytes = test::json_reply(R"({"result":{"ID":"7","TTL":"30"}})");
+    else
+        a.bytes = test::json_reply(R"({"header":{"revision":"10"}})");  // status, revoke
+    return a;
+}
+
+BOOST_AUTO_TEST_CASE(a_broken_or_hostile_endpoint_gets_a_clear_error_in_time_and_no_crash) {
+    constexpr auto request_timeout = 2s;
+    constexpr auto wait = 3s;  // the caller's deadline, for the watch
+    constexpr auto slack = 1s;
+    for (const auto where : {broken_at::reply, broken_at::stream})
+        for (const auto b : {breakage::deep, breakage::huge, breakage::bad_chunks, breakage::silent,
+                             breakage::trickle}) {
+            const std::string what =
+                std::string(where == broken_at::reply ? "a reply " : "a watch stream ") +
+                to_string(b);
+            test::hostile_http_server server(
+                [=](const test::http_request& r) { return fake_etcd(r, where, b); });
+            char path[] = "/tmp/locksmith-etcd-hostile-XXXXXX";
+            const int fd = ::mkstemp(path);
+            BOOST_REQUIRE(fd >= 0);
+            ::close(fd);
+            const pid_t child = test::fork_child(
+                [&] {
+                    auto o = options_for(server.url());
+                    o.request_timeout = request_timeout;
+                    std::string result;
+                    const auto started = std::chrono::steady_clock::now();
+                    try {
+                        auto lock = make_lock(strategies::make_etcd_store(o), "hostile");
+                        // A reply fails the try; a stream fails (or times out) the wait.
+                        const bool granted =
+                            where == broken_at::reply ? lock.try_lock() : lock.try_lock_for(wait);
+                        result = granted ? "granted" : "not granted";
+                    } catch (const error& e) {
+                        result = std::string("error: ") + e.what();
+                    }
+                    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now() - started)
+                                        .count();
+                    std::ofstream(path) << ms << "\n" << result;
+                    return 0;
+                },
+                60s);
+            const int status = test::wait_child(child, 60s);
+            std::ifstream in(path);
+            long long ms = -1;
+            std::string result;
+            in >> ms;
+            std::getline(in >> std::ws, result);
+            ::unlink(path);
+            BOOST_TEST_CONTEXT(what << ": " << result << " after " << ms << " ms") {
+                BOOST_TEST(status == 0, "the client died (status " << status << ")");
+                const std::chrono::milliseconds bound =
+                    (where == broken_at::reply ? request_timeout : wait) + slack;
+                BOOST_TEST(ms >= 0);
+                BOOST_TEST(ms < bound.count());
+                switch (b) {
+                    case breakage::deep:
+                        BOOST_TEST(result.find("nests deeper than") != std::string::npos);
+                        break;
+                    case breakage::huge:
+                        BOOST_TEST(result.find("than 1 MiB") != std::string::npos);
+                        break;
+                    case breakage::bad_chunks:
+                        BOOST_TEST(result.find("chunk") != std::string::npos);
+                        break;
+                    case breakage::silent:
+                    case breakage::trickle:
+                        // A request times out; a wait ends at its deadline, lock not granted.
+                        if (where == broken_at::reply)
+                            BOOST_TEST(result.find("no reply in time") != std::string::npos);
+                        else
+                            BOOST_TEST((result == "not granted" ||
+                                        result.find("in time") != std::string::npos));
+                        break;
+                }
+            }
+        }
 }
 
 BOOST_AUTO_TEST_SUITE(etcd_server,

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -691,6 +692,100 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted)
     BOOST_TEST(fresh.try_lock());
     BOOST_TEST(fresh.fencing_token().has_value());
     fresh.unlock();
+}
+
+// A fencing token stays above every earlier one when the server loses its data, or a holder
+// cut off by the loss would beat every later holder at the resource. A private server is killed
+// (kill -9) while another process holds the lock: once after a snapshot (it comes back with
+// that older state), once with no snapshot (it comes back empty); a grant in a third process
+// must then get a larger token. A shared grant draws its token in the acquire script, an
+// exclusive one in the fence script: one of each comes first after a loss.
+BOOST_AUTO_TEST_CASE(fencing_tokens_keep_increasing_when_the_server_loses_its_data) {
+    const int port = test::free_port();
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("locksmith-redis-fence-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    auto argv = test::private_redis_argv(port);
+    *(std::find(argv.begin(), argv.end(), "--dir") + 1) = dir.string();  // a snapshot of its own
+    test::private_server server(argv, port);                             // stop(): kill -9
+    const std::string url = "redis://127.0.0.1:" + std::to_string(port) + "/0";
+    const std::string name = test::unique_resource("lost_data");
+    const auto tokens_file = dir / "tokens";
+    test::byte_pipe end;  // EOF ends the processes that keep their last grant
+    std::vector<pid_t> keeping;
+
+    // `grants` grants in a process of its own, exclusive and shared in turn from `shared_first`;
+    // it keeps the last one when `keep` (a holder the loss cuts off). Returns the tokens.
+    auto grants_in_another_process = [&](int grants, bool shared_first, bool keep) {
+        std::filesystem::remove(tokens_file);
+        test::byte_pipe done;
+        const pid_t pid = test::fork_child(
+            [&] {
+                end.close_write();
+                auto s = strategies::make_redis_store(options_for(url));
+                std::ofstream out(tokens_file);
+                for (int i = 0; i < grants; ++i) {
+                    auto lock = make_lock(s, name);
+                    const bool shared = (i % 2 == 1) != shared_first;
+                    if (!(shared ? lock.try_lock_shared() : lock.try_lock())) return 2;
+                    const auto token = lock.fencing_token();
+                    if (!token) return 3;
+                    out << *token << std::endl;
+                    if (keep && i + 1 == grants) {
+                        done.put('d');
+                        (void)end.get(must_happen);
+                        return 0;  // the loss took the grant: nothing to release
+                    }
+                    shared ? lock.unlock_shared() : lock.unlock();
+                }
+                done.put('d');
+                return 0;
+            },
+            120s);
+        BOOST_REQUIRE(done.get(must_happen));
+        if (keep)
+            keeping.push_back(pid);
+        else
+            BOOST_REQUIRE(test::wait_child(pid, must_happen) == 0);
+        std::ifstream in(tokens_file);
+        std::vector<unsigned long long> tokens;
+        for (unsigned long long t; in >> t;) tokens.push_back(t);
+        BOOST_REQUIRE(tokens.size() == std::size_t(grants));
+        return tokens;
+    };
+
+    const auto before_snapshot = grants_in_another_process(3, false, false);
+    redisContext* c = redisConnect("127.0.0.1", port);
+    BOOST_REQUIRE((c != nullptr && c->err == 0));
+    auto* saved = static_cast<redisReply*>(redisCommand(c, "SAVE"));
+    BOOST_REQUIRE((saved != nullptr && saved->type == REDIS_REPLY_STATUS));
+    freeReplyObject(saved);
+    redisFree(c);
+    const auto cut_off = grants_in_another_process(26, false, true);
+    BOOST_REQUIRE(cut_off.front() > before_snapshot.back());
+
+    server.stop();
+    server.start();  // with the snapshot of the first three grants
+    const auto after_snapshot = grants_in_another_process(1, true, false);
+    BOOST_TEST(after_snapshot[0] > cut_off.back(),
+               "a shared grant after a restart from an older "
+               "snapshot got token "
+                   << after_snapshot[0] << ", an earlier "
+                   << "holder has " << cut_off.back());
+
+    server.stop();
+    std::filesystem::remove(dir / "dump.rdb");
+    server.start();  // empty
+    const auto after_loss = grants_in_another_process(1, false, false);
+    BOOST_TEST(after_loss[0] > after_snapshot[0],
+               "an exclusive grant after a restart without data "
+               "got token "
+                   << after_loss[0] << ", an earlier holder has " << after_snapshot[0]);
+    end.close_write();
+    for (const pid_t pid : keeping) BOOST_TEST(test::wait_child(pid, must_happen) == 0);
+    server.stop();
+    std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(hung_server_gives_timeouts_then_recovers) {

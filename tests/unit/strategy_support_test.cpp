@@ -78,6 +78,17 @@ BOOST_AUTO_TEST_CASE(scrub_secret_hides_every_occurrence) {
     BOOST_TEST(scrub_secret("a***b", "***") == "a***b");
 }
 
+BOOST_AUTO_TEST_CASE(json_too_deep_at_finds_the_first_bracket_past_the_limit) {
+    BOOST_TEST(json_too_deep_at("[[1]]", 2) == std::string_view::npos);
+    BOOST_TEST(json_too_deep_at(R"({"a":[{}]})", 2) == 6u);
+    // Brackets in strings, escaped quotes included, are text.
+    BOOST_TEST(json_too_deep_at(R"(["[[[\"[[{{", 1])", 1) == std::string_view::npos);
+    // Siblings do not add up; only nesting does.
+    BOOST_TEST(json_too_deep_at("[[],[],[[]]]", 3) == std::string_view::npos);
+    const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+    BOOST_TEST(json_too_deep_at(deep, 64) == 64u);
+}
+
 // A socket whose peer closed counts as closed; an idle open one does not.
 BOOST_AUTO_TEST_CASE(socket_closed_by_peer_sees_a_hang_up) {
     int fds[2];

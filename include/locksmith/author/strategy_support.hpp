@@ -14,6 +14,7 @@
 //   scrub_secret                  a message with a password replaced by "***"
 //   socket_closed_by_peer         whether the server closed an idle connection
 //   connect_tcp                   a TCP connection within a deadline, every address in turn
+//   json_too_deep_at              where JSON nests too deep to be parsed (config, server replies)
 //   brief_retries                 a few quick tries before a waiter sleeps in the kernel
 #pragma once
 
@@ -199,6 +200,14 @@ struct tcp_connection_attempt {
 };
 tcp_connection_attempt connect_tcp(const std::string& host, int port,
                                    std::chrono::steady_clock::time_point until);
+
+// Where JSON text nests too deep: the offset of the first '[' or '{' that opens level
+// `max_depth` + 1 (the outermost bracket is level 1), or npos. nlohmann's parser does not recurse,
+// but copying, comparing and printing a parsed value do, so a document nested deeper than the
+// stack allows must be refused before it is parsed: a config (config::parse), and every JSON
+// document a strategy reads from a server, which may be broken or hostile. A linear scan that
+// recurses nowhere; strings (and brackets in them) are skipped.
+std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) noexcept;
 
 // For strategies that wait in the kernel (flock, System V semaphores): a few tries without
 // sleeping before the blocking call. Once a waiter sleeps, each grant costs waking it, a context

@@ -32,6 +32,11 @@
 //    that answers. A request whose connection broke is sent once more on a fresh connection
 //    (every request the store makes is safe to repeat). While waiting, errors of a server that
 //    is restarting are retried until the waiter's lease could have expired.
+//  - A broken or hostile endpoint: a reply or watch message longer than 1 MiB, nested deeper
+//    than 32 levels, or not HTTP/JSON as the gateway sends it is a backend_error (protocol,
+//    permanent), never parsed further; a request ends within request_timeout whatever the
+//    server does (trickles, never answers; a second attempt on a fresh connection included),
+//    and a wait at its deadline.
 //  - No TLS (https:// endpoints are refused with a message saying so: TLS would need a TLS
 //    library in the statically linked locksmith command). With `user`, the store authenticates
 //    (POST /v3/auth/authenticate) and sends the token with every request.
@@ -59,8 +64,8 @@ struct etcd_options {
     std::vector<std::string> endpoints;
     // Longest wait for a TCP connection to one endpoint. Must be > 0.
     std::chrono::milliseconds dial_timeout{std::chrono::seconds(2)};
-    // Longest wait for the reply to one request (a watch is bounded by the caller's deadline
-    // instead). Must be > 0.
+    // Longest wait for the reply to one request, and for a watch to be confirmed (a watch
+    // itself is bounded by the caller's deadline instead). Must be > 0.
     std::chrono::milliseconds request_timeout{std::chrono::seconds(5)};
     // Prepended to every etcd key; any bytes, at most 1024.
     std::string prefix = "locksmith/";

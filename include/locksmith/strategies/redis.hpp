@@ -16,12 +16,16 @@
 //    other grant (re-acquire, promotion, reader sets, a waiting writer) goes through a script.
 //    Refresh and release are compare-and-pexpire and compare-and-delete scripts, loaded once and
 //    called by SHA (reloaded after NOSCRIPT).
-//  - Fencing: tokens come from `<prefix>fence:<name>` (INCR; never deleted, one small key per
-//    name ever locked). A scripted grant takes its token in the same script; the plain SET grant
-//    takes it on first request (named_lock::fencing_token: one more round trip), by a script
-//    that INCRs only while the owner still holds the lock. Either way a token is drawn during
-//    its grant, so tokens increase strictly in grant order, owners that never ask pay nothing,
-//    and an owner that already lost the lock gets expired_error instead of a token.
+//  - Fencing: a token is the server's clock (TIME) in microseconds, or one more than the name's
+//    last token (`<prefix>fence:<name>`, never deleted, one small key per name ever locked) when
+//    that is larger. So tokens keep increasing when the server loses its data (a restart
+//    without persistence, kill -9 after the last snapshot, a failover to a replica that missed
+//    the last writes), as long as its clock does not go back past the last grant before the
+//    loss. A scripted grant takes its token in the same script; the plain SET grant takes it on
+//    first request (named_lock::fencing_token: one more round trip), by a script that draws one
+//    only while the owner still holds the lock. Either way a token is drawn during its grant,
+//    so tokens increase strictly in grant order, owners that never ask pay nothing, and an
+//    owner that already lost the lock gets expired_error instead of a token.
 //  - Shared grants: the lock key is then a sorted set of reader tokens scored by their expiry
 //    (server time, ms). The policy favours writers: a writer that waits registers in
 //    `<prefix>wait:<name>` and, while it waits, no new reader is admitted (readers already
