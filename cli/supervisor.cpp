@@ -241,7 +241,8 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
                 return;
             }
             lose("the " + lock.strategy() +
-                 " server no longer has it (it ended the session or connection that held it)");
+                 " server no longer has it (the session or connection that held it ended, or the "
+                 "grant was removed)");
         } catch (const std::exception& e) {
             lose(std::string("it could not be confirmed after news from the server: ") + e.what());
         }
