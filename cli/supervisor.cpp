@@ -219,6 +219,8 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
     bool killed = false;
     clock::time_point kill_at{};
     int status = 0;
+    // After news on the loss descriptor that was no loss: when it may be looked at again.
+    clock::time_point watch_loss_from{};
 
     auto lose = [&](const std::string& why) {
         lost = true;
@@ -226,6 +228,24 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
                     std::to_string(child));
         ::kill(child, SIGTERM);
         kill_at = clock::now() + options.kill_after;
+    };
+
+    // The backend had news for the lock (or it cannot be watched): is it still ours? A loss is
+    // acted on like an expired lease. News that was no loss is not looked at again for a
+    // moment, so that a descriptor that stays readable cannot make this loop spin.
+    auto check_loss = [&] {
+        constexpr auto quiet_after_news = std::chrono::milliseconds(100);
+        try {
+            if (lock.is_acquired()) {
+                watch_loss_from = clock::now() + quiet_after_news;
+                return;
+            }
+            lose("the " + lock.strategy() +
+                 " server no longer has it (the session or connection that held it ended, or the "
+                 "grant was removed)");
+        } catch (const std::exception& e) {
+            lose(std::string("it could not be confirmed after news from the server: ") + e.what());
+        }
     };
 
     for (;;) {
@@ -257,19 +277,41 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
             killed = true;
         }
 
-        // Sleep until a signal arrives or the next timed step is due.
+        // Strategies whose backend can end a grant (a session or connection the server
+        // closes): its descriptor turns readable when the backend's notice arrives, and the
+        // store is then asked. -1: known gone already. Asked for anew each time: an answer may
+        // replace it.
+        std::optional<int> loss_fd;
+        if (!lost && now >= watch_loss_from) {
+            try {
+                loss_fd = lock.loss_fd();
+            } catch (const std::exception& e) {
+                loss_fd = -1;  // cannot be watched: asked (below) at most every quiet_after_news
+                if (options.verbose)
+                    print_note(std::string("cannot watch the lock for a loss: ") + e.what());
+            }
+        }
+        if (loss_fd && *loss_fd < 0) {
+            check_loss();
+            continue;
+        }
+
+        // Sleep until a signal or the backend's notice arrives, or the next timed step is due.
         int timeout_ms = -1;
         auto due = clock::time_point::max();
         if (refresh_every && !lost) due = next_refresh;
         if (lost && !killed) due = std::min(due, kill_at);
+        if (!lost && !loss_fd && now < watch_loss_from) due = std::min(due, watch_loss_from);
         if (due != clock::time_point::max()) {
             auto wait = std::chrono::ceil<std::chrono::milliseconds>(due - clock::now());
             timeout_ms = static_cast<int>(std::clamp<std::int64_t>(wait.count(), 0, 60'000));
         }
-        pollfd pfd{signals.get(), POLLIN, 0};
-        int ready = ::poll(&pfd, 1, timeout_ms);
+        pollfd pfds[2] = {{signals.get(), POLLIN, 0}, {loss_fd.value_or(-1), POLLIN, 0}};
+        int ready = ::poll(pfds, loss_fd ? 2 : 1, timeout_ms);
         if (ready < 0 && errno != EINTR) throw_os_error("poll", errno);
         if (ready <= 0) continue;
+        if (loss_fd && pfds[1].revents != 0) check_loss();
+        if (pfds[0].revents == 0) continue;
 
         signalfd_siginfo info;
         while (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {

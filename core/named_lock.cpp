@@ -1,5 +1,7 @@
 #include <locksmith/named_lock.hpp>
 
+#include <poll.h>
+
 #include <cstdio>
 
 #include "core/local_wake.hpp"
@@ -181,6 +183,44 @@ bool acquire_locked(named_lock::state& s, lock_mode wanted, deadline until) {
     return true;
 }
 
+// Whether the backend ended s's grant since it was granted (a session the server closed), for
+// stores whose grants can end so; the store is asked only when its loss descriptor has news.
+// The caller holds the state's mutex.
+bool ended_by_backend(named_lock::state& s) {
+    const auto fd = s.store->loss_fd(*s.owner);
+    if (!fd) return false;
+    if (*fd >= 0) {
+        pollfd p{*fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) == 0) return false;
+    }
+    return !s.store->holds(*s.owner);
+}
+
+// Reports that s's lock, believed held, is gone though it was not released: no longer held,
+// logged as lock_lost, on_lost called without the mutex (the caller's `guard`, taken again
+// after). What a store whose backend ended the grant still keeps of it (a closed session) is
+// dropped, so that the next acquire is a fresh request and not this report again.
+void report_lost(named_lock::state& s, std::unique_lock<std::mutex>& guard) {
+    s.held.reset();
+    const acquire_error lost("lock '" + s.owner->resource() + "' (" + s.store->strategy() +
+                             ") was lost: it is no longer held, though it was not released");
+    s.log(log_level::error, "lock_lost", lost.what(), lost.what());
+    if (s.store->loss_fd(*s.owner)) {
+        try {
+            s.store->release(*s.owner);
+        } catch (const std::exception&) {
+            // The grant is gone; what is left goes with its session.
+        }
+    }
+    auto on_lost = s.options.on_lost;
+    guard.unlock();
+    struct relock {
+        std::unique_lock<std::mutex>& guard;
+        ~relock() { guard.lock(); }
+    } again{guard};
+    if (on_lost) on_lost(lost);
+}
+
 }  // namespace
 
 named_lock::named_lock(std::shared_ptr<store> store, std::shared_ptr<key> owner,
@@ -206,8 +246,11 @@ named_lock& named_lock::operator=(named_lock&& other) noexcept {
 
 bool named_lock::acquire_until(lock_mode wanted, deadline until) {
     auto& s = *state_;
-    std::lock_guard guard(s.mutex);
+    std::unique_lock guard(s.mutex);
     try {
+        // A grant the backend ended meanwhile is reported first: what the acquire gets is a new
+        // grant, and the owner must not take it for the one it held.
+        if (s.held && ended_by_backend(s)) report_lost(s, guard);
         return acquire_locked(s, wanted, until);
     } catch (const std::exception& e) {
         s.log(log_level::error, "acquire_failed",
@@ -347,14 +390,14 @@ bool named_lock::is_acquired() {
     if (!s.held) return false;
     // Believed held, but gone (expired, or the backend ended the session that held it): for
     // strategies without renewals this question is where the loss shows, so report it here, once.
-    s.held.reset();
-    const acquire_error lost("lock '" + s.owner->resource() + "' (" + s.store->strategy() +
-                             ") was lost: it is no longer held, though it was not released");
-    s.log(log_level::error, "lock_lost", lost.what(), lost.what());
-    auto on_lost = s.options.on_lost;
-    guard.unlock();
-    if (on_lost) on_lost(lost);
+    report_lost(s, guard);
     return false;
+}
+
+std::optional<int> named_lock::loss_fd() const {
+    std::lock_guard guard(state_->mutex);
+    if (!state_->held) return std::nullopt;
+    return state_->store->loss_fd(*state_->owner);
 }
 
 std::optional<lock_mode> named_lock::held_mode() const noexcept {

@@ -58,6 +58,10 @@ bool store::holds(const key& k) {
     return do_holds(k);
 }
 
+std::optional<int> store::loss_fd(const key& k) {
+    return do_loss_fd(k);
+}
+
 lock_status store::status(std::string_view resource) {
     validate_lock_name(resource);
     return do_status(resource);
@@ -78,6 +82,10 @@ bool store::do_wait_acquire(key&, lock_mode, std::chrono::milliseconds, deadline
 
 bool store::do_refresh(key& k, std::chrono::milliseconds) {
     return do_holds(k);
+}
+
+std::optional<int> store::do_loss_fd(const key&) {
+    return std::nullopt;
 }
 
 lock_status store::do_status(std::string_view) {

@@ -18,6 +18,9 @@
 //    that comes back already expired is released and reported with expired_error. With
 //    auto_refresh, one thread per process renews every such lock at a third of its TTL; a lock
 //    whose renewal fails counts as lost (is_acquired() is false, on_lost is called).
+//  - Loss: where the backend can end a grant while held (a session the server closed), the
+//    owner hears of it from is_acquired() or, before a fresh grant, from the next acquire
+//    (on_lost either way); loss_fd() lets an event loop wait for the backend's notice.
 //  - Crash: what survives the holder's death is the strategy's contract (crash_release).
 //  - Logging: with lock_options::logger, failures (also those thrown to the caller), renewals,
 //    lost locks and slow waits are logged; see logger.hpp.
@@ -64,9 +67,11 @@ struct lock_options {
     // with `expiring` only; ignored by others). unlock() stops the renewal.
     bool auto_refresh = false;
     // Called once when a lock this object holds turns out to be lost: from the renewal thread
-    // when a renewal finds it gone or keeps failing until the TTL runs out, or from
-    // is_acquired() when the store no longer has it (expired; a pg_advisory session the server
-    // ended). Must not call back into the lock object.
+    // when a renewal finds it gone or keeps failing until the TTL runs out; from is_acquired()
+    // when the store no longer has it (expired; a pg_advisory or zookeeper session the server
+    // ended); or from an acquire while held that finds the backend ended the grant, before it
+    // asks for a fresh one (a lock is never re-granted silently). Must not call back into the
+    // lock object.
     error_handler on_lost{};
     // Where this lock logs failures, renewals and slow waits (logger.hpp); null = nowhere.
     // lock_factory::set_logger sets it for the locks a factory creates.
@@ -136,6 +141,13 @@ class named_lock {
     void refresh(std::chrono::milliseconds ttl);
     // Asks the store whether this owner holds the lock now.
     bool is_acquired();
+    // For strategies whose backend can end a grant while it is held (a session or connection the
+    // server closes: pg_advisory, zookeeper), so that an event loop learns of it when the
+    // backend's notice arrives: a descriptor to poll for POLLIN, then call is_acquired() (which
+    // reports the loss); -1 when the grant is already known gone (call is_acquired() now).
+    // nullopt when not held, or when the strategy's grants end only by release or expiry
+    // (remaining_lifetime() tells when). Ask again after each operation on the lock.
+    std::optional<int> loss_fd() const;
     // The mode this object believes it holds, without asking the store; nullopt when not held.
     std::optional<lock_mode> held_mode() const noexcept;
     // nullopt for strategies without `expiring` (or when not held).

@@ -1,6 +1,7 @@
 // The pg_advisory strategy's store (its registry entry is in pg_advisory_descriptor.cpp).
 #include <climits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -196,10 +197,13 @@ class pg_advisory_store final : public store {
     }
 
     void do_release(key& k) override {
-        auto* held = pinned(k);
+        auto* held = k.local_state_of<pinned_session>(instance_id());
         if (!held) return;
         auto session = std::move(held->session);
         k.set_local_state(instance_id(), nullptr);
+        // A session the server ended took the lock with it; one of the parent of a fork()ed
+        // child is left alone.
+        if (!session->ours() || session->hung_up()) return;
         // On an error the session is closed when `session` goes: the server frees its locks.
         session->query("SELECT pg_advisory_unlock_all()");
         cache_->give_back(std::move(session));
@@ -217,6 +221,13 @@ class pg_advisory_store final : public store {
             throw;
         }
         return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == pg_mode(held->mode);
+    }
+
+    // The held session's socket: a session the server ends sends its goodbye there.
+    std::optional<int> do_loss_fd(const key& k) override {
+        auto* held = k.local_state_of<pinned_session>(instance_id());
+        if (!held || !held->session->ours() || held->session->hung_up()) return -1;
+        return held->session->socket();
     }
 
     lock_status do_status(std::string_view resource) override {
@@ -242,13 +253,22 @@ class pg_advisory_store final : public store {
         return target;
     }
 
-    // k's grant, when it has one whose session is still alive. A session that the server ended
-    // meanwhile took the lock with it: the state is dropped and k holds nothing.
+    // k's grant, for an acquire: null when k has none (a grant of the parent of a fork()ed
+    // child is not the child's: dropped). A session that the server ended took the lock with it,
+    // and the owner must hear of that before it is granted again: acquire_error, and the grant
+    // is kept until release() (named_lock reports the loss, then releases).
     pinned_session* pinned(key& k) {
         auto* held = k.local_state_of<pinned_session>(instance_id());
-        if (held && held->session->ours() && !held->session->hung_up()) return held;
-        if (held) k.set_local_state(instance_id(), nullptr);
-        return nullptr;
+        if (!held) return nullptr;
+        if (!held->session->ours()) {
+            k.set_local_state(instance_id(), nullptr);
+            return nullptr;
+        }
+        if (held->session->hung_up())
+            throw acquire_error(std::string(strategy_name) + ": lock '" + k.resource() +
+                                "' was lost: the server ended the session that held it; release "
+                                "it before acquiring it again");
+        return held;
     }
 
     void pin(key& k, std::unique_ptr<pg_session> session, lock_mode mode) {

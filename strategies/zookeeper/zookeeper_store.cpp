@@ -1,5 +1,6 @@
 // The zookeeper strategy's options and store (its registry entry is in zookeeper_descriptor.cpp).
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -154,7 +155,32 @@ class session {
     const std::string& hosts() const noexcept { return hosts_; }
     std::int64_t id() const noexcept { return id_; }
     milliseconds timeout() const noexcept { return timeout_; }
-    bool usable() const noexcept { return generation_ == fork_generation() && !expired_.load(); }
+    bool usable() const noexcept { return ours() && !expired_.load(); }
+    // Made by this process (false in a fork()ed child, which must leave it alone).
+    bool ours() const noexcept { return generation_ == fork_generation(); }
+
+    // Looks `path` up; with `watch`, the node's next change or removal wakes the loss
+    // descriptor registered for it (watch_loss). The C client keeps one such watch per path.
+    int exists(const std::string& path, struct Stat& stat, bool watch) {
+        return call([&](zhandle_t* zh) {
+            return watch ? zoo_wexists(zh, path.c_str(), &session::on_event, this, &stat)
+                         : zoo_exists(zh, path.c_str(), 0, &stat);
+        });
+    }
+
+    // Wakes the eventfd `fd` whenever the grant whose node is `path` may have ended: the
+    // connection is no longer up (expired, or cut off: the session may expire), or the node
+    // changed or went (with exists(path, .., true)). Woken at once when not connected now.
+    void watch_loss(const std::string& path, int fd) {
+        std::lock_guard guard(mutex_);
+        loss_watches_[path] = fd;
+        if (!connected_ || expired_) wake(fd);
+    }
+    void unwatch_loss(const std::string& path) noexcept {
+        if (!ours()) return;  // the parent's: its mutex may have been held at the fork
+        std::lock_guard guard(mutex_);
+        loss_watches_.erase(path);
+    }
 
     // Gives the session up after a disconnect as long as its timeout: the server has expired it
     // or will, so its locks count as lost. Its nodes go when the last key lets go of it (the
@@ -214,11 +240,21 @@ class session {
             if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
                 self->expired_ = true;
             ++self->state_events_;
+            if (!self->connected_)
+                for (const auto& [node, fd] : self->loss_watches_) wake(fd);
         } else if (path) {
             auto w = self->watches_.find(path);
             if (w != self->watches_.end()) ++w->second.events;
+            auto l = self->loss_watches_.find(path);
+            if (l != self->loss_watches_.end()) wake(l->second);
         }
         self->cv_.notify_all();
+    }
+
+    static void wake(int fd) noexcept {
+        const std::uint64_t one = 1;
+        ssize_t ignored = ::write(fd, &one, sizeof one);  // a full counter is awake already
+        (void)ignored;
     }
 
     struct watch {
@@ -238,13 +274,24 @@ class session {
     std::atomic<bool> expired_{false};
     std::uint64_t state_events_ = 0;
     std::map<std::string, watch, std::less<>> watches_;
+    std::map<std::string, int, std::less<>> loss_watches_;  // node -> its grant's eventfd
 };
 
 // A key's grant: its node, in the session that created it.
 struct grant : key_local_state {
+    grant() = default;
+    grant(const grant&) = delete;
+    grant& operator=(const grant&) = delete;
+    ~grant() override {
+        if (loss_fd < 0) return;
+        owner->unwatch_loss(node);
+        ::close(loss_fd);
+    }
     std::shared_ptr<session> owner;
     std::string node;  // full path
     lock_mode mode = lock_mode::exclusive;
+    // Readable when the grant may have ended (store::loss_fd); made on first request.
+    int loss_fd = -1;
 };
 
 class zookeeper_store final : public store {
@@ -267,7 +314,8 @@ class zookeeper_store final : public store {
     }
 
     void do_release(key& k) override {
-        auto* held = held_by(k);
+        // remove() leaves the node of an expired session, or of the parent's, alone.
+        auto* held = k.local_state_of<grant>(instance_id());
         if (!held) return;
         auto owner = held->owner;
         const auto node = held->node;
@@ -279,14 +327,21 @@ class zookeeper_store final : public store {
         auto* held = k.local_state_of<grant>(instance_id());
         if (!held || !held->owner->usable()) return false;
         auto& s = *held->owner;
+        // The news on the loss descriptor is taken in by the answer below, which watches the
+        // node again (its watch fires once).
+        const bool watched = held->loss_fd >= 0;
+        if (watched) {
+            std::uint64_t news;
+            ssize_t ignored = ::read(held->loss_fd, &news, sizeof news);
+            (void)ignored;
+        }
         // The server's word: the node is there and belongs to this session. A disconnect is
         // waited out for at most the session timeout, after which the session is as good as
         // expired (Curator's LOST).
         const auto until = clock::now() + s.timeout();
         for (;;) {
             struct Stat stat;
-            const int rc =
-                s.call([&](zhandle_t* zh) { return zoo_exists(zh, held->node.c_str(), 0, &stat); });
+            const int rc = s.exists(held->node, stat, watched);
             if (rc == ZOK) return stat.ephemeralOwner == s.id();
             if (rc == ZNONODE || rc == ZSESSIONEXPIRED) return false;
             if (!transient_rc(rc)) fail(s.hosts(), "looking up '" + held->node + "'", rc);
@@ -295,6 +350,33 @@ class zookeeper_store final : public store {
                 return false;
             }
         }
+    }
+
+    // An eventfd per grant, woken by the session's events: the ZooKeeper client tells of a
+    // disconnect or an expired session, and of the node's removal, without being asked.
+    std::optional<int> do_loss_fd(const key& k) override {
+        auto* held = k.local_state_of<grant>(instance_id());
+        if (!held || !held->owner->usable()) return -1;
+        if (held->loss_fd >= 0) return held->loss_fd;
+        const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (fd < 0)
+            throw backend_error(
+                strategy_name, "eventfd",
+                std::string(strategy_name) +
+                    ": cannot watch a lock for its loss: eventfd: " + std::strerror(errno),
+                errno_kind(errno));
+        held->loss_fd = fd;
+        auto& s = *held->owner;
+        s.watch_loss(held->node, fd);
+        struct Stat stat;
+        const int rc = s.exists(held->node, stat, true);
+        // Gone already, another session's, or unknown for now: holds() decides.
+        if (rc != ZOK || stat.ephemeralOwner != s.id()) {
+            const std::uint64_t one = 1;
+            ssize_t ignored = ::write(fd, &one, sizeof one);
+            (void)ignored;
+        }
+        return fd;
     }
 
     lock_status do_status(std::string_view resource) override {
@@ -365,13 +447,22 @@ class zookeeper_store final : public store {
         }
     }
 
-    // k's grant when its session still lives; a grant of an expired session (or of the parent
-    // of a fork()ed child) is dropped: it is gone, or not ours.
+    // k's grant, for an acquire: null when k has none (a grant of the parent of a fork()ed
+    // child is not the child's: dropped). An expired session took the lock with it, and the
+    // owner must hear of that before it is granted again: acquire_error, and the grant is kept
+    // until release() (named_lock reports the loss, then releases).
     grant* held_by(key& k) {
         auto* held = k.local_state_of<grant>(instance_id());
-        if (held && held->owner->usable()) return held;
-        if (held) k.set_local_state(instance_id(), nullptr);
-        return nullptr;
+        if (!held) return nullptr;
+        if (!held->owner->ours()) {
+            k.set_local_state(instance_id(), nullptr);
+            return nullptr;
+        }
+        if (!held->owner->usable())
+            throw acquire_error(std::string(strategy_name) + ": lock '" + k.resource() +
+                                "' was lost: its ZooKeeper session expired; release it before "
+                                "acquiring it again");
+        return held;
     }
 
     // The requests under `parent`, by sequence. Waits out a disconnect until `until`.

@@ -6,6 +6,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "cli/cli_sandbox.hpp"
@@ -231,6 +234,95 @@ BOOST_AUTO_TEST_CASE(run_on_pg_advisory_holds_excludes_and_returns) {
     auto dsn = server("LOCKSMITH_TEST_POSTGRES_DSN");
     if (!dsn) return;
     run_holds_and_excludes("pg_advisory", {{"dsn", *dsn}});
+}
+
+// Issue 23, point 2: a lock whose backend ends the grant while the command runs is acted on as
+// an expired lease is, when the backend's notice arrives: SIGTERM to the command, the lost-lock
+// code, and the command does not go on beside the next holder (a second run waits for the name
+// meanwhile). `take_away` ends the first run's grant (given its pid) and returns an instant
+// before the first run could know, in ns since the epoch. How fast the command was stopped is
+// printed (the command's trap runs between its sleeps of 20 ms), and bounded only by the wait:
+// the command would run 30 s.
+void lost_while_held(const std::string& strategy, const json& options,
+                     const std::function<std::int64_t(pid_t, cli_sandbox&)>& take_away) {
+    json config;
+    config["strategies"][strategy]["options"] = options;
+    cli_sandbox box(config);
+    const std::string command = "trap 'date +%s%N > " + box.path("stopped") +
+                                "; exit 0' TERM; touch " + box.path("holding") +
+                                "; i=0; while [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done; "
+                                "touch " +
+                                box.path("ran-to-its-end");
+    auto first = box.start(box.with_config(
+        "run", {"--strategy", strategy, "--kill-after", "2", "taken-away", "-c", command}));
+    BOOST_REQUIRE_MESSAGE(wait_for_file(box.path("holding")), strategy << ": the run never held");
+    auto second =
+        box.start(box.with_config("run", {"-w", "60", "--strategy", strategy, "taken-away", "-c",
+                                          "date +%s%N > " + box.path("second")}));
+    const auto known_at = take_away(first.pid, box);
+    auto r = box.wait(first, 10s);
+    BOOST_TEST(r.exit_code == 75, strategy << ": " << describe(r));
+    BOOST_TEST(has(r.err, "lost the lock taken-away: "), r.err);
+    BOOST_TEST(!std::filesystem::exists(box.path("ran-to-its-end")));
+    auto next = box.wait(second, 30s);
+    BOOST_TEST(next.exit_code == 0, strategy << ": " << describe(next));
+    const auto stopped = std::stoll("0" + box.read_file("stopped"));
+    const auto granted = std::stoll("0" + box.read_file("second"));
+    BOOST_REQUIRE(stopped > 0);
+    BOOST_TEST_MESSAGE(strategy << ": the command ended " << (stopped - known_at) / 1e6
+                                << " ms after its grant was taken away, "
+                                << (stopped - granted) / 1e6
+                                << " ms after the second run's command started");
+}
+
+std::int64_t epoch_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+BOOST_AUTO_TEST_CASE(run_on_pg_advisory_stops_the_command_when_the_server_ends_the_session) {
+    auto dsn = server("LOCKSMITH_TEST_POSTGRES_DSN");
+    if (!dsn) return;
+    // The runs' sessions carry a name of this test's own, so that only they are looked at.
+    const auto application = "locksmith-cli-lost-" + std::to_string(::getpid());
+    const auto url = *dsn + (dsn->find('?') == std::string::npos ? "?" : "&") +
+                     "application_name=" + application;
+    lost_while_held("pg_advisory", {{"dsn", url}}, [&](pid_t, cli_sandbox&) {
+        // From a third connection (psql, whose start counts in the time printed), the holding
+        // session only: the second run's session waits for the lock, not granted.
+        const auto sql =
+            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN "
+            "pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND "
+            "l.granted AND a.application_name = '" +
+            application + "'";
+        const auto at = epoch_ns();
+        FILE* p = ::popen(("psql '" + *dsn + "' -Atc \"" + sql + "\" 2>&1").c_str(), "r");
+        BOOST_REQUIRE(p);
+        char out[256] = {};
+        const auto n = std::fread(out, 1, sizeof out - 1, p);
+        ::pclose(p);
+        BOOST_REQUIRE_MESSAGE(std::string(out, n) == "1\n", "psql: " << out);
+        return at;
+    });
+}
+
+BOOST_AUTO_TEST_CASE(run_on_zookeeper_stops_the_command_when_its_session_expired) {
+    auto hosts = server("LOCKSMITH_TEST_ZOOKEEPER");
+    if (!hosts) return;
+    // 1 s: the server's minimum (services.sh: ticks of 500 ms).
+    lost_while_held("zookeeper",
+                    {{"hosts", *hosts}, {"root", "/" + prefix()}, {"session_timeout_ms", 1000}},
+                    [&](pid_t holder, cli_sandbox& box) {
+                        // A stopped holder's session expires, and the second run gets the name.
+                        // Its command runs on meanwhile: nothing can stop it while locksmith
+                        // sleeps. Once resumed, locksmith must act at once.
+                        ::kill(holder, SIGSTOP);
+                        BOOST_TEST(wait_for_file(box.path("second"), 30s));
+                        const auto at = epoch_ns();
+                        ::kill(holder, SIGCONT);
+                        return at;
+                    });
 }
 
 BOOST_AUTO_TEST_CASE(run_on_sql_holds_excludes_and_returns) {

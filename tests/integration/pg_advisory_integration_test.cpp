@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE pg_advisory_integration
 #include <boost/test/unit_test.hpp>
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -338,6 +339,98 @@ BOOST_AUTO_TEST_CASE(terminated_session_is_reported_lost_and_never_regranted) {
     next.unlock();
 }
 
+// Issue 23, point 2: the holder learns of the end of its session from the server's goodbye on
+// the socket (loss_fd), without asking.
+BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_when_the_server_ends_its_session) {
+    const auto name = test::unique_resource("loss-fd");
+    admin a(endpoint(dsn_variable));
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error&) { ++lost; };
+    auto holder = make_lock(shared_store(), name, o);
+    BOOST_TEST(!holder.loss_fd().has_value());  // not held: nothing to watch
+    BOOST_REQUIRE(holder.try_lock());
+    const auto fd = holder.loss_fd();
+    BOOST_REQUIRE(fd.has_value());
+    BOOST_REQUIRE(*fd >= 0);
+    pollfd p{*fd, POLLIN, 0};
+    BOOST_TEST(::poll(&p, 1, 0) == 0);  // quiet while the session lives
+    BOOST_TEST(holder.is_acquired());
+    BOOST_TEST(::poll(&p, 1, 0) == 0);  // asking leaves it quiet
+    const auto terminated = clock_type::now();
+    BOOST_REQUIRE(a.count("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks "
+                          "WHERE " +
+                          lock_rows(name) + ") t") == 1);
+    BOOST_TEST(::poll(&p, 1, int(std::chrono::milliseconds(must_happen).count())) == 1);
+    BOOST_TEST_MESSAGE("loss_fd readable " << ms_since(terminated)
+                                           << " ms after pg_terminate_backend");
+    BOOST_TEST(!holder.is_acquired());
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(!holder.loss_fd().has_value());
+}
+
+// The store's side of point 17: an acquire for a key whose session the server ended is refused
+// loudly until the key is released, never granted afresh in its place.
+BOOST_AUTO_TEST_CASE(the_store_never_grants_afresh_in_place_of_an_ended_session) {
+    const auto name = test::unique_resource("store-regrant");
+    admin a(endpoint(dsn_variable));
+    auto s = shared_store();
+    key k(name);
+    BOOST_REQUIRE(s->try_acquire(k, lock_mode::exclusive, 0ms));
+    const auto fd = s->loss_fd(k);
+    BOOST_REQUIRE(fd.has_value());
+    BOOST_REQUIRE(*fd >= 0);
+    BOOST_REQUIRE(a.count("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks "
+                          "WHERE " +
+                          lock_rows(name) + ") t") == 1);
+    pollfd p{*fd, POLLIN, 0};
+    BOOST_REQUIRE(::poll(&p, 1, int(std::chrono::milliseconds(must_happen).count())) == 1);
+    // The first news on the socket is enough: the server's FATAL goodbye comes before its end.
+    BOOST_CHECK_THROW(s->try_acquire(k, lock_mode::exclusive, 0ms), acquire_error);
+    BOOST_CHECK_THROW(s->try_acquire(k, lock_mode::shared, 0ms), acquire_error);
+    BOOST_CHECK_THROW(s->wait_acquire(k, lock_mode::exclusive, 0ms, deadline::max()),
+                      acquire_error);
+    BOOST_TEST(!s->holds(k));
+    BOOST_TEST(s->loss_fd(k).value_or(0) == -1);
+    s->release(k);  // drops the ended grant, without an error
+    BOOST_TEST(s->try_acquire(k, lock_mode::exclusive, 0ms));  // a fresh request now
+    s->release(k);
+}
+
+// Issue 23, point 17: a holder (another process) that does not ask is_acquired() and acquires
+// again after its session was ended hears of the loss first (on_lost), and does not believe it
+// holds while another process does.
+BOOST_AUTO_TEST_CASE(a_lost_lock_is_reported_before_the_owner_acquires_again) {
+    const auto name = test::unique_resource("reacquire");
+    const auto dsn = endpoint(dsn_variable);
+    admin a(dsn);
+    test::byte_pipe to_parent, to_child;
+    pid_t child = test::fork_child([&] {
+        int lost = 0;
+        lock_options o;
+        o.on_lost = [&](const error&) { ++lost; };
+        auto lock = make_lock(store_for(dsn), name, o);
+        if (!lock.try_lock()) return 2;
+        to_parent.put('H');
+        if (to_child.get(must_happen) != 'A') return 3;
+        const bool again = lock.try_lock();
+        // 'L': told, and not held; 'T' would be a second holder; 'N': not told.
+        to_parent.put(again ? 'T' : lost == 1 && !lock.held_mode() ? 'L' : 'N');
+        return 0;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    BOOST_REQUIRE(a.count("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks "
+                          "WHERE " +
+                          lock_rows(name) + ") t") == 1);
+    auto mine = make_lock(shared_store(), name);
+    BOOST_TEST(mine.try_lock_for(must_happen));
+    to_child.put('A');
+    BOOST_TEST(to_parent.get(must_happen).value_or('?') == 'L');
+    BOOST_TEST(test::wait_child(child, must_happen) == 0);
+    BOOST_TEST(mine.is_acquired());
+    mine.unlock();
+}
+
 BOOST_AUTO_TEST_CASE(holder_killed_frees_the_lock_at_once) {
     // SIGKILL: the kernel closes the holder's socket and the backend ends at once; the waiter,
     // asleep in the server, is granted. The time is printed (the README's figure), not checked.
@@ -384,6 +477,34 @@ BOOST_AUTO_TEST_CASE(a_forked_child_never_touches_the_parents_session) {
     BOOST_TEST(a.count("SELECT count(*) FROM pg_locks WHERE " + lock_rows(name) + " AND granted") ==
                1);
     holder.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(a_forked_child_never_takes_the_parents_idle_session) {
+    // The pool holds an idle session of the parent's when the child starts. Advisory locks are
+    // re-entrant per session: a child that used that session, and the parent that takes it
+    // next, would both be granted one name.
+    const auto name = test::unique_resource("fork-idle");
+    admin a(endpoint(dsn_variable));
+    auto s = shared_store();
+    {
+        auto warm = make_lock(s, name);  // takes the pooled session and gives it back
+        BOOST_REQUIRE(warm.try_lock());
+    }
+    test::byte_pipe to_parent, to_child;
+    pid_t child = test::fork_child([&] {
+        auto lock = make_lock(s, name);
+        if (!lock.try_lock()) return 2;
+        to_parent.put('H');
+        return to_child.get(must_happen) == 'D' ? 0 : 3;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    auto mine = make_lock(s, name);
+    BOOST_TEST(!mine.try_lock(), "the parent and its child both hold the name");
+    BOOST_TEST(a.count("SELECT count(DISTINCT pid) FROM pg_locks WHERE " + lock_rows(name) +
+                       " AND granted") == 1);
+    to_child.put('D');
+    BOOST_TEST(test::wait_child(child, must_happen) == 0);
+    BOOST_TEST(mine.try_lock_for(must_happen));
 }
 
 BOOST_AUTO_TEST_CASE(any_name_is_a_key_and_never_sql) {

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <map>
@@ -261,6 +263,124 @@ BOOST_AUTO_TEST_CASE(a_holder_paused_past_its_session_timeout_loses_the_lock_and
     BOOST_TEST(to_parent.get(must_happen).value_or('?') == 'L');
     BOOST_TEST(test::wait_child(child) == 0);
     BOOST_TEST(waiter.is_acquired());
+    waiter.unlock();
+}
+
+// Issue 23, point 17: the paused holder does not ask is_acquired() but acquires again: it hears
+// of the loss first (on_lost), and does not believe it holds while another owner does.
+BOOST_AUTO_TEST_CASE(a_holder_paused_past_its_session_timeout_hears_of_the_loss_when_it_acquires) {
+    const auto hosts = endpoint(hosts_variable);
+    const auto name = test::unique_resource("sigstop-reacquire");
+    test::byte_pipe to_parent, to_child;
+    pid_t child = test::fork_child([&] {
+        auto o = options_for(hosts);
+        o.session_timeout = 1s;
+        std::atomic<int> told{0};
+        lock_options lo;
+        lo.on_lost = [&](const error&) { ++told; };
+        auto lock = make_lock(strategies::make_zookeeper_store(o), name, lo);
+        if (!lock.try_lock()) return 2;
+        to_parent.put('H');
+        if (to_child.get(must_happen) != 'C') return 3;
+        bool again = false;
+        try {
+            again = lock.try_lock();
+        } catch (const error&) {
+            // A fresh request on a session the client finds expired only now may fail; what
+            // matters is that the loss was told and nothing is believed held.
+        }
+        to_parent.put(again ? 'T' : told == 1 && !lock.held_mode() ? 'L' : 'N');
+        return 0;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    ::kill(child, SIGSTOP);
+    auto waiter = make_lock(store_for(hosts), name);
+    BOOST_TEST(waiter.try_lock_for(must_happen));
+    ::kill(child, SIGCONT);
+    to_child.put('C');
+    BOOST_TEST(to_parent.get(must_happen).value_or('?') == 'L');
+    BOOST_TEST(test::wait_child(child) == 0);
+    BOOST_TEST(waiter.is_acquired());
+    waiter.unlock();
+}
+
+// The store's side of point 17: an acquire for a key whose session expired is refused loudly
+// until the key is released, never granted afresh in its place (nor said to be held).
+BOOST_AUTO_TEST_CASE(the_store_never_grants_afresh_in_place_of_an_expired_session) {
+    const auto hosts = endpoint(hosts_variable);
+    const auto name = test::unique_resource("store-regrant");
+    test::byte_pipe to_parent, to_child;
+    pid_t child = test::fork_child([&] {
+        auto o = options_for(hosts);
+        o.session_timeout = 1s;
+        auto s = strategies::make_zookeeper_store(o);
+        key k(name);
+        if (!s->try_acquire(k, lock_mode::exclusive, 0ms)) return 2;
+        const auto fd = s->loss_fd(k);
+        if (!fd || *fd < 0) return 4;
+        to_parent.put('H');
+        if (to_child.get(must_happen) != 'C') return 3;
+        // Until the client has heard that the session expired.
+        const auto until = clock_type::now() + must_happen;
+        while (s->loss_fd(k).value_or(0) >= 0 && clock_type::now() < until)
+            std::this_thread::sleep_for(5ms);
+        char outcome = 'N';
+        try {
+            outcome = s->try_acquire(k, lock_mode::exclusive, 0ms) ? 'T' : 'F';
+        } catch (const acquire_error&) {
+            outcome = 'E';
+        }
+        s->release(k);  // drops the expired grant, without an error
+        to_parent.put(outcome);
+        return s->holds(k) ? 5 : 0;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    ::kill(child, SIGSTOP);
+    auto waiter = make_lock(store_for(hosts), name);
+    BOOST_TEST(waiter.try_lock_for(must_happen));
+    ::kill(child, SIGCONT);
+    to_child.put('C');
+    // 'E': refused loudly; 'T' would be a second holder, 'F' a loss nobody was told of.
+    BOOST_TEST(to_parent.get(must_happen).value_or('?') == 'E');
+    BOOST_TEST(test::wait_child(child) == 0);
+    waiter.unlock();
+}
+
+// Issue 23, point 2: the session's events wake the holder (loss_fd) when its session expires,
+// without it asking.
+BOOST_AUTO_TEST_CASE(loss_fd_wakes_a_holder_whose_session_expired) {
+    const auto hosts = endpoint(hosts_variable);
+    const auto name = test::unique_resource("loss-fd");
+    test::byte_pipe to_parent, to_child;
+    pid_t child = test::fork_child([&] {
+        auto o = options_for(hosts);
+        o.session_timeout = 1s;
+        auto lock = make_lock(strategies::make_zookeeper_store(o), name);
+        if (!lock.try_lock()) return 2;
+        const auto fd = lock.loss_fd();
+        if (!fd || *fd < 0) return 4;
+        pollfd p{*fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) != 0 || !lock.is_acquired() || ::poll(&p, 1, 0) != 0) return 5;
+        to_parent.put('H');
+        if (to_child.get(must_happen) != 'C') return 3;
+        const auto resumed = clock_type::now();
+        if (::poll(&p, 1, int(std::chrono::milliseconds(must_happen).count())) != 1) return 6;
+        const auto woken_ms = ms_since(resumed);
+        const bool held = lock.is_acquired();
+        std::printf("loss_fd readable %.1f ms after SIGCONT; is_acquired %s after %.1f ms\n",
+                    woken_ms, held ? "true" : "false", ms_since(resumed));
+        std::fflush(stdout);
+        to_parent.put(held ? 'S' : 'L');
+        return 0;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    ::kill(child, SIGSTOP);
+    auto waiter = make_lock(store_for(hosts), name);
+    BOOST_TEST(waiter.try_lock_for(must_happen));
+    ::kill(child, SIGCONT);
+    to_child.put('C');
+    BOOST_TEST(to_parent.get(must_happen).value_or('?') == 'L');
+    BOOST_TEST(test::wait_child(child) == 0);
     waiter.unlock();
 }
 

@@ -39,6 +39,10 @@ bool forwarding_store::do_holds(const key& k) {
     return inner_->holds(k);
 }
 
+std::optional<int> forwarding_store::do_loss_fd(const key& k) {
+    return inner_->loss_fd(k);
+}
+
 lock_status forwarding_store::do_status(std::string_view resource) {
     return inner_->status(resource);
 }

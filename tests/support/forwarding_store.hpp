@@ -33,6 +33,7 @@ class forwarding_store : public store {
     bool do_refresh(key& k, std::chrono::milliseconds ttl) override;
     void do_release(key& k) override;
     bool do_holds(const key& k) override;
+    std::optional<int> do_loss_fd(const key& k) override;
     lock_status do_status(std::string_view resource) override;
 
   private:

@@ -1,6 +1,11 @@
 #include "support/recording_store.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <system_error>
 #include <thread>
 
 #include <locksmith/errors.hpp>
@@ -9,6 +14,38 @@ namespace locksmith::test {
 
 recording_store::recording_store(capability caps, std::string strategy)
     : store(std::move(strategy), caps) {}
+
+recording_store::~recording_store() {
+    for (int fd : news_)
+        if (fd >= 0) ::close(fd);
+}
+
+void recording_store::grants_can_end(bool on) {
+    std::lock_guard lock(mutex_);
+    if (on && news_[0] < 0 && ::pipe2(news_, O_CLOEXEC | O_NONBLOCK) != 0)
+        throw std::system_error(errno, std::generic_category(), "pipe2");
+    if (!on)
+        for (int& fd : news_) {
+            if (fd >= 0) ::close(fd);
+            fd = -1;
+        }
+}
+
+void recording_store::end_grants(const std::string& resource) {
+    std::lock_guard lock(mutex_);
+    table_.erase(resource);
+    if (news_[1] >= 0 && ::write(news_[1], "x", 1) != 1)
+        throw std::system_error(errno, std::generic_category(), "write");
+}
+
+std::optional<int> recording_store::do_loss_fd(const key& k) {
+    std::lock_guard lock(mutex_);
+    if (news_[0] < 0) return std::nullopt;
+    auto it = table_.find(k.resource());
+    const bool held = it != table_.end() &&
+                      (it->second.writer == k.token() || it->second.readers.count(k.token()) != 0);
+    return held ? news_[0] : -1;
+}
 
 void recording_store::conflict_next(int n) {
     std::lock_guard lock(mutex_);
@@ -167,6 +204,9 @@ void recording_store::do_release(key& k) {
 bool recording_store::do_holds(const key& k) {
     record({call::kind::holds, k.resource(), k.token(), lock_mode::exclusive, {}});
     std::lock_guard lock(mutex_);
+    char news[64];
+    while (news_[0] >= 0 && ::read(news_[0], news, sizeof news) > 0) {
+    }
     auto it = table_.find(k.resource());
     if (it == table_.end()) return false;
     return it->second.writer == k.token() || it->second.readers.count(k.token()) != 0;

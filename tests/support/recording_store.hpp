@@ -34,6 +34,7 @@ class recording_store : public store {
     };
 
     explicit recording_store(capability caps, std::string strategy = "recording");
+    ~recording_store() override;
 
     // --- injection (set before use; read under the store's mutex) ---
     // The next `n` try_acquire calls report contention without looking at the table.
@@ -51,10 +52,15 @@ class recording_store : public store {
     void ignore_release(bool on);
     // refresh reports that the lock is no longer ours.
     void fail_refresh(bool on);
+    // The store says that its backend can end grants (store::loss_fd: a pipe that end_grants
+    // makes readable and holds() drains), as a store of sessions does.
+    void grants_can_end(bool on);
 
     // --- direct table access for tests ---
     // Frees `resource` for everybody (simulates another owner releasing or a grant expiring).
     void clear(const std::string& resource);
+    // The backend ends every grant of `resource` (clear) and says so on the loss descriptor.
+    void end_grants(const std::string& resource);
 
     // --- what happened ---
     std::vector<call> calls() const;
@@ -75,6 +81,7 @@ class recording_store : public store {
     bool do_refresh(key& k, std::chrono::milliseconds ttl) override;
     void do_release(key& k) override;
     bool do_holds(const key& k) override;
+    std::optional<int> do_loss_fd(const key& k) override;
     lock_status do_status(std::string_view resource) override;
 
   private:
@@ -96,6 +103,7 @@ class recording_store : public store {
     bool fail_release_ = false;
     bool ignore_release_ = false;
     bool fail_refresh_ = false;
+    int news_[2] = {-1, -1};  // grants_can_end: the loss descriptor's pipe
     std::uint64_t next_fencing_token_ = 1;
     std::uint64_t rng_ = 0x9e3779b97f4a7c15ull;
 };

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -702,6 +703,52 @@ BOOST_AUTO_TEST_CASE(a_loss_that_is_acquired_finds_is_reported_through_on_lost_o
     BOOST_TEST(!lock.is_acquired());
     BOOST_TEST(lost == 1);  // once: the object no longer believes it holds
     BOOST_TEST(!lock.held_mode().has_value());
+}
+
+// Issue 23, point 17: where the backend can end a grant (store::loss_fd), an acquire by an
+// owner that believes it holds reports the loss first (on_lost), drops what the store kept,
+// and only then asks for a fresh grant: never a new grant taken silently for the old one.
+BOOST_AUTO_TEST_CASE(an_ended_grant_is_reported_before_a_fresh_one) {
+    fixture f(basic);
+    f.store->grants_can_end(true);
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error&) { ++lost; };
+    auto lock = f.make("resource", o);
+    BOOST_TEST(!lock.loss_fd().has_value());  // not held
+    BOOST_REQUIRE(lock.acquire());
+    const auto fd = lock.loss_fd();
+    BOOST_REQUIRE(fd.has_value());
+    BOOST_REQUIRE(*fd >= 0);
+    pollfd p{*fd, POLLIN, 0};
+    BOOST_TEST(::poll(&p, 1, 0) == 0);
+    BOOST_TEST(lock.acquire());  // no news: held, and nothing reported
+    BOOST_TEST(lost == 0);
+    f.store->end_grants("resource");
+    BOOST_TEST(::poll(&p, 1, 0) == 1);
+    f.store->reset_calls();
+    BOOST_TEST(lock.acquire());
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(f.store->releases() == 1);  // the leftover, before the fresh request
+    BOOST_TEST(lock.held_mode() == std::optional(lock_mode::exclusive));
+    // Another owner holds now: the next acquire after a loss says false, and the object does not
+    // believe it holds.
+    f.store->end_grants("resource");
+    auto other = f.make("resource");
+    BOOST_REQUIRE(other.acquire());
+    BOOST_TEST(!lock.acquire());
+    BOOST_TEST(lost == 2);
+    BOOST_TEST(!lock.held_mode().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(grants_that_end_only_by_release_or_expiry_have_no_loss_fd) {
+    fixture f(basic);
+    auto lock = f.make("resource");
+    BOOST_REQUIRE(lock.acquire());
+    BOOST_TEST(!lock.loss_fd().has_value());
+    f.store->reset_calls();
+    BOOST_TEST(lock.acquire());
+    BOOST_TEST(f.store->holds_calls() == 0);  // a re-acquire costs nothing more
 }
 
 BOOST_AUTO_TEST_CASE(is_acquired_on_a_lock_never_held_reports_no_loss) {

@@ -76,6 +76,20 @@ class store {
     // Does k (this owner, not anybody) hold the lock now?
     bool holds(const key& k);
 
+    // How k learns that the backend ended its grant while k held it: a session or connection
+    // that the server closed (pg_terminate_backend, a restart, an expired ZooKeeper session),
+    // not an expiry (named_lock tracks lifetimes itself).
+    // Returns: nullopt for stores whose grants end only by release or expiry (the default).
+    //   Otherwise a descriptor that turns readable (POLLIN) when k's grant may have ended so, or
+    //   -1 when k has no live grant here (then holds() is false). Readable means "ask holds()":
+    //   it answers from the backend and takes in the news, so that the descriptor is quiet again
+    //   while the grant lives. The store owns the descriptor (close-on-exec); it stays valid
+    //   until the next operation on k. Cheap after the first call for a grant; never waits
+    //   for the backend longer than one request.
+    // A store that returns a value never grants k afresh in place of a grant that ended so (an
+    //   acquire while it still keeps that grant throws acquire_error); release() drops it.
+    std::optional<int> loss_fd(const key& k);
+
     // Who holds `resource`, without taking it. Stores that cannot tell return state::unknown.
     lock_status status(std::string_view resource);
     // The fencing token of k's current grant (capability::fencing), kept in k. A store may
@@ -97,6 +111,8 @@ class store {
     virtual bool do_refresh(key& k, std::chrono::milliseconds ttl);
     virtual void do_release(key& k) = 0;
     virtual bool do_holds(const key& k) = 0;
+    // Default: nullopt (grants end only by release or expiry).
+    virtual std::optional<int> do_loss_fd(const key& k);
     virtual lock_status do_status(std::string_view resource);
     // Default: the token the grant put in k (or none).
     virtual std::optional<std::uint64_t> do_fencing_token(key& k);

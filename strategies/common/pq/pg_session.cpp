@@ -23,7 +23,7 @@ namespace {
     X(PQconninfoParse) \
     X(PQconninfoFree) \
     X(PQfreemem) \
-    X(PQsetNoticeProcessor) \
+    X(PQsetNoticeReceiver) \
     X(PQsetErrorVerbosity) \
     X(PQconnectionNeedsPassword) \
     X(PQstatus) \
@@ -220,9 +220,18 @@ pg_session::pg_session(const pg_target& target) : target_(target), generation_(f
     const auto until = clock::now() + target.connect_timeout;
     conn_ = pq().PQconnectStartParams(keywords, values, 1);
     if (conn_ == nullptr) fail("connecting", "connect", "out of memory", error_kind::transient);
-    // The server's notices (an unlock of a lock not held warns) must not reach stderr.
-    pq().PQsetNoticeProcessor(
-        conn_, [](void*, const char*) {}, nullptr);
+    // The server's notices (an unlock of a lock not held warns) must not reach stderr. An error
+    // that reaches an idle session comes this way too: a FATAL one is the server's goodbye
+    // (pg_terminate_backend, a shutdown), sent before it closes the connection.
+    pq().PQsetNoticeReceiver(
+        conn_,
+        [](void* self, const PGresult* notice) {
+            const char* severity = pq().PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+            if (severity != nullptr &&
+                (std::string_view(severity) == "FATAL" || std::string_view(severity) == "PANIC"))
+                static_cast<pg_session*>(self)->goodbye_ = true;
+        },
+        this);
     // Verbose, the message of a server that refuses the connection carries the SQLSTATE, which
     // tells a wrong setting (unknown role or database) from a busy server (take_sqlstate).
     pq().PQsetErrorVerbosity(conn_, PQERRORS_VERBOSE);
@@ -272,11 +281,30 @@ bool pg_session::ours() const noexcept {
 }
 
 bool pg_session::broken() const noexcept {
-    return broken_ || conn_ == nullptr || pq().PQstatus(conn_) != CONNECTION_OK;
+    return broken_ || goodbye_ || conn_ == nullptr || pq().PQstatus(conn_) != CONNECTION_OK;
 }
 
 bool pg_session::hung_up() const noexcept {
-    return broken() || socket_closed_by_peer(pq().PQsocket(conn_));
+    if (broken()) return true;
+    // What an idle session receives is the server's goodbye (an error, then the end of the
+    // stream) or a message it may send at any time (a parameter's new value): libpq takes each
+    // in, and only the end of the stream, or a read that fails, means the session is over.
+    // Bounded: a server that keeps talking does not hold the caller here.
+    pollfd p{pq().PQsocket(conn_), POLLIN | POLLRDHUP, 0};
+    if (p.fd < 0) return true;
+    for (int reads = 0; reads < 8; ++reads) {
+        const int n = ::poll(&p, 1, 0);
+        if (n == 0) return false;
+        if (n < 0) return errno != EINTR && errno != ENOMEM;
+        if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+        // PQisBusy parses what came: a goodbye reaches the notice receiver (goodbye_).
+        if (!pq().PQconsumeInput(conn_) || (pq().PQisBusy(conn_), broken())) return true;
+    }
+    return false;
+}
+
+int pg_session::socket() const noexcept {
+    return broken() ? -1 : pq().PQsocket(conn_);
 }
 
 bool pg_session::wait_socket(bool for_write, clock::time_point until) const {

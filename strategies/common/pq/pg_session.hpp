@@ -127,10 +127,14 @@ class pg_session {
     // True after an I/O error or a timeout (the session is closed then), or when the server
     // ended the session.
     bool broken() const noexcept;
-    // True when an idle session has news: data or a hang-up waiting on its socket, which on an
-    // idle session means the server ended it (restart, pg_terminate_backend, idle timeout). No
-    // round trip: one poll(2).
+    // True when the server ended an idle session (restart, pg_terminate_backend, idle timeout)
+    // and its goodbye has arrived: a FATAL error, the socket's end of stream, or a read that
+    // fails. Whatever
+    // else waits on the socket (a parameter's new value, a notice) is taken in, so that the
+    // socket is quiet again. No round trip: a poll(2), and a read when there is news.
     bool hung_up() const noexcept;
+    // The connection's socket, for poll(2) (readable: news, see hung_up()); -1 once broken().
+    int socket() const noexcept;
     // Opened by this process (false in a fork()ed child, which must not use it).
     bool ours() const noexcept;
 
@@ -152,6 +156,7 @@ class pg_session {
     const pg_target& target_;
     std::uint64_t generation_;
     bool broken_ = false;
+    bool goodbye_ = false;  // the server sent a FATAL error: it is ending the session
 };
 
 }  // namespace locksmith::pg
