@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include <locksmith/author/caller_deadline.hpp>
+
 #include "core/local_wake.hpp"
 #include "core/lock_state.hpp"
 #include "core/logging.hpp"
@@ -95,6 +97,8 @@ bool wait_for_grant(named_lock::state& s, lock_mode mode, std::chrono::milliseco
         // Polls with backoff; a release on this host ends the sleep early (local_wake.hpp).
         backoff delays(s.options.retry);
         detail::local_waiter wake_on_release(s.owner->resource());
+        std::optional<caller_deadline_scope> bounded;
+        if (until != deadline::max()) bounded.emplace(until);
         for (;;) {
             wake_on_release.arm();
             if ((granted = s.store->try_acquire(*s.owner, mode, ttl))) break;

@@ -1,5 +1,7 @@
 #include <locksmith/author/store.hpp>
 
+#include <locksmith/author/caller_deadline.hpp>
+
 #include <locksmith/errors.hpp>
 
 namespace locksmith {
@@ -20,6 +22,23 @@ std::string_view to_string(lock_status::state state) noexcept {
             return "unknown";
     }
     return "unknown";
+}
+
+namespace {
+thread_local std::optional<deadline> current_caller_deadline;
+}  // namespace
+
+std::optional<deadline> caller_deadline() noexcept {
+    return current_caller_deadline;
+}
+
+caller_deadline_scope::caller_deadline_scope(deadline until) noexcept
+    : previous_(current_caller_deadline) {
+    current_caller_deadline = until;
+}
+
+caller_deadline_scope::~caller_deadline_scope() {
+    current_caller_deadline = previous_;
 }
 
 store::store(std::string strategy, capability capabilities)

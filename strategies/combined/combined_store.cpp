@@ -1,10 +1,18 @@
 // The `combined` strategy: see include/locksmith/strategies/combined.hpp for the contract.
 #include <locksmith/strategies/combined.hpp>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <array>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <system_error>
+#include <thread>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 
@@ -43,84 +51,329 @@ milliseconds drift_margin(milliseconds ttl) {
 }
 
 // A member's store, created when the combined store starts, or later when its backend was down
-// then: a member that cannot start counts as a failed member until it can.
+// then: a member that cannot start counts as a failed member until it can. After a failed start
+// it is tried again only after a pause (0.5 s, doubling up to 30 s), so that a waiter polling
+// the lock does not pay for a start, which may hang until the member's own timeout, each time.
 class member {
   public:
     member(std::string strategy, std::shared_ptr<store> s)
         : strategy_(std::move(strategy)), store_(std::move(s)) {}
     member(std::string strategy, std::function<std::shared_ptr<store>()> create)
-        : strategy_(std::move(strategy)), create_(std::move(create)) {
-        try {
-            store_ = create_();
-        } catch (const std::exception& e) {
-            // Down for now; get() tries again.
-            start_error_ = e.what();
-        }
-    }
+        : strategy_(std::move(strategy)), create_(std::move(create)) {}
     const std::string& strategy() const noexcept { return strategy_; }
-    // Why the member could not start with the combined store; empty when it did.
-    const std::string& start_error() const noexcept { return start_error_; }
-    // Throws what the member's factory throws while the member cannot start.
+    // Throws what the member's factory throws, or during the pause backend_error saying so.
     std::shared_ptr<store> get() {
         std::lock_guard guard(mutex_);
-        if (!store_) store_ = create_();
-        return store_;
+        if (store_) return store_;
+        if (const auto now = clock::now(); now < retry_at_)
+            throw backend_error(
+                "combined", "start",
+                "could not start (" + start_error_ + "); next try in " +
+                    std::to_string(std::chrono::ceil<milliseconds>(retry_at_ - now).count()) +
+                    " ms",
+                error_kind::transient);
+        try {
+            store_ = create_();
+            return store_;
+        } catch (const std::exception& e) {
+            start_error_ = e.what();
+            pause_ = std::clamp<milliseconds>(2 * pause_, milliseconds(500), milliseconds(30000));
+            retry_at_ = clock::now() + pause_;
+            throw;
+        }
     }
 
   private:
     std::string strategy_;
     std::function<std::shared_ptr<store>()> create_;
-    std::string start_error_;
     std::mutex mutex_;
     std::shared_ptr<store> store_;
+    std::string start_error_;
+    clock::time_point retry_at_{};
+    milliseconds pause_{0};
 };
 
-// Each member's view of one owner: a key of its own (same resource and token) holding the
-// member's state. Kept in the owner's key; the members' portable states also travel in the
-// owner's portable state ("members"), so a serialized key continues on every member.
-struct member_keys final : key_local_state {
-    std::vector<std::unique_ptr<key>> keys;
+std::string member_text(std::size_t i, const std::string& strategy) {
+    return "member " + std::to_string(i + 1) + " (" + strategy + ")";
+}
+
+// Requests of one owner that may wait for a member's busy request: more are refused, so that
+// a poller does not pile up threads behind a member that does not answer.
+constexpr int max_queued = 16;
+
+// One member's part of one owner's lock: the member's own key (same resource and token) and
+// what is known of its grant. Requests run on threads of their own and may outlive the round
+// that sent them (a member that does not answer in time): such a request keeps the slot busy
+// until it ends, and then settles the member by `wanted`, which the round's decision set.
+struct slot {
+    explicit slot(key k) : k(std::move(k)) {}
+    std::mutex mutex;
+    std::condition_variable idle;  // busy became false
+    key k;                         // used only by the request that made the slot busy
+    bool busy = false;
+    int queued = 0;                 // requests waiting for the busy one to end (max_queued at most)
+    std::optional<lock_mode> held;  // the member granted this, and no release or loss since
+    bool unsure = false;            // a grant request failed: the member may have granted
+    std::optional<lock_mode> wanted;  // what the owner keeps on the member; none: release it
+};
+using slots = std::vector<std::shared_ptr<slot>>;
+
+// What a member must be asked, by `wanted`, once its request is over (nothing, release, or
+// take the read lock back after a failed promotion). Requires the slot's mutex.
+enum class fix { none, release, demote };
+fix needed(const slot& s) {
+    if (!s.wanted) return s.held || s.unsure ? fix::release : fix::none;
+    if (*s.wanted == lock_mode::shared && (s.held == lock_mode::exclusive || s.unsure))
+        return fix::demote;
+    return fix::none;
+}
+
+// The owner's state in its key: the slots, kept across calls; the members' portable states
+// and grants also travel in the owner's portable state, so a serialized key continues on every
+// member.
+struct owner_state final : key_local_state {
+    slots members;
     std::optional<lock_mode> held;  // what the last grant gave, until release or loss
 };
 
-std::vector<std::unique_ptr<key>> make_member_keys(const key& k, std::size_t n) {
-    std::vector<std::unique_ptr<key>> keys;
-    const auto* saved =
-        k.portable_state().contains("members") ? &k.portable_state()["members"] : nullptr;
+std::optional<lock_mode> mode_named(const nlohmann::json& j) {
+    if (j == "exclusive") return lock_mode::exclusive;
+    if (j == "shared") return lock_mode::shared;
+    return std::nullopt;
+}
+
+slots make_slots(const key& k, std::size_t n) {
+    slots out;
+    const auto& portable = k.portable_state();
+    const auto* saved = portable.contains("members") ? &portable["members"] : nullptr;
+    const auto* grants = portable.contains("grants") ? &portable["grants"] : nullptr;
     for (std::size_t i = 0; i < n; ++i) {
         nlohmann::json j = {{"resource", k.resource()}, {"token", k.token()}};
         if (saved && saved->is_array() && i < saved->size() && (*saved)[i].is_object())
             j["state"] = (*saved)[i];
-        keys.push_back(std::make_unique<key>(key::from_json(j)));
+        auto s = std::make_shared<slot>(key::from_json(j));
+        if (grants && grants->is_array() && i < grants->size()) {
+            const auto& g = (*grants)[i];
+            s->held = mode_named(g);
+            s->unsure = g == "unsure";
+        }
+        out.push_back(std::move(s));
     }
-    return keys;
+    return out;
 }
 
-std::string member_text(std::size_t i, const std::string& strategy) {
-    return "member " + std::to_string(i + 1) + " (" + strategy + ")";
+// One request, the same to every member asked.
+struct request {
+    enum class kind { acquire, refresh, release, holds, settle } what;
+    lock_mode mode = lock_mode::exclusive;
+    milliseconds ttl{0};
+};
+
+enum class answer { none, yes, no, failed };
+
+// The answers of one round. Requests report into it while it is open; the caller closes it
+// when it has what it waits for, and later answers are not counted.
+struct round {
+    explicit round(std::size_t n)
+        : answers(n, answer::none), errors(n), transient(n, 0), states(n) {}
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool closed = false;
+    std::vector<answer> answers;
+    std::vector<std::string> errors;
+    std::vector<char> transient;
+    std::vector<lock_status> states;  // status rounds
+
+    void report(std::size_t i, answer a, std::string error = {}, bool is_transient = false,
+                lock_status state = {}) {
+        {
+            std::lock_guard guard(mutex);
+            if (closed) return;
+            answers[i] = a;
+            errors[i] = std::move(error);
+            transient[i] = is_transient;
+            states[i] = std::move(state);
+        }
+        changed.notify_all();
+    }
+    void fail(std::size_t i, const std::exception& e) {
+        const auto* b = dynamic_cast<const backend_error*>(&e);
+        report(i, answer::failed, e.what(), b && b->transient());
+    }
+};
+
+// Runs `job` on a thread of its own; false when no thread can be made. The thread starts with
+// every signal blocked (it inherits this thread's mask): a process signal, such as the SIGCHLD
+// that the locksmith command waits for on a signalfd, must reach the program's own threads,
+// never a request that outlived its round.
+bool launch(std::function<void()> job) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    bool launched = true;
+    try {
+        std::thread(std::move(job)).detach();
+    } catch (const std::system_error&) {
+        launched = false;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return launched;
 }
 
 // What the members said in one round.
 struct tally {
     std::size_t yes = 0;
     std::size_t no = 0;      // contention, or not held
-    std::size_t failed = 0;  // threw
+    std::size_t failed = 0;  // threw, or gave no answer in time
     bool all_transient = true;
     std::string errors;
-    void fail(std::size_t i, const std::string& strategy, const std::exception& e) {
-        ++failed;
-        const auto* b = dynamic_cast<const backend_error*>(&e);
-        if (!b || !b->transient()) all_transient = false;
-        errors += (errors.empty() ? "" : "; ") + member_text(i, strategy) + ": " + e.what();
-    }
     error_kind kind() const {
         return all_transient ? error_kind::transient : error_kind::permanent;
     }
 };
 
+tally count(const std::vector<answer>& answers) {
+    tally t;
+    for (answer a : answers) {
+        t.yes += a == answer::yes;
+        t.no += a == answer::no;
+        t.failed += a == answer::failed;
+    }
+    return t;
+}
+
+// The request on one member, recorded in its slot. Returns the member's yes or no; throws what
+// the member throws.
+bool carry_out(store& st, slot& s, const request& r) {
+    switch (r.what) {
+        case request::kind::acquire:
+            if (!st.try_acquire(s.k, r.mode, r.ttl)) return false;
+            {
+                std::lock_guard guard(s.mutex);
+                s.held = r.mode;
+                s.unsure = false;
+            }
+            return true;
+        case request::kind::refresh:
+            if (st.refresh(s.k, r.ttl)) return true;
+            {
+                std::lock_guard guard(s.mutex);
+                s.held.reset();
+                s.unsure = false;
+            }
+            return false;
+        case request::kind::release:
+            st.release(s.k);
+            {
+                std::lock_guard guard(s.mutex);
+                s.held.reset();
+                s.unsure = false;
+            }
+            return true;
+        case request::kind::holds:
+            return st.holds(s.k);
+        case request::kind::settle:
+            return true;  // settle() does it
+    }
+    return false;
+}
+
+// Brings the member to what the owner wants of it (fix), then frees the slot. A member that
+// fails here keeps its grant until its TTL ends: nothing better can be done now.
+void settle(const std::shared_ptr<store>& st, slot& s, milliseconds ttl) {
+    fix what;
+    {
+        std::lock_guard guard(s.mutex);
+        what = needed(s);
+        if (what == fix::none || !st) {
+            s.busy = false;
+            s.idle.notify_all();
+            return;
+        }
+    }
+    try {
+        if (what == fix::demote && st->try_acquire(s.k, lock_mode::shared, ttl)) {
+            std::lock_guard guard(s.mutex);
+            s.held = lock_mode::shared;
+            s.unsure = false;
+        } else {
+            st->release(s.k);
+            std::lock_guard guard(s.mutex);
+            s.held.reset();
+            s.unsure = false;
+        }
+    } catch (const std::exception&) {
+    }
+    std::lock_guard guard(s.mutex);
+    s.busy = false;
+    s.idle.notify_all();
+}
+
+// A request's thread. `rd` is null for a request nobody waits for. A queued request first waits
+// for the slot's busy request to end; if its round is over by then, it only settles the member.
+void perform(const std::shared_ptr<member>& m, const std::shared_ptr<slot>& s, const request& r,
+             const std::shared_ptr<round>& rd, std::size_t i, bool queued) {
+    bool obsolete = false;
+    if (queued) {
+        {
+            std::unique_lock guard(s->mutex);
+            s->idle.wait(guard, [&] { return !s->busy; });
+            s->busy = true;
+            --s->queued;
+        }
+        if (rd) {
+            std::lock_guard guard(rd->mutex);
+            obsolete = rd->closed;
+        }
+    }
+    std::shared_ptr<store> st;
+    if (r.what == request::kind::settle || obsolete) {
+        // The answer says that the member is settled (as far as it can be).
+        try {
+            st = m->get();
+        } catch (const std::exception&) {
+        }
+        settle(st, *s, r.ttl);
+        if (rd) rd->report(i, answer::yes);
+        return;
+    }
+    answer a = answer::failed;
+    std::string error = "unknown error";
+    bool transient = false;
+    try {
+        st = m->get();
+        a = carry_out(*st, *s, r) ? answer::yes : answer::no;
+    } catch (const std::exception& e) {
+        if (st && r.what == request::kind::acquire) {
+            std::lock_guard guard(s->mutex);
+            s->unsure = true;  // its reply may have been lost after it granted
+        }
+        error = e.what();
+        const auto* b = dynamic_cast<const backend_error*>(&e);
+        transient = b && b->transient();
+    } catch (...) {
+    }
+    // The slot is free before the answer is given when nothing is left to do, so that the
+    // owner's next call finds it free.
+    bool done;
+    {
+        std::lock_guard guard(s->mutex);
+        done = needed(*s) == fix::none || !st;
+        if (done) {
+            s->busy = false;
+            s->idle.notify_all();
+        }
+    }
+    if (rd) rd->report(i, a, a == answer::failed ? error : std::string(), transient);
+    if (!done) settle(st, *s, r.ttl);
+}
+
+// Whether a member is asked in a round, and whether the round waits for its answer.
+enum class asking { no, yes, without_waiting };
+
 class combined_store final : public store {
   public:
-    combined_store(quorum_rule rule, std::vector<std::unique_ptr<member>> members, capability caps,
+    combined_store(quorum_rule rule, std::vector<std::shared_ptr<member>> members, capability caps,
                    std::optional<std::size_t> fencing_member)
         : store("combined", caps),
           rule_(rule),
@@ -130,42 +383,53 @@ class combined_store final : public store {
   protected:
     bool do_try_acquire(key& k, lock_mode mode, milliseconds ttl) override {
         auto& state = state_of(k);
-        auto& keys = state.keys;
         // A failed promotion gives the members that promoted back their read lock.
         const bool promoting = state.held == lock_mode::shared && mode == lock_mode::exclusive;
-        auto roll_back_attempt = [&](const std::vector<bool>& touched) {
-            if (promoting) {
-                demote(keys, touched, ttl);
-            } else {
-                roll_back(keys, touched);
-                state.held.reset();
-            }
-        };
         const std::size_t n = members_.size();
         const auto started = clock::now();
-        tally t;
-        std::vector<bool> touched(n, false);
-        for (std::size_t i = 0; i < n; ++i) {
-            if (!quorum_can_be_met(rule_, t.no + t.failed, n)) break;
-            try {
-                if (members_[i]->get()->try_acquire(*keys[i], mode, ttl)) {
-                    ++t.yes;
-                    touched[i] = true;
-                } else {
-                    ++t.no;
-                }
-            } catch (const std::exception& e) {
-                // Its reply may have been lost after it granted: it is rolled back too.
-                touched[i] = true;
-                t.fail(i, members_[i]->strategy(), e);
+        // The round is bounded by the caller's deadline, and for expiring members by the TTL:
+        // a grant that comes later is worth nothing (see the validity below).
+        std::optional<clock::time_point> bound = caller_deadline();
+        // Members that have not answered when the caller's time is up are no grant in time:
+        // the caller's wait ends as if the lock were held, not with an error.
+        const char* late = nullptr;
+        if (has(capabilities(), capability::expiring)) {
+            const auto validity = started + ttl - drift_margin(ttl);
+            if (!bound || validity < *bound) {
+                bound = validity;
+                late = "no answer within the validity of the lock's ttl";
             }
         }
+        const auto t = ask(
+            state.members, {request::kind::acquire, mode, ttl},
+            [&](slot& s) {
+                s.wanted = mode;  // a grant that comes after the round is kept if it succeeds
+                return asking::yes;
+            },
+            [&](const tally& so_far) {
+                return quorum_met(rule_, so_far.yes, n) ||
+                       !quorum_can_be_met(rule_, so_far.no + so_far.failed, n);
+            },
+            bound, late);
+        auto give_back = [&] {
+            // What the owner keeps: nothing, or after a failed promotion its read lock.
+            const std::optional<lock_mode> keep =
+                promoting ? std::optional(lock_mode::shared) : std::nullopt;
+            settle_all(state.members, keep, ttl, bound);
+            if (!promoting) state.held.reset();
+            save_portable(k, state.members);
+        };
         if (!quorum_met(rule_, t.yes, n)) {
-            roll_back_attempt(touched);
-            save_portable(k, keys);
+            give_back();
             // Another owner holds members: contention, not an error, even where a member is
             // down too (with it up the answer would be no better), so that a waiter polls on.
             if (t.no > 0) return false;
+            if (has(capabilities(), capability::expiring) &&
+                clock::now() - started + drift_margin(ttl) >= ttl)
+                throw expired_error("lock '" + k.resource() +
+                                    "' (combined): no quorum within the validity of its ttl of " +
+                                    std::to_string(ttl.count()) + " ms: " + quorum_text(t) +
+                                    "; the grants were rolled back: " + t.errors);
             throw backend_error("combined", "quorum",
                                 "lock '" + k.resource() + "': " + quorum_text(t) +
                                     "; the grants were rolled back: " + t.errors,
@@ -177,8 +441,7 @@ class combined_store final : public store {
             const auto drift = drift_margin(ttl);
             const auto elapsed = clock::now() - started;
             if (elapsed + drift >= ttl) {
-                roll_back_attempt(touched);
-                save_portable(k, keys);
+                give_back();
                 throw expired_error(
                     "lock '" + k.resource() + "' (combined): the quorum was reached after " +
                     std::to_string(std::chrono::duration_cast<milliseconds>(elapsed).count()) +
@@ -189,34 +452,33 @@ class combined_store final : public store {
         }
         // What the owner is told is left (and the renewal schedule) excludes the drift too.
         k.set_lifetime_margin(drift_margin(ttl));
-        if (fencing_member_) k.set_fencing_token(keys[*fencing_member_]->fencing_token());
+        if (fencing_member_)
+            k.set_fencing_token(state.members[*fencing_member_]->k.fencing_token());
         state.held = mode;
-        save_portable(k, keys);
+        save_portable(k, state.members);
         return true;
     }
 
     bool do_refresh(key& k, milliseconds ttl) override {
-        auto& keys = member_keys_of(k);
+        auto& state = state_of(k);
         const std::size_t n = members_.size();
         k.set_lifetime_margin(drift_margin(ttl));
-        tally t;
-        for (std::size_t i = 0; i < n; ++i) {
-            try {
-                if (members_[i]->get()->refresh(*keys[i], ttl))
-                    ++t.yes;
-                else
-                    ++t.no;
-            } catch (const std::exception& e) {
-                t.fail(i, members_[i]->strategy(), e);
-            }
-        }
-        save_portable(k, keys);
+        // Only members that granted, or may have (a request still under way), are asked; the
+        // others hold nothing to refresh. An answer after the grant ran out is worth nothing: a
+        // member without one by then did not refresh.
+        auto t = ask(
+            state.members, {request::kind::refresh, lock_mode::exclusive, ttl},
+            [](slot& s) { return s.held || s.unsure || s.busy ? asking::yes : asking::no; },
+            [&](const tally& so_far) { return quorum_met(rule_, so_far.yes, n); }, k.expires_at(),
+            nullptr);
+        t.no = n - t.yes - t.failed;  // a member not asked holds nothing
+        save_portable(k, state.members);
         if (quorum_met(rule_, t.yes, n)) return true;
         if (!quorum_can_be_met(rule_, t.no, n)) {
             // Lost: what is left on the other members is no lock any more, free it for others.
-            roll_back(keys, std::vector<bool>(n, true));
-            state_of(k).held.reset();
-            save_portable(k, keys);
+            settle_all(state.members, std::nullopt, ttl, k.expires_at());
+            state.held.reset();
+            save_portable(k, state.members);
             return false;
         }
         // Failures, not refusals, missed the quorum: the renewal retries while time is left.
@@ -226,66 +488,107 @@ class combined_store final : public store {
             t.kind());
     }
 
+    // Releases on every member that granted and waits for them; a member that may have granted
+    // (its grant request failed) is released too, without waiting, and is not reported: only a
+    // member known to hold the lock and not releasing it keeps the lock from others.
     void do_release(key& k) override {
-        auto& keys = member_keys_of(k);
-        state_of(k).held.reset();
-        tally t;
-        for (std::size_t i = 0; i < members_.size(); ++i) {
-            try {
-                members_[i]->get()->release(*keys[i]);
-            } catch (const std::exception& e) {
-                t.fail(i, members_[i]->strategy(), e);
-            }
-        }
-        save_portable(k, keys);
+        auto& state = state_of(k);
+        state.held.reset();
+        const auto t = ask(
+            state.members, {request::kind::release, lock_mode::exclusive, milliseconds(0)},
+            [](slot& s) {
+                s.wanted.reset();
+                // A member with a request waiting already releases after it (it settles by
+                // `wanted`); a member whose grant request is still under way, likewise.
+                if (s.busy && (s.queued > 0 || !(s.held || s.unsure))) return asking::no;
+                return s.held ? asking::yes : s.unsure ? asking::without_waiting : asking::no;
+            },
+            [](const tally&) { return false; }, std::nullopt);
+        save_portable(k, state.members);
         if (t.failed)
             throw backend_error("combined", "release",
                                 "releasing lock '" + k.resource() + "' failed on " +
                                     std::to_string(t.failed) + " of " +
-                                    std::to_string(members_.size()) + " members: " + t.errors,
+                                    std::to_string(members_.size()) +
+                                    " members that granted it: " + t.errors,
                                 t.kind());
     }
 
     bool do_holds(const key& k) override {
-        std::vector<std::unique_ptr<key>> fresh;
-        auto* state = k.local_state_of<member_keys>(instance_id());
-        if (!state) fresh = make_member_keys(k, members_.size());
-        const auto& keys = state ? state->keys : fresh;
+        slots fresh;
+        auto* state = k.local_state_of<owner_state>(instance_id());
+        if (!state) fresh = make_slots(k, members_.size());
+        auto& members = state ? state->members : fresh;
         const std::size_t n = members_.size();
-        std::size_t yes = 0, no = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            try {
-                members_[i]->get()->holds(*keys[i]) ? ++yes : ++no;
-            } catch (const std::exception&) {
-                ++no;  // a member we cannot ask vouches for nothing
-            }
-            if (quorum_met(rule_, yes, n)) return true;
-            if (!quorum_can_be_met(rule_, no, n)) return false;
-        }
-        return false;
+        // A member we cannot ask vouches for nothing.
+        const auto t = ask(
+            members, {request::kind::holds}, [](slot&) { return asking::yes; },
+            [&](const tally& so_far) {
+                return quorum_met(rule_, so_far.yes, n) ||
+                       !quorum_can_be_met(rule_, so_far.no + so_far.failed, n);
+            },
+            std::nullopt);
+        return quorum_met(rule_, t.yes, n);
     }
 
     // The members' answers merged by the quorum rule: held when a quorum of members says held
     // (the holders and, conservatively, the shortest time left among them), free when a quorum
     // of members is free (a new owner would be granted), unknown in between (members down or
-    // disagreeing, e.g. a grant being rolled back).
+    // disagreeing, e.g. a grant being rolled back). The members are asked at once, and the
+    // answer is given once a quorum agrees.
     lock_status do_status(std::string_view resource) override {
         const std::size_t n = members_.size();
-        std::size_t held = 0, exclusive = 0, free = 0;
-        lock_status merged;
-        for (const auto& m : members_) {
-            lock_status one;
-            try {
-                one = m->get()->status(resource);
-            } catch (const std::exception&) {
-                continue;  // a member we cannot ask vouches for nothing
+        auto rd = std::make_shared<round>(n);
+        std::vector<char> waiting(n, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            auto job = [m = members_[i], rd, i, name = std::string(resource)] {
+                try {
+                    auto one = m->get()->status(name);
+                    rd->report(i, answer::yes, {}, false, std::move(one));
+                } catch (const std::exception& e) {
+                    rd->fail(i, e);  // a member we cannot ask vouches for nothing
+                } catch (...) {
+                    rd->report(i, answer::failed, "unknown error");
+                }
+            };
+            if (launch(std::move(job)))
+                waiting[i] = 1;
+            else
+                rd->report(i, answer::failed, "no thread to ask it");
+        }
+        auto counts = [&](const std::vector<answer>& answers,
+                          const std::vector<lock_status>& states) {
+            std::size_t held = 0, exclusive = 0, free = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (answers[i] != answer::yes) continue;
+                free += states[i].held == lock_status::state::free;
+                held += states[i].held == lock_status::state::held_exclusive ||
+                        states[i].held == lock_status::state::held_shared;
+                exclusive += states[i].held == lock_status::state::held_exclusive;
             }
-            if (one.held == lock_status::state::free) ++free;
-            if (one.held != lock_status::state::held_exclusive &&
-                one.held != lock_status::state::held_shared)
+            return std::array<std::size_t, 3>{held, exclusive, free};
+        };
+        std::vector<answer> answers;
+        std::vector<lock_status> states;
+        {
+            std::unique_lock guard(rd->mutex);
+            rd->changed.wait(guard, [&] {
+                const auto [held, exclusive, free] = counts(rd->answers, rd->states);
+                if (quorum_met(rule_, exclusive, n) || quorum_met(rule_, free, n)) return true;
+                return std::find(rd->answers.begin(), rd->answers.end(), answer::none) ==
+                       rd->answers.end();
+            });
+            rd->closed = true;
+            answers = rd->answers;
+            states = rd->states;
+        }
+        const auto [held, exclusive, free] = counts(answers, states);
+        lock_status merged;
+        for (std::size_t i = 0; i < n; ++i) {
+            auto& one = states[i];
+            if (answers[i] != answer::yes || (one.held != lock_status::state::held_exclusive &&
+                                              one.held != lock_status::state::held_shared))
                 continue;
-            ++held;
-            if (one.held == lock_status::state::held_exclusive) ++exclusive;
             for (auto& h : one.holders)
                 if (std::find(merged.holders.begin(), merged.holders.end(), h) ==
                     merged.holders.end())
@@ -304,58 +607,176 @@ class combined_store final : public store {
     }
 
     std::optional<std::uint64_t> do_fencing_token(key& k) override {
-        auto& keys = member_keys_of(k);
-        const auto token =
-            members_[*fencing_member_]->get()->fencing_token(*keys[*fencing_member_]);
+        auto& s = *state_of(k).members[*fencing_member_];
+        std::optional<std::uint64_t> token;
+        {
+            // The slot's key is ours once its earlier request (a refresh, say) is over.
+            std::unique_lock guard(s.mutex);
+            s.idle.wait(guard, [&] { return !s.busy; });
+            s.busy = true;
+        }
+        try {
+            token = members_[*fencing_member_]->get()->fencing_token(s.k);
+        } catch (...) {
+            std::lock_guard guard(s.mutex);
+            s.busy = false;
+            s.idle.notify_all();
+            throw;
+        }
+        {
+            std::lock_guard guard(s.mutex);
+            s.busy = false;
+            s.idle.notify_all();
+        }
         k.set_fencing_token(token);
-        save_portable(k, keys);
+        save_portable(k, state_of(k).members);
         return token;
     }
 
   private:
-    member_keys& state_of(key& k) {
-        if (auto* state = k.local_state_of<member_keys>(instance_id())) return *state;
-        auto state = std::make_unique<member_keys>();
-        state->keys = make_member_keys(k, members_.size());
+    owner_state& state_of(key& k) {
+        if (auto* state = k.local_state_of<owner_state>(instance_id())) return *state;
+        auto state = std::make_unique<owner_state>();
+        state->members = make_slots(k, members_.size());
         auto& kept = *state;
         k.set_local_state(instance_id(), std::move(state));
         return kept;
     }
-    std::vector<std::unique_ptr<key>>& member_keys_of(key& k) { return state_of(k).keys; }
 
-    // Only serializable members' states travel; copying them costs, so only then.
-    void save_portable(key& k, const std::vector<std::unique_ptr<key>>& keys) const {
-        if (!has(capabilities(), capability::serializable)) return;
-        auto& saved = k.portable_state()["members"];
-        saved = nlohmann::json::array();
-        for (const auto& m : keys) saved.push_back(m->portable_state());
-    }
-
-    // Releases this owner's grant on every member marked; a member that fails keeps its grant
-    // until its TTL ends (nothing better can be done now).
-    void roll_back(std::vector<std::unique_ptr<key>>& keys, const std::vector<bool>& which) {
-        for (std::size_t i = 0; i < members_.size(); ++i) {
-            if (!which[i]) continue;
-            try {
-                members_[i]->get()->release(*keys[i]);
-            } catch (const std::exception&) {
+    // Sends `r` at once to every member that `prepare` (called under the slot's mutex, also for
+    // a busy slot) says to ask, each on a thread of its own, and waits until `decided` says the
+    // answers so far settle the round, every member waited for has answered, or `bound` passed.
+    // A member still busy with an earlier request of this owner gets this one after it (up to
+    // max_queued requests wait; with more the member counts as late). A member
+    // without an answer by the bound counts as failed with the error `late`, or as a refusal
+    // when `late` is null; its request goes on, and settles the member by `wanted` when it ends.
+    tally ask(slots& members, const request& r, const std::function<asking(slot&)>& prepare,
+              const std::function<bool(const tally&)>& decided,
+              std::optional<clock::time_point> bound,
+              const char* late = "no answer in time") const {
+        const std::size_t n = members_.size();
+        auto rd = std::make_shared<round>(n);
+        std::vector<char> waiting(n, 0);
+        for (std::size_t i = 0; i < n; ++i) {
+            auto& s = members[i];
+            asking how;
+            bool queue = false, refused = false;
+            {
+                std::lock_guard guard(s->mutex);
+                how = prepare(*s);
+                if (how != asking::no) {
+                    if (!s->busy)
+                        s->busy = true;
+                    else if (s->queued < max_queued)
+                        ++s->queued, queue = true;
+                    else
+                        refused = true;
+                }
+            }
+            if (how == asking::no) continue;
+            const bool wait = how == asking::yes;
+            if (refused) {
+                // As late as a member that does not answer by the bound.
+                if (wait && late)
+                    rd->report(i, answer::failed, "has not answered earlier requests yet", true);
+                else if (wait)
+                    rd->report(i, answer::no);
+                continue;
+            }
+            if (launch([m = members_[i], s, r, rd = wait ? rd : nullptr, i, queue] {
+                    perform(m, s, r, rd, i, queue);
+                })) {
+                waiting[i] = wait;
+            } else {
+                {
+                    std::lock_guard guard(s->mutex);
+                    if (queue)
+                        --s->queued;
+                    else
+                        s->busy = false;
+                    s->idle.notify_all();
+                }
+                if (wait) rd->report(i, answer::failed, "no thread to ask it", true);
             }
         }
+        std::vector<answer> answers;
+        std::vector<std::string> errors;
+        std::vector<char> transient;
+        {
+            std::unique_lock guard(rd->mutex);
+            auto done = [&] {
+                if (decided(count(rd->answers))) return true;
+                for (std::size_t i = 0; i < n; ++i)
+                    if (waiting[i] && rd->answers[i] == answer::none) return false;
+                return true;
+            };
+            if (bound)
+                rd->changed.wait_until(guard, *bound, done);
+            else
+                rd->changed.wait(guard, done);
+            rd->closed = true;
+            answers = rd->answers;
+            errors = rd->errors;
+            transient = rd->transient;
+        }
+        const bool settled_early = decided(count(answers));
+        for (std::size_t i = 0; i < n; ++i)
+            if (waiting[i] && answers[i] == answer::none && !settled_early) {
+                answers[i] = late ? answer::failed : answer::no;
+                errors[i] = late ? late : "";
+                transient[i] = 1;
+            }
+        tally t = count(answers);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (answers[i] != answer::failed) continue;
+            if (!transient[i]) t.all_transient = false;
+            t.errors += (t.errors.empty() ? "" : "; ") + member_text(i, members_[i]->strategy()) +
+                        ": " + errors[i];
+        }
+        return t;
     }
 
-    // Takes the read lock back on every member marked (a promotion that missed the quorum); a
-    // member that cannot is released, as a rollback would.
-    void demote(std::vector<std::unique_ptr<key>>& keys, const std::vector<bool>& which,
-                milliseconds ttl) {
-        for (std::size_t i = 0; i < members_.size(); ++i) {
-            if (!which[i]) continue;
-            try {
-                if (members_[i]->get()->try_acquire(*keys[i], lock_mode::shared, ttl)) continue;
-            } catch (const std::exception&) {
+    // Sets what the owner keeps on every member (`keep`: nothing, or the read lock after a
+    // failed promotion) and brings the members that are not busy there, waiting for them up to
+    // `bound`; a busy member gets there when its request ends.
+    void settle_all(slots& members, std::optional<lock_mode> keep, milliseconds ttl,
+                    std::optional<clock::time_point> bound) const {
+        (void)ask(
+            members, {request::kind::settle, lock_mode::shared, ttl},
+            [&](slot& s) {
+                s.wanted = keep;
+                return needed(s) == fix::none ? asking::no : asking::yes;
+            },
+            [](const tally&) { return false; }, bound);
+    }
+
+    // Only serializable members' states travel; copying them costs, so only then. A busy
+    // member's state is its last one (its request has the key).
+    void save_portable(key& k, const slots& members) const {
+        if (!has(capabilities(), capability::serializable)) return;
+        auto& saved = k.portable_state()["members"];
+        auto& grants = k.portable_state()["grants"];
+        if (!saved.is_array() || saved.size() != members.size()) saved = nlohmann::json::array();
+        if (!grants.is_array() || grants.size() != members.size()) grants = nlohmann::json::array();
+        for (std::size_t i = 0; i < members.size(); ++i) {
+            auto& s = *members[i];
+            std::lock_guard guard(s.mutex);
+            if (s.busy) {
+                if (i >= saved.size()) {
+                    saved.push_back(nlohmann::json::object());
+                    grants.push_back("unsure");
+                }
+                continue;
             }
-            try {
-                members_[i]->get()->release(*keys[i]);
-            } catch (const std::exception&) {
+            const nlohmann::json grant = s.held ? nlohmann::json(std::string(to_string(*s.held)))
+                                         : s.unsure ? nlohmann::json("unsure")
+                                                    : nlohmann::json();
+            if (i < saved.size()) {
+                saved[i] = s.k.portable_state();
+                grants[i] = grant;
+            } else {
+                saved.push_back(s.k.portable_state());
+                grants.push_back(grant);
             }
         }
     }
@@ -371,7 +792,7 @@ class combined_store final : public store {
     }
 
     quorum_rule rule_;
-    std::vector<std::unique_ptr<member>> members_;
+    std::vector<std::shared_ptr<member>> members_;
     std::optional<std::size_t> fencing_member_;
 };
 
@@ -478,6 +899,25 @@ combined_config read_config(const nlohmann::json& o, const strategy_registry& re
                                    member_text(i, mc.strategy) + ": " + e.what());
             }
         }
+        // What its strategy promises at top level must hold for a member too: a member that
+        // excludes nothing (`null`) or only inside one process (`memory`) is a vote that every
+        // owner gets, so two owners each reach the quorum with it (with three such members no
+        // member excludes at all, and no "locking is off" warning would say so).
+        if (!d->spans_processes || d->excludes_nothing)
+            throw config_error(
+                "config.value", at + "/strategy",
+                member_text(i, mc.strategy) +
+                    (d->excludes_nothing ? " excludes nothing"
+                                         : " excludes only inside one process") +
+                    ": every owner would get its vote, and two owners the quorum; a member must "
+                    "exclude across processes");
+        for (std::size_t j = 0; j < c.members.size(); ++j)
+            if (c.members[j].strategy == mc.strategy && c.members[j].options == mc.options)
+                throw config_error("config.value", at,
+                                   member_text(i, mc.strategy) + " is " +
+                                       member_text(j, mc.strategy) +
+                                       " again: a backend listed twice has two votes, so the "
+                                       "quorum holds with fewer backends than it says");
         mc.capabilities = capabilities_of(*d, mc.options);
         mc.descriptor = std::move(*d);
         c.members.push_back(std::move(mc));
@@ -529,25 +969,52 @@ strategy_descriptor make_descriptor(std::function<strategy_registry&()> registry
     d.create = [registry](const nlohmann::json& o) -> std::shared_ptr<store> {
         auto c = read_config(o, registry(), true);
         const auto caps = capabilities_of(c);
-        std::vector<std::unique_ptr<member>> members;
-        std::size_t down = 0;
-        std::string errors;
-        for (std::size_t i = 0; i < c.members.size(); ++i) {
+        const std::size_t n = c.members.size();
+        std::vector<std::shared_ptr<member>> members;
+        // The members start at once; the store is ready as soon as a quorum of them is. The
+        // others go on starting (a request to one waits for it) or, down, count as failed.
+        auto rd = std::make_shared<round>(n);
+        for (std::size_t i = 0; i < n; ++i) {
             auto& m = c.members[i];
             auto create = [d = m.descriptor, options = m.options] { return d.create(options); };
-            members.push_back(std::make_unique<member>(m.strategy, std::move(create)));
-            if (const auto& why = members.back()->start_error(); !why.empty()) {
-                ++down;
-                errors += (errors.empty() ? "" : "; ") + member_text(i, m.strategy) + ": " + why;
-            }
+            members.push_back(std::make_shared<member>(m.strategy, std::move(create)));
+            auto job = [m = members.back(), rd, i] {
+                try {
+                    (void)m->get();
+                    rd->report(i, answer::yes);
+                } catch (const std::exception& e) {
+                    rd->fail(i, e);
+                } catch (...) {
+                    rd->report(i, answer::failed, "unknown error");
+                }
+            };
+            if (!launch(std::move(job))) rd->report(i, answer::failed, "no thread to start it");
+        }
+        tally t;
+        std::vector<std::string> why;
+        {
+            std::unique_lock guard(rd->mutex);
+            rd->changed.wait(guard, [&] {
+                const auto so_far = count(rd->answers);
+                return quorum_met(c.rule, so_far.yes, n) ||
+                       !quorum_can_be_met(c.rule, so_far.failed, n);
+            });
+            rd->closed = true;
+            t = count(rd->answers);
+            why = rd->errors;
         }
         // A member that is down now may come back, but a quorum is needed to start at all.
-        if (!quorum_can_be_met(c.rule, down, members.size()))
+        if (!quorum_met(c.rule, t.yes, n)) {
+            std::string errors;
+            for (std::size_t i = 0; i < n; ++i)
+                if (!why[i].empty())
+                    errors += (errors.empty() ? "" : "; ") + member_text(i, c.members[i].strategy) +
+                              ": " + why[i];
             throw backend_error("combined", "start",
-                                "combined cannot reach its quorum: " + std::to_string(down) +
-                                    " of " + std::to_string(members.size()) +
-                                    " members cannot start: " + errors,
+                                "combined cannot reach its quorum: " + std::to_string(t.failed) +
+                                    " of " + std::to_string(n) + " members cannot start: " + errors,
                                 error_kind::transient);
+        }
         return std::make_shared<combined_store>(c.rule, std::move(members),
                                                 combined_capabilities(c.rule, caps),
                                                 fencing_member_of(c.rule, caps));
@@ -560,12 +1027,18 @@ strategy_descriptor make_descriptor(std::function<strategy_registry&()> registry
 std::shared_ptr<store> make_combined_store(quorum_rule rule, std::vector<combined_member> members) {
     if (members.empty()) throw invalid_argument_error("combined needs at least one member");
     std::vector<capability> caps;
-    std::vector<std::unique_ptr<member>> ms;
-    for (auto& m : members) {
+    std::vector<std::shared_ptr<member>> ms;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        auto& m = members[i];
         if (!m.backend)
             throw invalid_argument_error("combined: member '" + m.strategy + "' has no store");
+        for (std::size_t j = 0; j < i; ++j)
+            if (members[j].backend == m.backend)
+                throw invalid_argument_error("combined: " + member_text(i, m.strategy) + " is " +
+                                             member_text(j, members[j].strategy) +
+                                             " again (one store, two votes)");
         caps.push_back(m.backend->capabilities());
-        ms.push_back(std::make_unique<member>(m.strategy, std::move(m.backend)));
+        ms.push_back(std::make_shared<member>(m.strategy, m.backend));
     }
     if (expiring_disagrees(caps))
         throw invalid_argument_error("combined: members must all expire (have TTLs) or none");

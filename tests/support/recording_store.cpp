@@ -63,6 +63,10 @@ void recording_store::fail_acquire(bool on) {
     std::lock_guard lock(mutex_);
     fail_acquire_ = on;
 }
+void recording_store::lose_acquire_reply(bool on) {
+    std::lock_guard lock(mutex_);
+    lose_acquire_reply_ = on;
+}
 void recording_store::fail_release(bool on) {
     std::lock_guard lock(mutex_);
     fail_release_ = on;
@@ -149,7 +153,10 @@ bool recording_store::do_try_acquire(key& k, lock_mode mode, std::chrono::millis
         rng_ ^= rng_ << 17;
         if (rng_ & 1) return false;
     }
-    return grant_locked(k, mode);
+    const bool granted = grant_locked(k, mode);
+    if (granted && lose_acquire_reply_)
+        throw backend_error(strategy(), "test", "injected loss of the reply to a grant");
+    return granted;
 }
 
 bool recording_store::do_wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl,

@@ -46,6 +46,8 @@ class recording_store : public store {
     void acquire_delay(std::chrono::milliseconds delay);
     // try_acquire throws backend_error.
     void fail_acquire(bool on);
+    // try_acquire grants, then throws backend_error (a reply lost after the grant).
+    void lose_acquire_reply(bool on);
     // release throws backend_error.
     void fail_release(bool on);
     // release does nothing, so the owner still holds afterwards.
@@ -100,6 +102,7 @@ class recording_store : public store {
     bool random_conflicts_ = false;
     std::chrono::milliseconds delay_{0};
     bool fail_acquire_ = false;
+    bool lose_acquire_reply_ = false;
     bool fail_release_ = false;
     bool ignore_release_ = false;
     bool fail_refresh_ = false;

@@ -12,24 +12,38 @@
 // Config:
 //   "combined": {"options": {"quorum": "consensus",
 //                            "members": [{"strategy": "redis", "options": {"url": "..."}}, ...]}}
-// A member is any strategy of the registry (a module is loaded on first use), except combined;
-// its options are checked by its own strategy. Every process must use the same member list.
+// A member is any strategy of the registry (a module is loaded on first use), except combined
+// and strategies that do not exclude across processes (spans_processes false, as `memory`, or
+// excludes_nothing, as `null`: every owner would get their vote), each listed once (same
+// strategy and options twice is one backend with two votes); config check refuses the others.
+// Its options are checked by its own strategy. Every process must use the same member list.
 //
 // Contract:
 //  - Owner: the key's token, the same on every member (each member keeps its own state in the
-//    key). A grant is an attempt on every member in order, one after the other; it stops early
-//    once the quorum can no longer be reached. A member that throws counts as a refusal.
+//    key). Every request asks the members at once, a thread each, and a round ends as soon as
+//    its answer is decided (a grant: the quorum reached, or out of reach), or at its bound: the
+//    caller's deadline (caller_deadline(), set while named_lock polls until a deadline) and,
+//    for expiring members, the TTL's validity (a refresh: the lock's lifetime). A member without
+//    an answer by then counts as failed (as a refusal past the caller's deadline); its request
+//    goes on, and when it ends the member is brought to what the owner wants by then (a late
+//    grant of a missed quorum is released). A request to a member still busy with an earlier
+//    one of the same owner waits for it (up to 16; more count as late). A member that cannot
+//    start is tried again only after a pause (0.5 s, doubling up to 30 s).
 //  - Time: for expiring members, the grant counts only when the quorum was reached with time
 //    left: validity = ttl - elapsed - drift, drift = ttl/100 + 2 ms (Redlock). The lifetime
 //    the lock reports (remaining_lifetime) is that validity: ttl from before the attempt, less
 //    the drift.
 //  - Rollback: when the quorum is not reached, or is reached too late, every member that granted
 //    or failed (its reply may have been lost after it granted) is released with this owner's
-//    token; members that refused are left alone. Nothing of a failed attempt is kept.
+//    token; members that refused are left alone. Nothing of a failed attempt is kept: members
+//    that answered are released before the call returns (waiting up to the round's bound), a
+//    member still without an answer when it answers.
 //  - Waiting polls with the core's backoff (no native_wait, no fairness), as Symfony does.
-//  - refresh refreshes every member; fewer than a quorum refreshed = the lock is lost (the
-//    others are released). holds() = a quorum of members hold. release releases on every member
-//    and reports every member's error after trying them all.
+//  - refresh refreshes every member that granted; fewer than a quorum refreshed = the lock is
+//    lost (the others are released). holds() = a quorum of members hold. release releases every
+//    member that granted, waits for them, and reports those that failed to release (only they
+//    can keep the name from others); a member that may have granted (its grant request failed)
+//    is released without waiting and not reported; a member that never granted is not asked.
 //  - Shared: when every member has read locks, a read lock is a read lock on a quorum of
 //    members (readers exclude a writer there, as on one store). A promotion that misses the
 //    quorum demotes the members that promoted, so the owner keeps its read lock.
@@ -42,7 +56,7 @@
 //  - Errors: a try that misses the quorum where any member refused (another owner holds it) is
 //    `false` (contention), even with members down; one that misses it with no refusal, only
 //    failures, throws backend_error naming each failed member (transient when every failure
-//    was); a quorum reached too late throws expired_error.
+//    was); a quorum not reached within the TTL's validity throws expired_error.
 //
 // What the quorum guarantees, and what not:
 //  - consensus over 2f+1 independent members survives f of them down or unreachable, and no two

@@ -1,0 +1,31 @@
+// caller_deadline: the deadline of the acquire a thread is making, for a store whose one try
+// can take long.
+//
+//   caller_deadline        the deadline, if the caller has one
+//   caller_deadline_scope  sets it for a scope (named_lock's polling wait)
+#pragma once
+
+#include <optional>
+
+#include <locksmith/author/store.hpp>
+
+namespace locksmith {
+
+// The caller's deadline for the acquire this thread is making, while named_lock polls
+// try_acquire until a deadline: a store whose one try may take long (one that asks several
+// servers, as `combined` does) can return by then. nullopt otherwise (a single try, lock()).
+std::optional<deadline> caller_deadline() noexcept;
+
+// Sets caller_deadline() on this thread while it lives.
+class caller_deadline_scope {
+  public:
+    explicit caller_deadline_scope(deadline until) noexcept;
+    ~caller_deadline_scope();
+    caller_deadline_scope(const caller_deadline_scope&) = delete;
+    caller_deadline_scope& operator=(const caller_deadline_scope&) = delete;
+
+  private:
+    std::optional<deadline> previous_;
+};
+
+}  // namespace locksmith
