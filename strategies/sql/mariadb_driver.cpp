@@ -95,7 +95,7 @@ unsigned seconds_up(milliseconds d) {
 class mariadb_connection final : public connection {
   public:
     explicit mariadb_connection(const sql_options& o) : o_(o) {
-        const std::string table = "`" + o.table + "`";
+        const std::string table = table_sql(o, '`');
         // Assignments run left to right and later ones see earlier results: fence and token
         // are decided on the old row, expires_ms follows the token just written.
         sql_[acquire_id] =
@@ -177,8 +177,8 @@ class mariadb_connection final : public connection {
     }
     void create_table() override {
         const std::string sql =
-            "CREATE TABLE IF NOT EXISTS `" + o_.table +
-            "` (key_id VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
+            "CREATE TABLE IF NOT EXISTS " + table_sql(o_, '`') +
+            " (key_id VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
             "token VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, expires_ms BIGINT "
             "NOT NULL, fence BIGINT NOT NULL) ENGINE = InnoDB";
         if (my_.mysql_real_query(db_, sql.c_str(), sql.size()) != 0)
@@ -213,11 +213,11 @@ class mariadb_connection final : public connection {
         const std::string native = "mysql " + std::to_string(code);
         if (code == 1146)
             throw missing_table("sql", native,
-                                "sql: table '" + o_.table + "' does not exist in " + where(),
+                                "sql: table '" + table_shown(o_) + "' does not exist in " + where(),
                                 mariadb_kind(code));
         if (wrong_shape(code))
             throw backend_error("sql", native,
-                                "sql: table '" + o_.table + "' in " + where() +
+                                "sql: table '" + table_shown(o_) + "' in " + where() +
                                     " does not have the columns locksmith needs (" +
                                     expected_columns + "): " + detail + " (error " +
                                     std::to_string(code) +

@@ -21,7 +21,12 @@
 //    (PostgreSQL and SQLite INSERT .. ON CONFLICT DO UPDATE .. WHERE, MariaDB INSERT .. ON
 //    DUPLICATE KEY UPDATE with IF()). Refresh and release are one UPDATE each, matching our
 //    token (refresh also requires the grant not to have expired). Every statement is
-//    parameterised; the table name is a plain identifier checked at configuration.
+//    parameterised; the table and schema names are plain identifiers, checked at configuration
+//    and again by make_sql_store, and quoted.
+//  - One table per database, whoever connects: the table is always named with its schema
+//    (sql_options::schema), never looked up through a role's search path. PostgreSQL's `public`
+//    does not let every role create tables (since PostgreSQL 15): create the table once and
+//    grant SELECT, INSERT, UPDATE on it to every role that locks, or name a schema they share.
 //  - Expiry is computed by the database's clock, in milliseconds: hosts need no synchronised
 //    clocks. A holder that dies keeps the lock until its TTL runs out (no crash_release).
 //  - Fencing: `fence` counts the grants of the row, incremented in the granting statement
@@ -98,6 +103,12 @@ struct sql_options {
     sql_dsn dsn;
     // Table name: a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 characters).
     std::string table = "locksmith_keys";
+    // The table's schema, a plain identifier too; "" for the one every user of the database
+    // shares: PostgreSQL's `public`, SQLite's `main`, MariaDB's database of the DSN. Never the
+    // search path: with a schema per role on it (PostgreSQL's secure-schema pattern), each role
+    // would create and use a table of its own. PostgreSQL's pg_* schemas (pg_temp is one per
+    // session) and SQLite's schemas but `main` (temp is one per connection) are refused.
+    std::string schema;
     // Create the table on first use when it is missing.
     bool create_table = true;
     // Longest wait for a connection to be set up. Must be > 0.
@@ -109,7 +120,7 @@ struct sql_options {
 
     // Reads {"dsn": "...", "table": "locksmith_keys", "create_table": true,
     // "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required.
-    // Throws config_error (never naming the password).
+    // "table" may be "schema.table". Throws config_error (never naming the password).
     static sql_options from_json(const nlohmann::json& options);
 };
 
@@ -118,7 +129,8 @@ struct sql_options {
 capability sql_capabilities_for(const nlohmann::json& options) noexcept;
 
 // Connects once and checks (or creates) the table, so that a wrong endpoint, password,
-// database or table fails here. Throws backend_error; invalid_argument_error for bad options.
+// database or table fails here. Throws backend_error; invalid_argument_error for bad options
+// (a table or schema that is not a plain identifier, or a schema the DSN's database may not use).
 std::shared_ptr<store> make_sql_store(const sql_options& options);
 
 }  // namespace locksmith::strategies
