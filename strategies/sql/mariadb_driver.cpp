@@ -127,13 +127,21 @@ class mariadb_connection final : public connection {
         my_.mysql_options(db_, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
         my_.mysql_options(db_, MYSQL_SET_CHARSET_NAME, "utf8mb4");
         const auto& d = o.dsn;
+        // The DSN alone says which server: libmariadb takes "localhost" for its Unix socket and
+        // ignores the port then, and fills a missing port or socket path from the environment
+        // (MYSQL_TCP_PORT, MYSQL_UNIX_PORT). A port means TCP; no port on localhost (or no
+        // host) means the default socket, no port elsewhere the default port.
+        const bool unix_socket = d.port == 0 && (d.host.empty() || d.host == "localhost");
+        unsigned protocol = unix_socket ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
+        my_.mysql_options(db_, MYSQL_OPT_PROTOCOL, &protocol);
         // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only those it changed,
         // so a refresh within the same millisecond still counts.
         if (!my_.mysql_real_connect(db_, d.host.empty() ? "localhost" : d.host.c_str(),
                                     d.user.empty() ? nullptr : d.user.c_str(),
                                     d.password.empty() ? nullptr : d.password.c_str(),
-                                    d.database.c_str(), unsigned(d.port), nullptr,
-                                    CLIENT_FOUND_ROWS)) {
+                                    d.database.c_str(),
+                                    unix_socket ? 0 : unsigned(d.port != 0 ? d.port : MYSQL_PORT),
+                                    unix_socket ? MYSQL_UNIX_ADDR : nullptr, CLIENT_FOUND_ROWS)) {
             const unsigned code = my_.mysql_errno(db_);
             throw backend_error("sql", "mysql " + std::to_string(code),
                                 "sql: connecting to " + where() +

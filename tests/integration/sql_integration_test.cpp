@@ -718,6 +718,30 @@ BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
 BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
     wrong_password(endpoint(mariadb_variable));
 }
+// localhost:PORT is that port over TCP, the server 127.0.0.1:PORT is: a lock taken through one
+// spelling excludes the other, in another process. libmariadb took "localhost" for its Unix
+// socket and dropped the port: the connection failed, or reached whatever server listens on the
+// default socket, and both holders held.
+BOOST_AUTO_TEST_CASE(localhost_with_a_port_is_that_port) {
+    const auto dsn = endpoint(mariadb_variable);
+    const auto host = dsn.find("@127.0.0.1:");
+    BOOST_REQUIRE_MESSAGE(host != std::string::npos, mariadb_variable << " names 127.0.0.1:PORT");
+    const auto localhost = dsn.substr(0, host) + "@localhost:" + dsn.substr(host + 11);
+    const auto name = test::unique_resource("localhost");
+    auto held = make_lock(strategies::make_sql_store(options_for(dsn)), name);
+    BOOST_REQUIRE(held.try_lock());
+    const auto child = test::fork_child([&] {
+        try {
+            auto lock = make_lock(strategies::make_sql_store(options_for(localhost)), name);
+            return lock.try_lock() ? 1 : 0;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "through localhost: %s\n", e.what());
+            return 2;
+        }
+    });
+    BOOST_TEST(test::wait_child(child, 60s) == 0, "1: both held; 2: localhost was not reached");
+    held.unlock();
+}
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(mariadb_variable));
 }

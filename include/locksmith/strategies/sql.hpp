@@ -11,8 +11,9 @@
 //  - Drivers, chosen by the DSN's scheme: `sqlite:///abs/path.db` (libsqlite3),
 //    `postgresql://user:pass@host:port/db` (libpq; `postgres://` too, query parameters such as
 //    sslmode go to libpq), `mysql://user:pass@host:port/db` (MariaDB Connector/C, for MariaDB and
-//    MySQL; `mariadb://` too). A driver whose client library was missing at build time says so
-//    when used.
+//    MySQL; `mariadb://` too; a port means TCP, also to localhost; localhost or no host without
+//    a port means the default Unix socket; the environment's MYSQL_TCP_PORT and MYSQL_UNIX_PORT
+//    are not read). A driver whose client library was missing at build time says so when used.
 //  - Rows: (key_id, token, expires_ms, fence). key_id is the 128-bit stable_name_hash of the
 //    name (32 hex digits), so any name (any bytes, up to 1 MiB) fits a fixed-size key; two names
 //    with one hash share a row, which costs concurrency, never exclusion. The token is the key's
