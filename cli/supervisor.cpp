@@ -351,12 +351,16 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
     }
     if (!lost) {
         // A lock removed or taken over meanwhile (a simple lock file broken by another process
-        // as stale) would "release" without error: ask the store first. When it cannot answer,
-        // the release below fails and says why.
+        // as stale) would "release" without error: ask the store first. A store that cannot
+        // answer (a server that did not answer in time) saw no loss, but the command's end is
+        // not covered either: said as what it is, and exited as a loss.
         bool held = true;
         try {
             held = lock.is_acquired();
-        } catch (const std::exception&) {
+        } catch (const std::exception& e) {
+            lost = true;
+            print_error("the lock " + lock.name() +
+                        " could not be confirmed when the command ended: " + e.what());
         }
         if (!held) {
             lost = true;

@@ -1,5 +1,6 @@
 #include <locksmith/options.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -21,18 +22,118 @@ std::string json_pointer_token(const std::string& key) {
     return out;
 }
 
+namespace {
+
+constexpr auto npos = std::string_view::npos;
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+bool is_alpha(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+bool is_alnum(char c) {
+    return is_alpha(c) || (c >= '0' && c <= '9');
+}
+
+// The length of "scheme://" at the start of `text` (RFC 3986: a letter, then letters, digits,
+// '+', '-', '.'), or 0.
+std::size_t scheme_length(std::string_view text) {
+    if (text.empty() || !is_alpha(text[0])) return 0;
+    std::size_t i = 1;
+    while (i < text.size() &&
+           (is_alnum(text[i]) || text[i] == '+' || text[i] == '-' || text[i] == '.'))
+        ++i;
+    return text.substr(i, 3) == "://" ? i + 3 : 0;
+}
+
+// The keyword at the start of `text`, when what follows it (after blanks) is '=': libpq's
+// keyword/value form ("host=db user=app password=x"), which other clients copy.
+std::string_view leading_keyword(std::string_view text) {
+    std::size_t i = 0;
+    while (i < text.size() && (is_alnum(text[i]) || text[i] == '_')) ++i;
+    if (i == 0) return {};
+    std::size_t j = i;
+    while (j < text.size() && is_space(text[j])) ++j;
+    return j < text.size() && text[j] == '=' ? text.substr(0, i) : std::string_view();
+}
+
+// A keyword/value DSN with every value hidden but those of the keywords that say where to
+// connect, and those only when they are plain (no quote, escape, '=', '@' or ';' that could
+// carry another setting). What cannot be read as keyword/value (an unterminated quote, a word
+// without '=') is hidden from there on.
+std::string redact_keyword_value(std::string_view text) {
+    std::string out;
+    auto hide_rest = [&] { out += out.empty() ? "***" : " ***"; };
+    while (true) {
+        while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+        if (text.empty()) return out;
+        const auto keyword = leading_keyword(text);
+        if (keyword.empty()) {
+            hide_rest();
+            return out;
+        }
+        text.remove_prefix(text.find('=') + 1);
+        while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+        // The value: quoted ('a b', with \' and \\) or up to the next blank (with \ escapes).
+        std::size_t end = 0;
+        if (!text.empty() && text.front() == '\'') {
+            end = 1;
+            while (end < text.size() && text[end] != '\'') end += text[end] == '\\' ? 2 : 1;
+            if (end >= text.size()) {
+                out += (out.empty() ? "" : " ") + std::string(keyword) + "=***";
+                return out;
+            }
+            ++end;
+        } else {
+            while (end < text.size() && !is_space(text[end])) end += text[end] == '\\' ? 2 : 1;
+            end = std::min(end, text.size());
+        }
+        const auto value = text.substr(0, end);
+        text.remove_prefix(end);
+        const bool where = keyword == "host" || keyword == "hostaddr" || keyword == "port" ||
+                           keyword == "dbname" || keyword == "user";
+        bool plain = !value.empty();
+        for (char c : value)
+            plain = plain && (is_alnum(c) || std::string_view("._-,:/[]").find(c) != npos);
+        out += (out.empty() ? "" : " ") + std::string(keyword) + "=" +
+               (where && plain ? std::string(value) : "***");
+    }
+}
+
+}  // namespace
+
 std::string redact_url(std::string_view url) {
-    constexpr auto npos = std::string_view::npos;
-    const auto scheme = url.find("://");
-    const std::size_t start = scheme == npos ? 0 : scheme + 3;
+    const auto start = scheme_length(url);
+    if (start == 0 &&
+        !leading_keyword(url.substr(std::min(url.size(), url.find_first_not_of(" \t\n\r\f\v"))))
+             .empty())
+        return redact_keyword_value(url);
+    // A URL has no blanks: what follows one is not part of it, and may be a "password=...".
+    std::string_view tail_hidden;
+    for (std::size_t i = 0; i < url.size(); ++i)
+        if (is_space(url[i])) {
+            tail_hidden = " ***";
+            url = url.substr(0, i);
+            break;
+        }
     std::string out(url.substr(0, start));
     auto rest = url.substr(start);
     if (auto at = rest.rfind('@'); at != npos) {
-        // Only a plain user name survives: redis://secret@host has a password and no user.
+        // Only a plain user name survives. A userinfo without ':' is a password for redis
+        // (redis://secret@host), but a user name in the URLs of PostgreSQL and MySQL.
         const auto userinfo = rest.substr(0, at);
         const auto colon = userinfo.find(':');
         const auto user = userinfo.substr(0, colon == npos ? 0 : colon);
-        if (colon != npos && user.find_first_of("/?#%") == npos)
+        const auto scheme = url.substr(0, start);
+        const bool user_only = colon == npos && !userinfo.empty() &&
+                               (scheme == "postgresql://" || scheme == "postgres://" ||
+                                scheme == "mysql://" || scheme == "mariadb://");
+        if (user_only && userinfo.find_first_of("/?#") == npos)
+            out += std::string(userinfo) + "@";
+        else if (colon != npos && user.find_first_of("/?#%") == npos)
             out += std::string(user) + ":***@";
         else
             out += "***@";
@@ -40,7 +141,7 @@ std::string redact_url(std::string_view url) {
     }
     const auto query = rest.find_first_of("?#");
     out += rest.substr(0, query);
-    if (query == npos) return out;
+    if (query == npos) return out + std::string(tail_hidden);
     auto fragment = rest.find('#', query);
     if (rest[query] == '?') {
         out += '?';
@@ -66,7 +167,7 @@ std::string redact_url(std::string_view url) {
         }
     }
     if (fragment != npos) out += "#***";
-    return out;
+    return out + std::string(tail_hidden);
 }
 
 namespace {

@@ -38,10 +38,18 @@ class options_reader {
     std::set<std::string> known_;
 };
 
-// `url` fit to print: the userinfo's password (or a userinfo without ':', which redis reads as
-// a password) becomes "***", and so does every query value but db=N and any fragment. The
-// userinfo ends at the last '@', so a password with an unencoded '/', '?' or '#' is hidden too.
-// Every message and listing that shows an endpoint given by the user goes through it.
+// An endpoint fit to print, in any form a user writes one; every message, log record and listing
+// that shows an endpoint or DSN from a config goes through it, and through nothing else.
+//  - A URL (scheme://...): the userinfo's password becomes "***" (the userinfo ends at the last
+//    '@', so a password with an unencoded '/', '?' or '#' is hidden too); so does a userinfo
+//    without ':', which redis reads as a password, except in postgresql://, postgres://,
+//    mysql:// and mariadb:// URLs, where it is the user name. Every query value but db=N
+//    becomes "***", and so does any fragment and whatever follows a blank.
+//  - libpq's keyword/value form (host=db user=app password='a b'): every value becomes "***"
+//    but plain ones (letters, digits, ._-,:/[]) of host, hostaddr, port, dbname and user; from
+//    what cannot be read as keyword=value on (an unterminated quote, a word without '='),
+//    everything is "***".
+//  - Anything else (memcached's user:password@host:port) is read as a URL without scheme.
 std::string redact_url(std::string_view url);
 
 // "/a~1b" for "a/b": a JSON pointer token (RFC 6901).

@@ -69,6 +69,14 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
                 bad("the port is not a number in [1, 65535]", item);
         }
         if (host.empty()) bad("missing host", item);
+        // Not quoted either: a "host" with blanks, '=' or quotes is a DSN of another kind
+        // ("host=h password=x"), whose parts redact_url may not all know to hide.
+        if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789.-_:%") != std::string::npos)
+            throw invalid_argument_error("memcached servers: the host of entry " +
+                                         std::to_string(out.size() + 1) +
+                                         " has characters no host name has; entries are "
+                                         "host:port, [ipv6]:port or host");
         out.emplace_back(host, p);
         if (end == text.size()) break;
     }

@@ -215,9 +215,13 @@ class pg_advisory_store final : public store {
         // The server's word, not ours: a session that ended (and with it the lock) fails here.
         pg_result r;
         try {
-            r = held->session->query(statements(k.resource()).own_grant());
-        } catch (const backend_error&) {
-            if (held->session->broken()) return false;
+            r = held->session->query(statements(k.resource()).own_grant(),
+                                     "checking that the lock is held");
+        } catch (const backend_error& e) {
+            // A session the server ended took the lock with it. A server that did not answer in
+            // time says nothing about the lock: an error, not a loss (our side closed the
+            // session, so later calls find it gone).
+            if (held->session->broken() && e.native_code() != "timeout") return false;
             throw;
         }
         return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == pg_mode(held->mode);

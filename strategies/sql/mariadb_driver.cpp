@@ -95,7 +95,7 @@ unsigned seconds_up(milliseconds d) {
 class mariadb_connection final : public connection {
   public:
     explicit mariadb_connection(const sql_options& o) : o_(o) {
-        const std::string table = "`" + o.table + "`";
+        const std::string table = table_sql(o, '`');
         // Assignments run left to right and later ones see earlier results: fence and token
         // are decided on the old row, expires_ms follows the token just written.
         sql_[acquire_id] =
@@ -127,13 +127,21 @@ class mariadb_connection final : public connection {
         my_.mysql_options(db_, MYSQL_INIT_COMMAND, "SET time_zone = '+00:00'");
         my_.mysql_options(db_, MYSQL_SET_CHARSET_NAME, "utf8mb4");
         const auto& d = o.dsn;
+        // The DSN alone says which server: libmariadb takes "localhost" for its Unix socket and
+        // ignores the port then, and fills a missing port or socket path from the environment
+        // (MYSQL_TCP_PORT, MYSQL_UNIX_PORT). A port means TCP; no port on localhost (or no
+        // host) means the default socket, no port elsewhere the default port.
+        const bool unix_socket = d.port == 0 && (d.host.empty() || d.host == "localhost");
+        unsigned protocol = unix_socket ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
+        my_.mysql_options(db_, MYSQL_OPT_PROTOCOL, &protocol);
         // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only those it changed,
         // so a refresh within the same millisecond still counts.
         if (!my_.mysql_real_connect(db_, d.host.empty() ? "localhost" : d.host.c_str(),
                                     d.user.empty() ? nullptr : d.user.c_str(),
                                     d.password.empty() ? nullptr : d.password.c_str(),
-                                    d.database.c_str(), unsigned(d.port), nullptr,
-                                    CLIENT_FOUND_ROWS)) {
+                                    d.database.c_str(),
+                                    unix_socket ? 0 : unsigned(d.port != 0 ? d.port : MYSQL_PORT),
+                                    unix_socket ? MYSQL_UNIX_ADDR : nullptr, CLIENT_FOUND_ROWS)) {
             const unsigned code = my_.mysql_errno(db_);
             throw backend_error("sql", "mysql " + std::to_string(code),
                                 "sql: connecting to " + where() +
@@ -177,8 +185,8 @@ class mariadb_connection final : public connection {
     }
     void create_table() override {
         const std::string sql =
-            "CREATE TABLE IF NOT EXISTS `" + o_.table +
-            "` (key_id VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
+            "CREATE TABLE IF NOT EXISTS " + table_sql(o_, '`') +
+            " (key_id VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, "
             "token VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, expires_ms BIGINT "
             "NOT NULL, fence BIGINT NOT NULL) ENGINE = InnoDB";
         if (my_.mysql_real_query(db_, sql.c_str(), sql.size()) != 0)
@@ -213,11 +221,11 @@ class mariadb_connection final : public connection {
         const std::string native = "mysql " + std::to_string(code);
         if (code == 1146)
             throw missing_table("sql", native,
-                                "sql: table '" + o_.table + "' does not exist in " + where(),
+                                "sql: table '" + table_shown(o_) + "' does not exist in " + where(),
                                 mariadb_kind(code));
         if (wrong_shape(code))
             throw backend_error("sql", native,
-                                "sql: table '" + o_.table + "' in " + where() +
+                                "sql: table '" + table_shown(o_) + "' in " + where() +
                                     " does not have the columns locksmith needs (" +
                                     expected_columns + "): " + detail + " (error " +
                                     std::to_string(code) +

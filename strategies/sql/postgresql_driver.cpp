@@ -49,7 +49,7 @@ pg::pg_target target_of(const sql_options& o) {
 class pg_connection final : public connection {
   public:
     explicit pg_connection(const sql_options& o) : o_(o), target_(target_of(o)), session_(target_) {
-        const std::string table = "\"" + o.table + "\"";
+        const std::string table = table_sql(o, '"');
         sql_[acquire_id] = "INSERT INTO " + table +
                            " AS l (key_id, token, expires_ms, fence) VALUES ($1, $2, " LS_NOW
                            " + $3::bigint, 1) ON CONFLICT (key_id) DO UPDATE SET token = "
@@ -93,12 +93,13 @@ class pg_connection final : public connection {
         return milliseconds(std::stoll(std::string(pg::pg_value(r.get(), 0, 0))));
     }
     void create_table() override {
-        const std::string sql = "CREATE TABLE IF NOT EXISTS \"" + o_.table +
-                                "\" (key_id VARCHAR(32) NOT NULL PRIMARY KEY, token VARCHAR(32) "
+        const std::string sql = "CREATE TABLE IF NOT EXISTS " + table_sql(o_, '"') +
+                                " (key_id VARCHAR(32) NOT NULL PRIMARY KEY, token VARCHAR(32) "
                                 "NOT NULL, expires_ms BIGINT NOT NULL, fence BIGINT NOT NULL)";
         try {
             session_.query(sql, "creating the table");
         } catch (const pg::statement_error& e) {
+            if (e.sqlstate() == "42501") not_allowed(e);
             // Two processes creating it at once: one of them loses a race in the catalog.
             if (e.sqlstate() != "23505" && e.sqlstate() != "42P07") throw;
         }
@@ -110,6 +111,20 @@ class pg_connection final : public connection {
   private:
     std::string where() const { return o_.dsn.redacted(); }
 
+    // Since PostgreSQL 15 only the database owner may create tables in `public`, and a table
+    // one role created is not another's to use.
+    [[noreturn]] void not_allowed(const pg::statement_error& e) const {
+        throw backend_error("sql", e.native_code(),
+                            "sql: no access to table '" + table_shown(o_) + "' in " + where() +
+                                ": " + e.detail() + " (" + e.native_code() +
+                                "); create it once for every role that locks and GRANT "
+                                "SELECT, INSERT, UPDATE ON " +
+                                table_shown(o_) +
+                                " TO each of them, or name a schema they share with the "
+                                "option 'table' (schema.table)",
+                            error_kind::permanent);
+    }
+
     pg::pg_result exec(statement_id id, std::initializer_list<const char*> params) {
         const auto& s = statements[id];
         const auto until = pg::clock::now() + o_.command_timeout;
@@ -120,13 +135,14 @@ class pg_connection final : public connection {
             }
             return session_.run_prepared(s.name, params, until, s.what);
         } catch (const pg::statement_error& e) {
+            if (e.sqlstate() == "42501") not_allowed(e);
             if (e.sqlstate() == "42P01")
-                throw missing_table("sql", e.native_code(),
-                                    "sql: table '" + o_.table + "' does not exist in " + where(),
-                                    e.kind());
+                throw missing_table(
+                    "sql", e.native_code(),
+                    "sql: table '" + table_shown(o_) + "' does not exist in " + where(), e.kind());
             if (wrong_shape(e.sqlstate()))
                 throw backend_error("sql", e.native_code(),
-                                    "sql: table '" + o_.table + "' in " + where() +
+                                    "sql: table '" + table_shown(o_) + "' in " + where() +
                                         " does not have the columns locksmith needs (" +
                                         expected_columns + "): " + e.detail() + " (" +
                                         e.native_code() +

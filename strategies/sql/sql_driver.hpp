@@ -4,6 +4,7 @@
 //
 //   connection       one open database connection speaking its database's dialect
 //   missing_table    thrown by a driver when the table does not exist
+//   table_name_problem / table_sql / table_shown   the table's name: checked, in SQL, in messages
 //   open_sqlite / open_postgresql / open_mariadb   the drivers built into this module
 #pragma once
 
@@ -52,6 +53,14 @@ class connection {
     // False when the server closed the idle connection (a restart): checked before reuse.
     virtual bool still_open() const { return true; }
 };
+
+// What is wrong with options.table and options.schema for the driver of options.dsn (see
+// sql_options::schema), as a sentence to follow "sql: "; "" when nothing is.
+std::string table_name_problem(const sql_options& options);
+// The table as statements name it, schema-qualified, each part quoted with `quote` ('"' or '`').
+std::string table_sql(const sql_options& options, char quote);
+// The table for messages: "schema.table" (MariaDB without schema: "table").
+std::string table_shown(const sql_options& options);
 
 std::unique_ptr<connection> open_sqlite(const sql_options& options);
 std::unique_ptr<connection> open_postgresql(const sql_options& options);

@@ -157,9 +157,9 @@ class sql_store final : public store {
         } catch (const missing_table& e) {
             if (!options_.create_table)
                 throw backend_error("sql", e.native_code(),
-                                    "sql: table '" + options_.table + "' does not exist in " +
-                                        options_.dsn.redacted() + ": create it with the columns " +
-                                        expected_columns +
+                                    "sql: table '" + table_shown(options_) +
+                                        "' does not exist in " + options_.dsn.redacted() +
+                                        ": create it with the columns " + expected_columns +
                                         ", or set the option create_table to true",
                                     error_kind::permanent);
             c->create_table();
@@ -175,6 +175,9 @@ class sql_store final : public store {
 
 std::shared_ptr<store> make_sql_store(const sql_options& options) {
     if (options.pool_size == 0) throw invalid_argument_error("sql: pool_size must be >= 1");
+    // Options built in code are checked too: the names go into statements.
+    if (const auto problem = table_name_problem(options); !problem.empty())
+        throw invalid_argument_error("sql: " + problem);
     if (options.connect_timeout <= milliseconds(0) || options.command_timeout <= milliseconds(0))
         throw invalid_argument_error("sql: timeouts must be positive");
     return std::make_shared<sql_store>(options);

@@ -75,7 +75,7 @@ int exec_retrying_while_busy(sqlite3* db, const char* sql, std::chrono::millisec
 class sqlite_connection final : public connection {
   public:
     explicit sqlite_connection(const sql_options& o) : o_(o) {
-        const std::string table = "\"" + o.table + "\"";
+        const std::string table = table_sql(o, '"');
         sql_[acquire_id] = "INSERT INTO " + table +
                            " (key_id, token, expires_ms, fence) VALUES (?1, ?2, " LS_NOW
                            " + ?3, 1) ON CONFLICT (key_id) DO UPDATE SET token = excluded.token, "
@@ -135,8 +135,8 @@ class sqlite_connection final : public connection {
     }
     void create_table() override {
         const std::string sql =
-            "CREATE TABLE IF NOT EXISTS \"" + o_.table +
-            "\" (key_id TEXT NOT NULL PRIMARY KEY, token TEXT NOT NULL, "
+            "CREATE TABLE IF NOT EXISTS " + table_sql(o_, '"') +
+            " (key_id TEXT NOT NULL PRIMARY KEY, token TEXT NOT NULL, "
             "expires_ms INTEGER NOT NULL, fence INTEGER NOT NULL) WITHOUT ROWID";
         const int rc = exec_retrying_while_busy(db_, sql.c_str(), o_.command_timeout);
         if (rc != SQLITE_OK) fail("creating the table", rc);
@@ -151,13 +151,13 @@ class sqlite_connection final : public connection {
         const std::string code = "sqlite " + std::to_string(rc);
         if (detail.rfind("no such table", 0) == 0)
             throw missing_table("sql", code,
-                                "sql: table '" + o_.table + "' does not exist in " + where(),
+                                "sql: table '" + table_shown(o_) + "' does not exist in " + where(),
                                 error_kind::permanent);
         if (detail.rfind("no such column", 0) == 0 ||
             detail.find("has no column") != std::string::npos ||
             detail.find("ON CONFLICT clause does not match") != std::string::npos)
             throw backend_error("sql", code,
-                                "sql: table '" + o_.table + "' in " + where() +
+                                "sql: table '" + table_shown(o_) + "' in " + where() +
                                     " does not have the columns locksmith needs (" +
                                     expected_columns + "): " + detail +
                                     "; drop it or choose another with the option 'table'",

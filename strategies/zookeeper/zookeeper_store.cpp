@@ -100,7 +100,7 @@ std::string describe_owner(const std::string& node, std::string_view data, std::
 // One ZooKeeper session (a zhandle_t), shared by the store and the keys that hold through it.
 class session {
   public:
-    session(const zookeeper_options& o) : hosts_(o.hosts) {
+    session(const zookeeper_options& o) : hosts_(redact_url(o.hosts)) {
         // The client's two threads start here and inherit this thread's signal mask: with every
         // signal blocked in them, process signals (SIGCHLD for the locksmith command's
         // signalfd) reach the program's own threads, never the client's.
@@ -114,7 +114,7 @@ class session {
         pthread_sigmask(SIG_SETMASK, &old, nullptr);
         errno = init_errno;
         if (!zh_)
-            throw invalid_argument_error(std::string(strategy_name) + ": hosts '" + o.hosts +
+            throw invalid_argument_error(std::string(strategy_name) + ": hosts '" + hosts_ +
                                          "' cannot be used (" + std::strerror(errno) +
                                          "): give host:port[,host:port][/chroot] with hosts "
                                          "that resolve");
@@ -130,8 +130,8 @@ class session {
             zookeeper_close(zh_);
             zh_ = nullptr;
             throw backend_error(strategy_name, "connect",
-                                std::string(strategy_name) + ": no ZooKeeper server of '" +
-                                    o.hosts + "' answered within " +
+                                std::string(strategy_name) + ": no ZooKeeper server of '" + hosts_ +
+                                    "' answered within " +
                                     std::to_string(o.connect_timeout.count()) +
                                     " ms: is it running and reachable?",
                                 error_kind::transient);
@@ -152,6 +152,7 @@ class session {
         std::shared_lock guard(use_);
         return zh_ ? f(zh_) : ZSESSIONEXPIRED;
     }
+    // The hosts fit for messages (redact_url).
     const std::string& hosts() const noexcept { return hosts_; }
     std::int64_t id() const noexcept { return id_; }
     milliseconds timeout() const noexcept { return timeout_; }
@@ -430,8 +431,7 @@ class zookeeper_store final : public store {
         int rc = s.call([&](zhandle_t* zh) { return zoo_exists(zh, "/", 0, &stat); });
         if (rc == ZNONODE)
             throw backend_error(strategy_name, "ZOO " + std::to_string(rc),
-                                std::string(strategy_name) + ": the chroot of hosts '" +
-                                    options_.hosts +
+                                std::string(strategy_name) + ": the chroot of hosts '" + s.hosts() +
                                     "' does not exist: create it (zkCli.sh create <path>) or "
                                     "drop it from hosts",
                                 error_kind::permanent);
@@ -563,7 +563,7 @@ class zookeeper_store final : public store {
                 if (self == all.end())
                     throw backend_error(strategy_name, "ZOO " + std::to_string(ZSESSIONEXPIRED),
                                         std::string(strategy_name) + ": the request for lock '" +
-                                            k.resource() + "' vanished from '" + options_.hosts +
+                                            k.resource() + "' vanished from '" + s->hosts() +
                                             "' (the session expired): try again",
                                         error_kind::transient);
                 // The node to wait for: the nearest earlier node of another request (a
@@ -639,11 +639,16 @@ zookeeper_options zookeeper_options::from_json(const nlohmann::json& options) {
     auto hosts = r.string("hosts");
     if (!hosts) throw config_error("config.missing", "/hosts", "option 'hosts' is required");
     const auto chroot = hosts->find('/');
-    if (hosts->empty() || hosts->find_first_of(" \t\n") != std::string::npos || chroot == 0 ||
+    // Host names and ports only before the chroot: "user:password@host" or a DSN of another kind
+    // is not a connect string (and would be printed in every message about the session).
+    if (hosts->empty() || chroot == 0 || hosts->find_first_of(" \t\n") != std::string::npos ||
+        hosts->substr(0, chroot).find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:,[]%") !=
+            std::string::npos ||
         (chroot != std::string::npos && !valid_path(hosts->substr(chroot))))
-        throw config_error(
-            "config.value", "/hosts",
-            "option 'hosts' must be host:port[,host:port...][/chroot], got '" + *hosts + "'");
+        throw config_error("config.value", "/hosts",
+                           "option 'hosts' must be host:port[,host:port...][/chroot], got '" +
+                               redact_url(*hosts) + "'");
     o.hosts = *hosts;
     if (auto v = r.integer("session_timeout_ms", 1000, 600000))
         o.session_timeout = milliseconds(*v);

@@ -5,6 +5,7 @@
 //   endpoint             the variable's value, or a test failure naming the variable
 //   private_server       a server process of the test's own (fork/exec), on a free port, that a
 //                        test may stop and restart (fault tests cannot stop the shared one)
+//   private_postgres     a PostgreSQL of the test's own, through scripts/services.sh
 //   shared_counter       an unsynchronised counter in a file: mutual exclusion is what keeps
 //                        its read-modify-write from losing updates
 #pragma once
@@ -21,6 +22,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -205,5 +207,41 @@ class shared_counter {
     int fd_ = -1;
     std::string path_;
 };
+
+#ifdef LOCKSMITH_SERVICES_SCRIPT
+// A PostgreSQL of the test's own (trusting 127.0.0.1, user postgres, database locktest),
+// started and stopped with scripts/services.sh in a state folder and on a port of its own.
+// Needs the target to define LOCKSMITH_SERVICES_SCRIPT.
+class private_postgres {
+  public:
+    private_postgres()
+        : dir_("/tmp/locksmith-pg-private-" + std::to_string(::getpid())), port_(free_port()) {
+        start();
+    }
+    ~private_postgres() {
+        run("stop");
+        std::system(("rm -rf '" + dir_ + "'").c_str());
+    }
+    private_postgres(const private_postgres&) = delete;
+    private_postgres& operator=(const private_postgres&) = delete;
+    int port() const noexcept { return port_; }
+    std::string dsn() const {
+        return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/locktest";
+    }
+    void start() { BOOST_REQUIRE_MESSAGE(run("start") == 0, "could not start postgres"); }
+    void stop() { BOOST_REQUIRE(run("stop") == 0); }
+
+  private:
+    int run(const char* what) const {
+        const std::string cmd =
+            "LOCKSMITH_SERVICES_DIR='" + dir_ +
+            "' LOCKSMITH_SERVICES=postgres LOCKSMITH_POSTGRES_PORT=" + std::to_string(port_) +
+            " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >/dev/null 2>&1";
+        return std::system(cmd.c_str());
+    }
+    std::string dir_;
+    int port_;
+};
+#endif
 
 }  // namespace locksmith::test

@@ -576,37 +576,7 @@ BOOST_AUTO_TEST_SUITE_END()
 // Faults: a private PostgreSQL, started and stopped with scripts/services.sh in a state folder
 // and on a port of this test's own.
 
-namespace {
-
-class private_postgres {
-  public:
-    private_postgres()
-        : dir_("/tmp/locksmith-pg-faults-" + std::to_string(::getpid())), port_(test::free_port()) {
-        start();
-    }
-    ~private_postgres() {
-        run("stop");
-        std::system(("rm -rf '" + dir_ + "'").c_str());
-    }
-    std::string dsn() const {
-        return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/locktest";
-    }
-    void start() { BOOST_REQUIRE_MESSAGE(run("start") == 0, "could not start postgres"); }
-    void stop() { BOOST_REQUIRE(run("stop") == 0); }
-
-  private:
-    int run(const char* what) const {
-        const std::string cmd =
-            "LOCKSMITH_SERVICES_DIR='" + dir_ +
-            "' LOCKSMITH_SERVICES=postgres LOCKSMITH_POSTGRES_PORT=" + std::to_string(port_) +
-            " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >/dev/null 2>&1";
-        return std::system(cmd.c_str());
-    }
-    std::string dir_;
-    int port_;
-};
-
-}  // namespace
+using test::private_postgres;
 
 BOOST_AUTO_TEST_SUITE(
     pg_faults, *boost::unit_test::precondition(locksmith::test::server_precondition{dsn_variable}))
@@ -662,6 +632,39 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_back) {
     fresh.unlock();
     BOOST_TEST(holder.try_lock_for(must_happen));
     holder.unlock();
+}
+
+// A server that stops answering (here: the holder's backend, SIGSTOPped) says nothing about the
+// lock: asking whether it is still held is an error naming the timeout, not a loss. (It was
+// reported as lost, and `locksmith run` said another process had removed or taken it over.)
+// Once our side has closed the session, the lock is gone, and that is a loss.
+BOOST_AUTO_TEST_CASE(a_stalled_server_is_no_answer_not_a_loss) {
+    private_postgres server;
+    auto o = options_for(server.dsn());
+    o.command_timeout = 1s;
+    auto s = strategies::make_pg_advisory_store(o);
+    const auto name = test::unique_resource("stalled");
+    int lost = 0;
+    lock_options lo;
+    lo.on_lost = [&](const error&) { ++lost; };
+    auto holder = make_lock(s, name, lo);
+    BOOST_REQUIRE(holder.try_lock());
+    admin a(server.dsn());
+    const auto backend = std::stoi(
+        a.column("SELECT pid FROM pg_locks WHERE " + lock_rows(name) + " AND granted").at(0));
+    BOOST_REQUIRE(::kill(backend, SIGSTOP) == 0);
+    try {
+        (void)holder.is_acquired();
+        BOOST_ERROR("a server that did not answer gave an answer");
+    } catch (const backend_error& e) {
+        BOOST_TEST_MESSAGE(e.what());
+        BOOST_TEST(e.native_code() == "timeout");
+        BOOST_TEST((e.kind() == error_kind::transient));
+    }
+    BOOST_TEST(lost == 0);
+    ::kill(backend, SIGCONT);
+    BOOST_TEST(!holder.is_acquired());
+    BOOST_TEST(lost == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

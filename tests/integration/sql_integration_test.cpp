@@ -376,7 +376,7 @@ BOOST_AUTO_TEST_CASE(dsn_forms_and_errors_without_the_password) {
     }
 }
 
-BOOST_AUTO_TEST_CASE(table_must_be_a_plain_identifier) {
+BOOST_AUTO_TEST_CASE(table_and_schema_must_be_plain_identifiers) {
     for (const char* bad : {"x; DROP TABLE y", "a.b", "1abc", "", "quote\"d", "a b",
                             "x123456789012345678901234567890123456789012345678901234567890123"}) {
         BOOST_TEST_CONTEXT(bad) {
@@ -387,6 +387,36 @@ BOOST_AUTO_TEST_CASE(table_must_be_a_plain_identifier) {
     }
     auto o = sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"table", "_Locks_2"}});
     BOOST_TEST(o.table == "_Locks_2");
+    BOOST_TEST(o.schema == "");
+    // schema.table, each part plain; never a schema that is one per session or connection.
+    const std::string pg = "postgresql://u@h/db", my = "mysql://u@h/db", lite = "sqlite:///t/l.db";
+    for (const auto& [dsn, bad] :
+         std::vector<std::pair<std::string, std::string>>{{lite, "temp.locks"},
+                                                          {lite, "other.locks"},
+                                                          {pg, "pg_temp.locks"},
+                                                          {pg, "pg_catalog.locks"},
+                                                          {pg, ".locks"},
+                                                          {pg, "app."},
+                                                          {pg, "a.b.c"},
+                                                          {my, "a-b.locks"},
+                                                          {my, "app.lo\"cks"}}) {
+        BOOST_TEST_CONTEXT(dsn << " " << bad) {
+            BOOST_CHECK_THROW(sql_options::from_json({{"dsn", dsn}, {"table", bad}}), config_error);
+        }
+    }
+    o = sql_options::from_json({{"dsn", pg}, {"table", "app.Locks"}});
+    BOOST_TEST(o.schema == "app");
+    BOOST_TEST(o.table == "Locks");
+    BOOST_TEST(sql_options::from_json({{"dsn", lite}, {"table", "main.locks"}}).schema == "main");
+    BOOST_TEST(sql_options::from_json({{"dsn", my}, {"table", "other_db.locks"}}).schema ==
+               "other_db");
+    // Options built in code are checked by the store too: the names go into statements.
+    auto coded = options_for(sqlite_dsn());
+    coded.table = "x\"; DROP TABLE y; --";
+    BOOST_CHECK_THROW(strategies::make_sql_store(coded), invalid_argument_error);
+    coded = options_for(sqlite_dsn());
+    coded.schema = "temp";
+    BOOST_CHECK_THROW(strategies::make_sql_store(coded), invalid_argument_error);
     BOOST_CHECK_THROW(sql_options::from_json({{"table", "t"}}), config_error);  // no dsn
     BOOST_CHECK_THROW(sql_options::from_json({{"dsn", "sqlite:///tmp/x/l.db"}, {"nope", 1}}),
                       config_error);
@@ -553,6 +583,85 @@ BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(postgres_variable));
 }
+// `dsn` (postgresql://[user@]host...) connecting as `user`, without password (the test server
+// trusts 127.0.0.1).
+std::string as_role(const std::string& dsn, const std::string& user) {
+    const auto start = dsn.find("://") + 3;
+    const auto at = dsn.find('@', start);
+    return dsn.substr(0, start) + user + "@" + dsn.substr(at == std::string::npos ? start : at + 1);
+}
+
+// Two login roles of the shared server, each with a schema of its own first on its search path
+// (PostgreSQL's secure-schema pattern: CREATE SCHEMA alice AUTHORIZATION alice, search_path
+// "$user", public) and allowed to create tables in public (as before PostgreSQL 15). Dropped
+// with everything they own when the test ends, whatever its outcome.
+struct two_roles {
+    explicit two_roles(std::string dsn) : admin(options_for(std::move(dsn))) {
+        for (const auto& role : {alice, bob})
+            admin_exec(admin, "CREATE ROLE " + role + " LOGIN; CREATE SCHEMA " + role +
+                                  " AUTHORIZATION " + role + "; GRANT CREATE ON SCHEMA public TO " +
+                                  role);
+    }
+    ~two_roles() {
+        for (const auto& role : {alice, bob})
+            admin_exec(admin, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS " + role +
+                                  " CASCADE; DROP OWNED BY " + role + " CASCADE; DROP ROLE " +
+                                  role);
+    }
+    const std::string suffix = std::to_string(::getpid());
+    const std::string alice = "locksmith_alice_" + suffix;
+    const std::string bob = "locksmith_bob_" + suffix;
+    sql_options admin;
+};
+
+// One table per database, whoever connects: alice creates it (in public, not in her own
+// schema), the administrator grants bob its use, and bob, in another process, finds alice's
+// lock held. (MariaDB has no schema per user: an unqualified table is the DSN's database's for
+// every user. SQLite's only per-connection schema, temp, is refused: options case.) Before, each
+// role created and used a table of its own in its own schema, and both held the name.
+BOOST_AUTO_TEST_CASE(roles_with_schemas_of_their_own_share_one_table) {
+    const auto dsn = endpoint(postgres_variable);
+    two_roles roles(dsn);
+    const auto table = unique_table("roles");
+    const auto alice = options_for(as_role(dsn, roles.alice), table);
+    const auto bob = options_for(as_role(dsn, roles.bob), table);
+    const auto name = test::unique_resource("roles");
+    auto held = make_lock(strategies::make_sql_store(alice), name);
+    BOOST_REQUIRE(held.try_lock());
+    // Until an administrator lets bob use alice's table, bob is told what to do, and holds
+    // nothing.
+    const auto message = backend_error_of([&] { strategies::make_sql_store(bob); });
+    BOOST_TEST(message.find("public." + table) != std::string::npos, message);
+    BOOST_TEST(message.find("GRANT SELECT, INSERT, UPDATE") != std::string::npos, message);
+    // (Before the fix there was no public table to grant: the block then does nothing.)
+    admin_exec(roles.admin, "DO $$ BEGIN IF to_regclass('public." + table +
+                                "') IS NOT NULL THEN GRANT SELECT, INSERT, UPDATE ON public." +
+                                table + " TO " + roles.bob + "; END IF; END $$");
+    const auto child = test::fork_child([&] {
+        auto lock = make_lock(strategies::make_sql_store(bob), name);
+        return lock.try_lock() ? 1 : 0;
+    });
+    BOOST_TEST(test::wait_child(child, 60s) == 0, "bob held a name alice holds");
+    held.unlock();
+    admin_exec(roles.admin,
+               "SET client_min_messages = warning; DROP TABLE IF EXISTS public." + table);
+}
+
+// "schema.table" names the schema; the search path plays no part.
+BOOST_AUTO_TEST_CASE(a_named_schema_is_used) {
+    const auto dsn = endpoint(postgres_variable);
+    auto o = options_for(dsn, unique_table("named"));
+    o.schema = o.table + "_schema";
+    admin_exec(o, "CREATE SCHEMA " + o.schema);
+    {
+        auto lock = make_lock(strategies::make_sql_store(o), test::unique_resource("named"));
+        BOOST_TEST(lock.try_lock());
+    }
+    // The table is there, and not in public: dropping it by its full name succeeds.
+    admin_exec(o, "DROP TABLE " + o.schema + "." + o.table);
+    admin_exec(o, "DROP SCHEMA " + o.schema);
+}
+
 // sql and pg_advisory both link the libpq layer; in one program (both modules linked, so in one
 // symbol scope) each keeps its own copy and both work on one server, side by side.
 BOOST_AUTO_TEST_CASE(beside_pg_advisory_in_one_program) {
@@ -608,6 +717,30 @@ BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
 }
 BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
     wrong_password(endpoint(mariadb_variable));
+}
+// localhost:PORT is that port over TCP, the server 127.0.0.1:PORT is: a lock taken through one
+// spelling excludes the other, in another process. libmariadb took "localhost" for its Unix
+// socket and dropped the port: the connection failed, or reached whatever server listens on the
+// default socket, and both holders held.
+BOOST_AUTO_TEST_CASE(localhost_with_a_port_is_that_port) {
+    const auto dsn = endpoint(mariadb_variable);
+    const auto host = dsn.find("@127.0.0.1:");
+    BOOST_REQUIRE_MESSAGE(host != std::string::npos, mariadb_variable << " names 127.0.0.1:PORT");
+    const auto localhost = dsn.substr(0, host) + "@localhost:" + dsn.substr(host + 11);
+    const auto name = test::unique_resource("localhost");
+    auto held = make_lock(strategies::make_sql_store(options_for(dsn)), name);
+    BOOST_REQUIRE(held.try_lock());
+    const auto child = test::fork_child([&] {
+        try {
+            auto lock = make_lock(strategies::make_sql_store(options_for(localhost)), name);
+            return lock.try_lock() ? 1 : 0;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "through localhost: %s\n", e.what());
+            return 2;
+        }
+    });
+    BOOST_TEST(test::wait_child(child, 60s) == 0, "1: both held; 2: localhost was not reached");
+    held.unlock();
 }
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(mariadb_variable));

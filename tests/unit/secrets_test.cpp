@@ -1,5 +1,6 @@
 // No secret in any message: every URL form the redis, memcached and sql parsers see, with a
-// password in its userinfo, a query parameter, a fragment or percent-encoded, through every path
+// password in its userinfo, a query parameter, a fragment or percent-encoded, and libpq's
+// keyword/value form in every strategy that takes an endpoint, through every path
 // that can echo it (the URL parser, the options reader, config check, the factory, a JSON syntax
 // error), and redact_url, the one function that prints a URL.
 #define BOOST_TEST_MODULE secrets
@@ -130,6 +131,35 @@ BOOST_AUTO_TEST_CASE(sql_dsn_forms) {
     }
 }
 
+// libpq's keyword/value form and its careless variants, which no strategy accepts: the refusal
+// must not quote the password (it did, through a redact_url that knew only URLs).
+BOOST_AUTO_TEST_CASE(keyword_value_dsns) {
+    const std::string where = "host=127.0.0.1 port=1 user=app ";
+    const std::vector<std::string> dsns = {
+        where + "password=" + secret + " dbname=app",
+        where + "password='" + secret + " x' dbname=app",
+        where + "password='it\\'s " + secret + "' dbname=app",
+        where + "password=a\\ " + secret + " dbname=app",
+        where + "password = " + secret + " dbname=app",
+        where + "password\t=\t'" + secret,
+        "password=" + secret,
+        "host=h;user=app;password=" + secret + ";dbname=app",
+        "host=" + secret + "'x dbname=app",
+        where + secret,
+        "postgresql://app@127.0.0.1:1/app password=" + secret,
+        "postgresql://app@127.0.0.1:1/app\tpassword=" + secret,
+    };
+    for (const auto& dsn : dsns) {
+        for (const char* strategy : {"sql", "pg_advisory"})
+            expect_no_secret_anywhere(strategy, {{"dsn", dsn}});
+        expect_no_secret_anywhere("redis", {{"url", dsn}});
+        expect_no_secret_anywhere("etcd", {{"endpoints", dsn}});
+        expect_no_secret_anywhere("memcached", {{"servers", dsn}});
+        expect_no_secret_anywhere("zookeeper", {{"hosts", dsn}});
+        expect_no_secret(redact_url(dsn), dsn + ", redact_url");
+    }
+}
+
 BOOST_AUTO_TEST_CASE(json_syntax_errors_do_not_quote_the_document) {
     // nlohmann's message ends with the token it was reading ("last read: '...'"), which may be
     // the URL with its password.
@@ -155,4 +185,18 @@ BOOST_AUTO_TEST_CASE(redact_url_keeps_what_helps_and_hides_the_rest) {
     BOOST_TEST(redact_url("unix:///run/r.sock?db=4") == "unix:///run/r.sock?db=4");
     BOOST_TEST(redact_url("h:11211") == "h:11211");
     BOOST_TEST(redact_url("u:" + secret + "@h:11211") == "u:***@h:11211");
+    // A userinfo without ':' is the user in the URLs of PostgreSQL and MySQL.
+    BOOST_TEST(redact_url("postgresql://app@h:5432/db?password=" + secret) ==
+               "postgresql://app@h:5432/db?password=***");
+    BOOST_TEST(redact_url("mysql://app@h/db") == "mysql://app@h/db");
+    BOOST_TEST(redact_url("postgresql://app:" + secret + "@h/db") == "postgresql://app:***@h/db");
+    BOOST_TEST(redact_url("postgresql://h/db password=" + secret) == "postgresql://h/db ***");
+    // Keyword/value: where to connect stays readable, every other value does not.
+    BOOST_TEST(redact_url("host=db.example port=5432 user=app password='" + secret +
+                          " x' dbname=app sslmode=require") ==
+               "host=db.example port=5432 user=app password=*** dbname=app sslmode=***");
+    BOOST_TEST(redact_url(" host = /run/pg  password=" + secret) == "host=/run/pg password=***");
+    BOOST_TEST(redact_url("host=h;password=" + secret) == "host=***");
+    BOOST_TEST(redact_url("host=h password='" + secret) == "host=h password=***");
+    BOOST_TEST(redact_url("host=h " + secret + " x") == "host=h ***");
 }

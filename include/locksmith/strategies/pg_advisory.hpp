@@ -35,7 +35,9 @@
 //    closes the socket of a killed process: at once). A session that ends otherwise (server
 //    restart, pg_terminate_backend, network failure) loses its locks: is_acquired() then asks the
 //    server (pg_locks, for the session's own backend) and says false; the lost lock is never
-//    re-granted behind the owner's back, since a pinned session never reconnects.
+//    re-granted behind the owner's back, since a pinned session never reconnects. A server that
+//    does not answer within command_timeout tells nothing: is_acquired() throws that
+//    backend_error ("timeout") once, and says false afterwards (the session was closed).
 //  - Transaction-mode poolers (PgBouncer pool_mode=transaction) break session locks: connect to
 //    PostgreSQL directly or through session pooling.
 //  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" when the server sent one (at

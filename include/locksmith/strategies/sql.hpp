@@ -11,8 +11,9 @@
 //  - Drivers, chosen by the DSN's scheme: `sqlite:///abs/path.db` (libsqlite3),
 //    `postgresql://user:pass@host:port/db` (libpq; `postgres://` too, query parameters such as
 //    sslmode go to libpq), `mysql://user:pass@host:port/db` (MariaDB Connector/C, for MariaDB and
-//    MySQL; `mariadb://` too). A driver whose client library was missing at build time says so
-//    when used.
+//    MySQL; `mariadb://` too; a port means TCP, also to localhost; localhost or no host without
+//    a port means the default Unix socket; the environment's MYSQL_TCP_PORT and MYSQL_UNIX_PORT
+//    are not read). A driver whose client library was missing at build time says so when used.
 //  - Rows: (key_id, token, expires_ms, fence). key_id is the 128-bit stable_name_hash of the
 //    name (32 hex digits), so any name (any bytes, up to 1 MiB) fits a fixed-size key; two names
 //    with one hash share a row, which costs concurrency, never exclusion. The token is the key's
@@ -21,7 +22,12 @@
 //    (PostgreSQL and SQLite INSERT .. ON CONFLICT DO UPDATE .. WHERE, MariaDB INSERT .. ON
 //    DUPLICATE KEY UPDATE with IF()). Refresh and release are one UPDATE each, matching our
 //    token (refresh also requires the grant not to have expired). Every statement is
-//    parameterised; the table name is a plain identifier checked at configuration.
+//    parameterised; the table and schema names are plain identifiers, checked at configuration
+//    and again by make_sql_store, and quoted.
+//  - One table per database, whoever connects: the table is always named with its schema
+//    (sql_options::schema), never looked up through a role's search path. PostgreSQL's `public`
+//    does not let every role create tables (since PostgreSQL 15): create the table once and
+//    grant SELECT, INSERT, UPDATE on it to every role that locks, or name a schema they share.
 //  - Expiry is computed by the database's clock, in milliseconds: hosts need no synchronised
 //    clocks. A holder that dies keeps the lock until its TTL runs out (no crash_release).
 //  - Fencing: `fence` counts the grants of the row, incremented in the granting statement
@@ -98,6 +104,12 @@ struct sql_options {
     sql_dsn dsn;
     // Table name: a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 characters).
     std::string table = "locksmith_keys";
+    // The table's schema, a plain identifier too; "" for the one every user of the database
+    // shares: PostgreSQL's `public`, SQLite's `main`, MariaDB's database of the DSN. Never the
+    // search path: with a schema per role on it (PostgreSQL's secure-schema pattern), each role
+    // would create and use a table of its own. PostgreSQL's pg_* schemas (pg_temp is one per
+    // session) and SQLite's schemas but `main` (temp is one per connection) are refused.
+    std::string schema;
     // Create the table on first use when it is missing.
     bool create_table = true;
     // Longest wait for a connection to be set up. Must be > 0.
@@ -109,7 +121,7 @@ struct sql_options {
 
     // Reads {"dsn": "...", "table": "locksmith_keys", "create_table": true,
     // "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required.
-    // Throws config_error (never naming the password).
+    // "table" may be "schema.table". Throws config_error (never naming the password).
     static sql_options from_json(const nlohmann::json& options);
 };
 
@@ -118,7 +130,8 @@ struct sql_options {
 capability sql_capabilities_for(const nlohmann::json& options) noexcept;
 
 // Connects once and checks (or creates) the table, so that a wrong endpoint, password,
-// database or table fails here. Throws backend_error; invalid_argument_error for bad options.
+// database or table fails here. Throws backend_error; invalid_argument_error for bad options
+// (a table or schema that is not a plain identifier, or a schema the DSN's database may not use).
 std::shared_ptr<store> make_sql_store(const sql_options& options);
 
 }  // namespace locksmith::strategies

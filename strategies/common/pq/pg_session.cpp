@@ -147,26 +147,11 @@ statement_error::statement_error(std::string backend, std::string sqlstate, std:
       sqlstate_(std::move(sqlstate)),
       detail_(std::move(detail)) {}
 
-std::string redact_pg_dsn(std::string_view dsn) {
-    const auto scheme = dsn.find("://");
-    const auto userinfo = raw_userinfo(dsn);
-    // A userinfo without ':' is a user name for libpq; redact_url would hide it as a password.
-    if (scheme == std::string_view::npos || userinfo.empty() ||
-        userinfo.find(':') != std::string::npos ||
-        userinfo.find_first_of("/?#") != std::string::npos)
-        return redact_url(dsn);
-    std::string without(dsn.substr(0, scheme + 3));
-    without += dsn.substr(scheme + 3 + userinfo.size() + 1);
-    auto out = redact_url(without);
-    out.insert(scheme + 3, userinfo + "@");
-    return out;
-}
-
 pg_target make_pg_target(std::string strategy, std::string_view dsn) {
     pg_target t;
     t.strategy = std::move(strategy);
     t.dsn = std::string(dsn);
-    t.redacted = redact_pg_dsn(dsn);
+    t.redacted = redact_url(dsn);
     if (!starts_with(dsn, "postgresql://") && !starts_with(dsn, "postgres://"))
         throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
                                      " must be a URL postgresql://user[:password]@host[:port]/"

@@ -38,7 +38,7 @@ struct pg_target {
     std::string strategy;
     // The URL as given, for libpq only.
     std::string dsn;
-    // The URL fit to print.
+    // The URL fit to print (redact_url).
     std::string redacted;
     // The password ("" when none), scrubbed from every message, as is whatever the URL has
     // after "user:" (libpq may quote it as typed).
@@ -51,10 +51,6 @@ struct pg_target {
 // Throws invalid_argument_error naming the redacted URL and what is wrong; backend_error
 // ("dlopen") when libpq cannot be loaded.
 pg_target make_pg_target(std::string strategy, std::string_view dsn);
-
-// `dsn` fit to print: the password (and every query value) becomes "***"; a user name without
-// password stays (postgresql://user@host is a user, where redact_url would assume a password).
-std::string redact_pg_dsn(std::string_view dsn);
 
 struct pg_result_deleter {
     void operator()(PGresult* r) const noexcept;
