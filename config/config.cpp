@@ -375,8 +375,6 @@ std::string config::read_file(const std::filesystem::path& path) {
     // written and as its symlinks resolve, before anything is opened (opening some devices does
     // something); then the resolved path is opened, whose components no one else can change.
     const path_trust trust = check_trusted_path(path);
-    if (trust.error == ENOENT || trust.error == ENOTDIR) throw io_error("does not exist");
-    if (trust.error != 0) throw io_error("cannot be read: " + trust.problem);
     auto check_type = [&](const struct stat& st) {
         if (S_ISDIR(st.st_mode)) throw io_error("is a directory; give the path of a JSON file");
         if (!S_ISREG(st.st_mode))
@@ -384,6 +382,17 @@ std::string config::read_file(const std::filesystem::path& path) {
                 "is not a regular file (a FIFO, socket or device); give the path of a "
                 "JSON file");
     };
+    if (trust.error == ENOENT || trust.error == ENOTDIR) {
+        // A /proc link (/dev/fd/N: a pipe from `<(...)`, a deleted file) leads where no path
+        // does; stat, which opens nothing, tells that from a missing file.
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) throw io_error("does not exist");
+        check_type(st);
+        throw config_error("config.unsafe", "",
+                           name + " is reached through a link that names no path (" +
+                               trust.problem + "), so who could change it cannot be checked");
+    }
+    if (trust.error != 0) throw io_error("cannot be read: " + trust.problem);
     if (trust.reached) check_type(trust.st);
     if (!trust.problem.empty())
         throw config_error("config.unsafe", "",

@@ -276,6 +276,16 @@ BOOST_AUTO_TEST_CASE(a_present_but_broken_location_is_an_error_not_skipped) {
     auto fifo = config_error_of([&] { (void)config::discover(p.both()); });
     BOOST_TEST(fifo.id == "config.io");
     BOOST_TEST(contains(fifo.message, "not a regular file"), fifo.message);
+    // A pipe through a /proc link (`--config <(...)`), which names no path to check: said as
+    // what it is, not "does not exist".
+    int fds[2];
+    BOOST_REQUIRE(::pipe(fds) == 0);
+    const std::string through_proc = "/proc/self/fd/" + std::to_string(fds[0]);
+    auto piped = config_error_of([&] { (void)config::discover({through_proc}); });
+    ::close(fds[0]);
+    ::close(fds[1]);
+    BOOST_TEST(piped.id == "config.io");
+    BOOST_TEST(contains(piped.message, "not a regular file"), piped.message);
 }
 
 // One this user cannot search may hold the config everyone else uses: taking the built-in
