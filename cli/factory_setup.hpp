@@ -5,7 +5,7 @@
 //   selection_flags  --strategy / --require as typed; make_request checks and converts them
 //
 // Configuration: --config FILE, else what the library finds (config::discover: LOCKSMITH_CONFIG,
-// $XDG_CONFIG_HOME/locksmith/config.json or ~/.config/..., /etc/locksmith/config.json, the
+// ~/.config/locksmith/config.json with ~ from the passwd entry, /etc/locksmith/config.json, the
 // built-in defaults), so that a program and the command lock alike.
 #pragma once
 

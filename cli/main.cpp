@@ -26,7 +26,7 @@ using namespace locksmith::cli;
 
 constexpr const char* main_footer =
     R"(Configuration: --config FILE, else $LOCKSMITH_CONFIG (a path, or JSON starting with '{'),
-else $XDG_CONFIG_HOME/locksmith/config.json (~/.config/...), else /etc/locksmith/config.json,
+else ~/.config/locksmith/config.json (~ from the passwd entry), else /etc/locksmith/config.json,
 else the built-in defaults (the file strategy, no server needed).
 
 Examples:

@@ -1,6 +1,7 @@
 #include <locksmith/config.hpp>
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/options.hpp>
+
+#include "core/trusted_path.hpp"
 
 namespace locksmith {
 
@@ -342,8 +345,38 @@ std::string config::read_file(const std::filesystem::path& path) {
     auto io_error = [&](const std::string& why) {
         return config_error("config.io", "", name + " " + why);
     };
+    // A config decides where locks are kept (and which plugins run): one that another user can
+    // change could give root's locks a second holder. The rule plugins obey, on the path as
+    // written and as its symlinks resolve, before anything is opened (opening some devices does
+    // something); then the resolved path is opened, whose components no one else can change.
+    const path_trust trust = check_trusted_path(path);
+    auto check_type = [&](const struct stat& st) {
+        if (S_ISDIR(st.st_mode)) throw io_error("is a directory; give the path of a JSON file");
+        if (!S_ISREG(st.st_mode))
+            throw io_error(
+                "is not a regular file (a FIFO, socket or device); give the path of a "
+                "JSON file");
+    };
+    if (trust.error == ENOENT || trust.error == ENOTDIR) {
+        // A /proc link (/dev/fd/N: a pipe from `<(...)`, a deleted file) leads where no path
+        // does; stat, which opens nothing, tells that from a missing file.
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) throw io_error("does not exist");
+        check_type(st);
+        throw config_error("config.unsafe", "",
+                           name + " is reached through a link that names no path (" +
+                               trust.problem + "), so who could change it cannot be checked");
+    }
+    if (trust.error != 0) throw io_error("cannot be read: " + trust.problem);
+    if (trust.reached) check_type(trust.st);
+    if (!trust.problem.empty())
+        throw config_error("config.unsafe", "",
+                           name + " is not safe to use: " + trust.problem +
+                               ". A config file, and every folder and symlink on its path, must "
+                               "be owned by you or root and writable by no one else");
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    const int fd =
+        ::open(trust.resolved.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         const int err = errno;
         if (err == ENOENT || err == ENOTDIR) throw io_error("does not exist");
@@ -356,11 +389,7 @@ std::string config::read_file(const std::filesystem::path& path) {
     struct stat st {};
     if (::fstat(fd, &st) != 0)
         throw io_error("cannot be read: " + std::string(std::strerror(errno)));
-    if (S_ISDIR(st.st_mode)) throw io_error("is a directory; give the path of a JSON file");
-    if (!S_ISREG(st.st_mode))
-        throw io_error(
-            "is not a regular file (a FIFO, socket or device); give the path of a "
-            "JSON file");
+    check_type(st);
     auto too_large = [&] {
         return config_error("config.too_large", "",
                             name + " is larger than 1 MiB (" + std::to_string(max_bytes) +
@@ -399,21 +428,80 @@ std::optional<config> config::from_environment() {
     return parse(read_file(std::string(text)), "file " + std::string(text) + " (LOCKSMITH_CONFIG)");
 }
 
+namespace {
+
+// The caller's home directory from its passwd entry, or nullopt when it has none. Not $HOME:
+// a service has none, a cron job or login shell has the user's, and `sudo -E` keeps the
+// invoking user's; all of them must read one file, or they lock in different places.
+std::optional<std::filesystem::path> home_directory() {
+    std::vector<char> buffer(4096);
+    for (;;) {
+        passwd entry{};
+        passwd* found = nullptr;
+        const int rc = ::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found);
+        if (rc == ERANGE && buffer.size() < (std::size_t(1) << 20)) {
+            buffer.resize(buffer.size() * 2);
+            continue;
+        }
+        if (rc != 0 || found == nullptr || entry.pw_dir == nullptr || entry.pw_dir[0] != '/')
+            return std::nullopt;
+        return std::filesystem::path(entry.pw_dir);
+    }
+}
+
+// $XDG_CONFIG_HOME/locksmith/config.json, when XDG_CONFIG_HOME is absolute (the base-directory
+// spec says a relative one is invalid and is ignored).
+std::optional<std::filesystem::path> xdg_location() {
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    if (xdg == nullptr || xdg[0] != '/') return std::nullopt;
+    return std::filesystem::path(xdg) / "locksmith" / "config.json";
+}
+
+// discover() does not read $XDG_CONFIG_HOME: a service or cron job rarely has it, and would
+// lock elsewhere than the shell that has it. A config of this user's there, that is none of
+// `locations`, is therefore an error rather than ignored in silence.
+void refuse_config_in_xdg(const std::vector<std::filesystem::path>& locations) {
+    const auto xdg = xdg_location();
+    if (!xdg) return;
+    struct stat st {};
+    if (::stat(xdg->c_str(), &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return;
+        throw config_error("config.io", "",
+                           "config file " + xdg->string() +
+                               " ($XDG_CONFIG_HOME) cannot be checked: " + std::strerror(errno));
+    }
+    if (st.st_uid != ::geteuid()) return;  // not this user's config (`sudo -E`)
+    for (const auto& path : locations) {
+        struct stat other {};
+        if (::stat(path.c_str(), &other) == 0 && other.st_dev == st.st_dev &&
+            other.st_ino == st.st_ino)
+            return;
+    }
+    const auto home = home_directory();
+    throw config_error(
+        "config.xdg", "",
+        "config file " + xdg->string() +
+            " ($XDG_CONFIG_HOME) is not read: locksmith reads a user's config from "
+            "~/.config/locksmith/config.json in the home directory of the passwd entry (" +
+            (home ? (*home / ".config" / "locksmith" / "config.json").string()
+                  : "this user has none") +
+            "), which services and cron jobs without XDG_CONFIG_HOME read too. Move or link "
+            "it there, or name it in LOCKSMITH_CONFIG for every process that locks");
+}
+
+}  // namespace
+
 std::vector<std::filesystem::path> config::default_locations() {
     std::vector<std::filesystem::path> out;
-    const char* xdg = std::getenv("XDG_CONFIG_HOME");
-    const char* home = std::getenv("HOME");
-    // The XDG base-directory spec says a relative XDG_CONFIG_HOME is invalid and is ignored.
-    if (xdg != nullptr && xdg[0] == '/')
-        out.push_back(std::filesystem::path(xdg) / "locksmith" / "config.json");
-    else if (home != nullptr && home[0] == '/')
-        out.push_back(std::filesystem::path(home) / ".config" / "locksmith" / "config.json");
+    if (const auto home = home_directory())
+        out.push_back(*home / ".config" / "locksmith" / "config.json");
     out.emplace_back("/etc/locksmith/config.json");
     return out;
 }
 
 config config::discover(const std::vector<std::filesystem::path>& locations) {
     if (auto from_env = from_environment()) return std::move(*from_env);
+    refuse_config_in_xdg(locations);
     for (const auto& path : locations) {
         std::error_code ec;
         const bool absent =

@@ -141,6 +141,17 @@ std::filesystem::path default_lock_dir() {
     return "/tmp/locksmith-" + std::to_string(uid);
 }
 
+namespace {
+
+// The default lock directory is one user's, mode 0700 (default_lock_dir): a group cannot share
+// it, and making it 2770 would lock its own user out (open_directory refuses it then).
+const char* const shared_group_needs_lock_dir =
+    "shared_group needs a lock_dir: the default lock directory is private to one user. Name a "
+    "directory for the group in lock_dir (e.g. /var/lock/myapp, made with install -d -o root "
+    "-g GROUP -m 2770), or leave shared_group out";
+
+}  // namespace
+
 void read_lock_dir_options(options_reader& reader, std::filesystem::path& lock_dir,
                            std::string& shared_group) {
     if (auto dir = reader.string("lock_dir")) {
@@ -157,15 +168,25 @@ void read_lock_dir_options(options_reader& reader, std::filesystem::path& lock_d
                                "shared_group must name a group (or be left out for a private "
                                "lock directory)");
         shared_group = *group;
+        if (lock_dir.empty())
+            throw config_error("config.value", "/shared_group", shared_group_needs_lock_dir);
     }
 }
 
 namespace {
 
-[[noreturn]] void fail_dir(std::string_view strategy, const std::filesystem::path& dir,
+// How messages name a directory: whose it is, what the strategy calls it, and whether it can
+// be shared with a group (the shared_group option of file and simple).
+struct directory_role {
+    std::string_view strategy;
+    std::string_view what;
+    bool shareable;
+};
+
+[[noreturn]] void fail_dir(const directory_role& role, const std::filesystem::path& dir,
                            const std::string& why) {
-    throw invalid_argument_error(std::string(strategy) + " strategy: lock_dir " + dir.string() +
-                                 " " + why);
+    throw invalid_argument_error(std::string(role.strategy) + " strategy: " +
+                                 std::string(role.what) + " " + dir.string() + " " + why);
 }
 
 std::string user_name(uid_t uid) {
@@ -203,12 +224,12 @@ std::string writable_by_others(const struct stat& st, std::optional<gid_t> share
 // Checks every directory above `dir` (the literal path and the one symlinks resolve to): their
 // writers could rename the lock directory away, and the next process would create another.
 void check_ancestors(const std::filesystem::path& dir, std::optional<gid_t> shared_group,
-                     std::string_view strategy, const std::filesystem::path& lock_dir) {
+                     const directory_role& role, const std::filesystem::path& lock_dir) {
     std::error_code ec;
     std::vector<std::filesystem::path> chains{dir.parent_path()};
     auto real = std::filesystem::canonical(dir.parent_path(), ec);
     if (ec)
-        fail_dir(strategy, lock_dir,
+        fail_dir(role, lock_dir,
                  "cannot be used: its parent " + dir.parent_path().string() +
                      " does not exist or cannot be searched (" + ec.message() + ")");
     if (real != chains.front()) chains.push_back(real);
@@ -216,12 +237,12 @@ void check_ancestors(const std::filesystem::path& dir, std::optional<gid_t> shar
         for (auto a = chain;; a = a.parent_path()) {
             struct stat st;
             if (::lstat(a.c_str(), &st) != 0)
-                fail_dir(strategy, lock_dir,
+                fail_dir(role, lock_dir,
                          "cannot be checked: " + a.string() + ": " + std::strerror(errno));
             // A symlink cannot be changed, only replaced by who writes to its parent: checked next.
             if (!S_ISLNK(st.st_mode)) {
                 if (auto why = writable_by_others(st, shared_group, true); !why.empty())
-                    fail_dir(strategy, lock_dir,
+                    fail_dir(role, lock_dir,
                              "is unsafe: the directory above it, " + a.string() + ", " + why +
                                  " (without the sticky bit) and could rename the lock directory "
                                  "away; choose a lock_dir whose parents only root or you can "
@@ -235,11 +256,9 @@ int open_dir(const std::filesystem::path& path) {
     return ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-}  // namespace
-
-std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem::path& configured,
-                                                          const std::string& shared_group,
-                                                          std::string_view strategy) {
+std::shared_ptr<const lock_directory> open_directory(const std::filesystem::path& configured,
+                                                     const std::string& shared_group,
+                                                     const directory_role& role) {
     const bool is_default = configured.empty();
     // "dir/" would make open(O_NOFOLLOW) follow a symlink at "dir": check the name itself.
     std::string text = (is_default ? default_lock_dir() : configured.lexically_normal()).string();
@@ -250,17 +269,25 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
     if (!shared_group.empty()) {
         const struct group* gr = ::getgrnam(shared_group.c_str());
         if (gr == nullptr)
-            fail_dir(strategy, path,
+            fail_dir(role, path,
                      "is to be shared with group '" + shared_group +
                          "', but there is no such group (option shared_group)");
         group = gr->gr_gid;
     }
+    // Before anything is created: see shared_group_needs_lock_dir.
+    if (is_default && group)
+        fail_dir(role, path, std::string("cannot be used: ") + shared_group_needs_lock_dir);
     const std::string how_private =
-        " Make it private (chmod 700, owned by you) or, to share locks with other users, set "
-        "the option shared_group to a group they are in.";
+        role.shareable
+            ? " Make it private (chmod 700, owned by you) or, to share locks with other users, "
+              "set the option shared_group to a group they are in."
+            : " Make it yours and private (chmod 700), or choose one of your own: " +
+                  std::string(role.strategy) +
+                  " shares it only among processes of one user (it has no option "
+                  "shared_group).";
 
-    if (path.is_relative()) fail_dir(strategy, path, "must be an absolute path");
-    check_ancestors(path, group, strategy, path);
+    if (path.is_relative()) fail_dir(role, path, "must be an absolute path");
+    check_ancestors(path, group, role, path);
 
     int fd = open_dir(path);
     bool created = false;
@@ -268,7 +295,7 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
         if (::mkdir(path.c_str(), group ? 02770 : 0700) == 0)
             created = true;
         else if (errno != EEXIST)
-            fail_dir(strategy, path, std::string("cannot be created: ") + std::strerror(errno));
+            fail_dir(role, path, std::string("cannot be created: ") + std::strerror(errno));
         fd = open_dir(path);
     }
     // Who owns it and who may write to it, from the open directory or, when we cannot open it,
@@ -277,7 +304,7 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
         if (is_default && (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)) {
             char mode[8];
             std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
-            fail_dir(strategy, path,
+            fail_dir(role, path,
                      "(the default lock directory of " + user_name(::geteuid()) + ") is owned by " +
                          user_name(st.st_uid) + " with mode " + mode +
                          "; it must be yours with mode 0700. If you did not make it, someone "
@@ -285,13 +312,13 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
                          path.string() + ") and try again.");
         }
         if (auto why = writable_by_others(st, group, false); !why.empty())
-            fail_dir(strategy, path,
+            fail_dir(role, path,
                      why +
                          ", so others could remove or plant lock files and a second holder "
                          "could get in." +
                          how_private);
         if (group && st.st_gid != *group)
-            fail_dir(strategy, path,
+            fail_dir(role, path,
                      "is to be shared with group '" + shared_group + "' but belongs to group " +
                          std::to_string(st.st_gid) + "; chgrp " + shared_group + " " +
                          path.string() + " && chmod 2770 " + path.string());
@@ -300,25 +327,42 @@ std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem:
     if (fd < 0) {
         int err = errno;
         if (err == ELOOP || (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)))
-            fail_dir(strategy, path, "is a symbolic link; give the real directory");
-        if (err == ENOTDIR) fail_dir(strategy, path, "is not a directory");
+            fail_dir(role, path, "is a symbolic link; give the real directory");
+        if (err == ENOTDIR) fail_dir(role, path, "is not a directory");
         if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) check_owner_and_mode(st);
-        fail_dir(strategy, path, std::string("cannot be opened: ") + std::strerror(err));
+        fail_dir(role, path, std::string("cannot be opened: ") + std::strerror(err));
     }
     auto dir = std::make_shared<const lock_directory>(fd, path, group);
     if (::fstat(fd, &st) != 0)
-        fail_dir(strategy, path, std::string("cannot be read: ") + std::strerror(errno));
+        fail_dir(role, path, std::string("cannot be read: ") + std::strerror(errno));
     // mkdir's mode passed through the umask, and the group is the creator's: set both.
     if (created && group && st.st_uid == ::geteuid() &&
         ((st.st_gid != *group && ::fchown(fd, uid_t(-1), *group) != 0) ||
          ::fchmod(fd, 02770) != 0 || ::fstat(fd, &st) != 0))
-        fail_dir(strategy, path,
+        fail_dir(role, path,
                  "was created but cannot be given group '" + shared_group +
                      "' and mode 2770: " + std::strerror(errno));
     check_owner_and_mode(st);
     if (::faccessat(AT_FDCWD, path.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
-        fail_dir(strategy, path, "is not writable by this user");
+        fail_dir(role, path, "is not writable by this user");
     return dir;
+}
+
+}  // namespace
+
+std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem::path& configured,
+                                                          const std::string& shared_group,
+                                                          std::string_view strategy) {
+    return open_directory(configured, shared_group, {strategy, "lock_dir", true});
+}
+
+std::shared_ptr<const lock_directory> open_private_directory(const std::filesystem::path& dir,
+                                                             std::string_view strategy,
+                                                             std::string_view what) {
+    if (dir.empty())
+        throw invalid_argument_error(std::string(strategy) + " strategy: " + std::string(what) +
+                                     " is empty");
+    return open_directory(dir, "", {strategy, what, false});
 }
 
 client_library::client_library(std::string soname, std::string package, std::string strategy)

@@ -13,6 +13,8 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/version.hpp>
 
+#include "core/trusted_path.hpp"
+
 namespace locksmith {
 namespace {
 
@@ -195,39 +197,6 @@ bool is_linked(const std::string& name) {
 
 // ---- plugins ----
 
-// Why `file` (canonical: no symlink, no . or ..) may not be loaded, or "". A plugin runs with
-// the caller's rights, so nobody else may be able to write it or swap it: the file and its
-// folder must be owned by the caller or root and writable by no one else; so must the folders
-// above, except that a sticky folder owned by root (/tmp) is allowed there, since others cannot
-// rename what is not theirs in it.
-std::string unsafe_reason(const fs::path& file) {
-    const uid_t me = ::geteuid();
-    auto check = [&](const fs::path& p, bool sticky_allowed) -> std::string {
-        struct stat st {};
-        if (::lstat(p.c_str(), &st) != 0) return p.string() + ": " + std::strerror(errno);
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
-        if (st.st_uid != 0 && st.st_uid != me)
-            return p.string() + " is owned by uid " + std::to_string(st.st_uid) +
-                   ", neither you (uid " + std::to_string(me) + ") nor root";
-        const bool sticky_root = sticky_allowed && (st.st_mode & S_ISVTX) && st.st_uid == 0;
-        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !sticky_root)
-            return p.string() + " is writable by group or others (mode " + mode + ")";
-        return "";
-    };
-    struct stat st {};
-    if (::lstat(file.c_str(), &st) != 0) return file.string() + ": " + std::strerror(errno);
-    if (!S_ISREG(st.st_mode)) return file.string() + " is not a regular file";
-    if (auto why = check(file, false); !why.empty()) return why;
-    bool own_folder = true;
-    for (fs::path dir = file.parent_path();; dir = dir.parent_path()) {
-        if (auto why = check(dir, !own_folder); !why.empty()) return why;
-        own_folder = false;
-        if (dir == dir.root_path() || dir.empty()) break;
-    }
-    return "";
-}
-
 std::mutex& plugin_mutex() {
     static std::mutex m;
     return m;
@@ -239,21 +208,22 @@ std::string load_plugin(const std::string& entry, strategy_registry& registry) {
     const fs::path given = bare ? module_directory() / entry : fs::path(entry);
     const std::string named =
         "plugin " + (bare ? "'" + entry + "' (" + given.string() + ")" : given.string());
-    char* resolved = ::realpath(given.c_str(), nullptr);
-    if (resolved == nullptr) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return named + " does not exist" +
-                   (bare ? "; a plugin named without a path is looked for in the module folder "
-                           "($LOCKSMITH_MODULE_DIR, else locksmith-modules beside the library)"
-                         : "");
-        return named + " cannot be resolved: " + std::strerror(errno);
-    }
-    const fs::path file(resolved);
-    std::free(resolved);
-    if (auto why = unsafe_reason(file); !why.empty())
-        return named + " is not safe to load: " + why +
-               ". A plugin, its folder and the folders above it must be owned by you or root "
-               "and writable by no one else";
+    // Checked before dlopen, which runs the library's constructors: every component of the
+    // path as written (a symlink planted in a folder others can write names any library) and
+    // of the one its symlinks lead to.
+    const path_trust trust = check_trusted_path(given);
+    if (trust.error == ENOENT || trust.error == ENOTDIR)
+        return named + " does not exist (" + trust.problem + ")" +
+               (bare ? "; a plugin named without a path is looked for in the module folder "
+                       "($LOCKSMITH_MODULE_DIR, else locksmith-modules beside the library)"
+                     : "");
+    if (trust.error != 0) return named + " cannot be checked: " + trust.problem;
+    if (!trust.problem.empty())
+        return named + " is not safe to load: " + trust.problem +
+               ". A plugin, and every folder and symlink on its path, must be owned by you or "
+               "root and writable by no one else";
+    if (!S_ISREG(trust.st.st_mode)) return named + " is not a regular file";
+    const fs::path& file = trust.resolved;
 
     const std::string origin_prefix = "plugin " + file.string();
     for (const auto& name : registry.names())

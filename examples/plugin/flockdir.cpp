@@ -134,7 +134,7 @@ void add_flockdir(plugin_registrar& registrar) {
     d.create = [](const nlohmann::json& options) -> std::shared_ptr<store> {
         auto o = flockdir_options::from_json(options);
         return std::make_shared<flockdir_store>(
-            open_lock_directory(o.directory, /*shared_group=*/"", "flockdir"));
+            open_private_directory(o.directory, "flockdir", "directory"));
     };
     registrar.add(d);
 }

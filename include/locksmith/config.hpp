@@ -92,8 +92,12 @@ struct config {
     // "config.too_deep" for a document beyond max_bytes or max_depth.
     static config parse(std::string_view json_text, std::string origin = "string");
     // The text of a config file: a regular file (never a FIFO, socket or device, which could
-    // block or never end) of at most max_bytes. Throws config_error "config.io" when it does
-    // not exist, cannot be read or is not a regular file, "config.too_large" beyond max_bytes.
+    // block or never end) of at most max_bytes, that no other user can change: it, every
+    // folder and symlink on its path (as written and as resolved) are owned by the caller or
+    // root, and none is writable by group or others, except a sticky folder of root's (/tmp)
+    // above the file's own folder. Throws config_error "config.io" when it does not exist,
+    // cannot be read or is not a regular file, "config.unsafe" when another user could change
+    // it, "config.too_large" beyond max_bytes.
     static std::string read_file(const std::filesystem::path& path);
     // read_file, then parse() with the file as origin.
     static config load_file(const std::filesystem::path& path);
@@ -101,18 +105,23 @@ struct config {
     // blank (space, tab, CR, LF) is '{'. nullopt when the variable is unset or empty. Throws
     // config_error ("config.io" when the file it names is missing or unreadable).
     static std::optional<config> from_environment();
-    // Where discover() looks after LOCKSMITH_CONFIG, in order:
-    // $XDG_CONFIG_HOME/locksmith/config.json (when XDG_CONFIG_HOME is absolute; else
-    // $HOME/.config/locksmith/config.json when HOME is absolute), then /etc/locksmith/config.json.
+    // Where discover() looks after LOCKSMITH_CONFIG, in order: ~/.config/locksmith/config.json,
+    // ~ being the home directory of the caller's passwd entry (geteuid; left out when there is
+    // none), then /etc/locksmith/config.json. Never $HOME or $XDG_CONFIG_HOME: a service, a cron
+    // job and a login shell of one user must find the same file.
     static std::vector<std::filesystem::path> default_locations();
     // The configuration of a program that names none (lock_factory(), and the locksmith command
     // without --config): the first that applies of from_environment(), the first of `locations`
     // that is present, and the built-in defaults. A location is skipped only when it certainly
     // does not exist: one this user cannot check (a directory on its path it may not search)
     // may hold the config everyone else uses, and the built-in defaults would then choose
-    // another strategy for the same names. Throws config_error: "config.io" for a file that
-    // LOCKSMITH_CONFIG names and that is missing, and for a location that cannot be checked or
-    // read or is not a regular file; the document's own errors otherwise.
+    // another strategy for the same names. For the same reason, a config of the caller's at
+    // $XDG_CONFIG_HOME/locksmith/config.json that is none of `locations` is an error, not
+    // ignored: processes without XDG_CONFIG_HOME would not see it. Throws config_error:
+    // "config.io" for a file that LOCKSMITH_CONFIG names and that is missing, and for a
+    // location that cannot be checked or read or is not a regular file; "config.unsafe" (see
+    // read_file); "config.xdg" for a config in $XDG_CONFIG_HOME; the document's own errors
+    // otherwise.
     static config discover(
         const std::vector<std::filesystem::path>& locations = default_locations());
     // Every problem of a document (empty when it is valid), for `locksmith config check`:

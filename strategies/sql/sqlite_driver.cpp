@@ -226,7 +226,7 @@ class sqlite_connection final : public connection {
 void prepare_sqlite_file(const sql_options& o) {
     const std::filesystem::path path(o.dsn.path);
     // The folder obeys the lock-directory rules; it is created 0700 when missing.
-    auto dir = open_lock_directory(path.parent_path(), "", "sql");
+    auto dir = open_private_directory(path.parent_path(), "sql", "the folder of the SQLite file");
     const std::string name = path.filename().string();
     int fd = ::openat(dir->fd(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sysexits.h>
 #include <unistd.h>
 #include <cstdio>
@@ -246,16 +247,64 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_a_clear_message_and_a_sysexits_code) {
     BOOST_TEST(find_strategy(json::parse(r.out), "file").at("priority") == 42);
 }
 
-BOOST_AUTO_TEST_CASE(default_config_location_is_used) {
+// Issue 23 point 5: a service (no HOME) and a cron job or shell (HOME set) of one user read one
+// config, so they lock a name in one place: the user's config is found through the passwd
+// entry, never through HOME. Here HOME's config would move the lock directory.
+BOOST_AUTO_TEST_CASE(a_service_and_a_shell_of_one_user_lock_in_one_place_whatever_home_says) {
+    cli_sandbox box;
+    std::filesystem::create_directories(box.dir() / "home" / ".config" / "locksmith");
+    std::filesystem::create_directories(box.dir() / "elsewhere");
+    box.write_file(
+        "home/.config/locksmith/config.json",
+        json{{"strategies", {{"file", {{"options", {{"lock_dir", box.path("elsewhere")}}}}}}}}
+            .dump());
+    const std::string name = "config-home-" + std::to_string(::getpid());
+    box.set_env("XDG_CONFIG_HOME", std::nullopt);
+    box.set_env("HOME", std::nullopt);  // a systemd service
+    auto service =
+        box.start({"run", name, "--", "sh", "-c", "touch " + box.path("ready") + "; sleep 60"});
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    box.set_env("HOME", box.path("home"));  // a cron job, a login shell, `sudo -E`
+    auto shell = box.run({"run", "-n", name, "--", "true"});
+    BOOST_TEST(shell.exit_code == 1, "a second holder: " + describe(shell));
+    auto a = box.run({"strategies", "--json"});
+    box.set_env("HOME", std::nullopt);
+    auto b = box.run({"strategies", "--json"});
+    BOOST_TEST(json::parse(a.out).at("config") == json::parse(b.out).at("config"));
+    ::kill(service.pid, SIGTERM);
+    box.wait(service);
+}
+
+// ...and XDG_CONFIG_HOME, which a service rarely has, does not move the config either: a config
+// of the user's there is an error, not followed by some processes and not by others.
+BOOST_AUTO_TEST_CASE(a_config_in_xdg_config_home_is_an_error) {
     cli_sandbox box;
     std::filesystem::create_directories(box.dir() / "xdg" / "locksmith");
     box.write_file("xdg/locksmith/config.json", R"({"strategies":{"file":{"priority":33}}})");
+    expect_clean_error(box.run({"strategies", "--json"}), EX_CONFIG,
+                       box.path("xdg/locksmith/config.json") + " ($XDG_CONFIG_HOME) is not read");
+    // A named config decides before it.
+    box.set_env("LOCKSMITH_CONFIG", box.path("xdg/locksmith/config.json"));
     auto r = box.run({"strategies", "--json"});
     BOOST_TEST(r.exit_code == 0, describe(r));
-    json doc = json::parse(r.out);
-    BOOST_TEST(find_strategy(doc, "file").at("priority") == 33);
-    BOOST_TEST(doc.at("config").get<std::string>().find("xdg/locksmith/config.json") !=
-               std::string::npos);
+    BOOST_TEST(find_strategy(json::parse(r.out), "file").at("priority") == 33);
+}
+
+// Issue 23 point 6: a config another user can change is refused however it is named, before
+// it decides anything (exit 78, like an unsafe plugin).
+BOOST_AUTO_TEST_CASE(a_config_others_can_change_is_refused) {
+    cli_sandbox box;
+    const std::string config = box.config_path().string();
+    ::chmod(config.c_str(), 0666);
+    const std::string why =
+        config + " is not safe to use: " + config + " is writable by group or others (mode 0666)";
+    expect_clean_error(box.run_with_config("run", {"n", "--", "true"}), EX_CONFIG, why);
+    expect_clean_error(box.run({"config", "check", config}), EX_CONFIG, why);
+    box.set_env("LOCKSMITH_CONFIG", config);
+    expect_clean_error(box.run({"strategies"}), EX_CONFIG, why);
+    ::chmod(config.c_str(), 0644);
+    auto r = box.run({"strategies"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

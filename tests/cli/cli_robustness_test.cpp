@@ -289,8 +289,8 @@ BOOST_AUTO_TEST_CASE(a_config_in_an_unsearchable_directory_is_reported_as_unread
     BOOST_TEST(r.exit_code == EX_NOINPUT, describe(r));
     BOOST_TEST(contains(r.err, "Permission denied"), r.err);
 
-    // A default location that cannot be searched is not skipped in silence: the built-in
-    // defaults would then decide for this user, and another config for everyone else.
+    // A config in $XDG_CONFIG_HOME that cannot be checked is not skipped in silence (one there
+    // is an error: processes without the variable would not read it).
     fs::create_directory(private_dir / "locksmith");
     std::ofstream(private_dir / "locksmith" / "config.json") << "{}";
     r = ubox.run({"strategies"}, {{"XDG_CONFIG_HOME", private_dir.string()}});

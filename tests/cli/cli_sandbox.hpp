@@ -3,7 +3,9 @@
 //
 // The binary is LOCKSMITH_CLI (environment) or the path CMake compiled in. Children get a
 // clean environment: no LOCKSMITH_* from the caller, XDG_CONFIG_HOME inside the sandbox, so a
-// developer's own ~/.config/locksmith cannot change what the tests see.
+// developer's own $XDG_CONFIG_HOME/locksmith cannot stop the command (it is an error there).
+// The user's ~/.config/locksmith/config.json comes from the passwd entry, not HOME, and is
+// read: tests that rely on the built-in defaults expect none there (CI has none).
 #pragma once
 
 #include <sys/types.h>

@@ -555,6 +555,40 @@ BOOST_AUTO_TEST_CASE(file_and_folder_follow_the_lock_file_rules) {
     BOOST_TEST(!std::filesystem::exists(open_dir / "l.db"));
 }
 
+// Issue 23 point 15: the advice for a folder others could change must be one that works for
+// sql, which has no shared_group option (the file strategy's advice recommended it).
+BOOST_AUTO_TEST_CASE(a_folder_others_can_change_is_refused_with_advice_that_works_for_sql) {
+    auto refusal = [](const std::filesystem::path& dir) {
+        try {
+            (void)strategies::make_sql_store(options_for("sqlite://" + (dir / "l.db").string()));
+        } catch (const invalid_argument_error& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    auto check = [](const std::string& m, const std::filesystem::path& dir) {
+        BOOST_TEST(m.find("sql strategy: the folder of the SQLite file " + dir.string()) == 0u, m);
+        BOOST_TEST(m.find("chmod 700") != std::string::npos, m);
+        BOOST_TEST(m.find("only among processes of one user") != std::string::npos, m);
+        BOOST_TEST(m.find("set the option shared_group") == std::string::npos, m);
+        BOOST_TEST(m.find("lock_dir") == std::string::npos, m);  // sql has no such option
+    };
+    const auto open_dir = sqlite_dir() / "open-advice";
+    std::filesystem::create_directories(open_dir);
+    std::filesystem::permissions(open_dir, std::filesystem::perms::all,
+                                 std::filesystem::perm_options::replace);
+    check(refusal(open_dir), open_dir);
+
+    auto other = test::another_local_user_or_skip();  // also needs root, to chown
+    if (!other) return;
+    const auto theirs = sqlite_dir() / "theirs";
+    std::filesystem::create_directories(theirs);
+    BOOST_REQUIRE(::chown(theirs.c_str(), other->uid, other->gid) == 0);
+    const std::string m = refusal(theirs);
+    check(m, theirs);
+    BOOST_TEST(m.find("is owned by uid " + std::to_string(other->uid)) != std::string::npos, m);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // ---------------------------------------------------------------------------------------------

@@ -135,6 +135,50 @@ BOOST_AUTO_TEST_CASE(a_default_directory_made_by_someone_else_is_refused_with_th
     BOOST_TEST(contains(message, "rm -r " + theirs.string()), message);
 }
 
+// Issue 23 point 14: the default lock directory is one user's, mode 0700. With shared_group and
+// no lock_dir, locksmith made it 2770 and then refused it as made by someone else: a lockout
+// until root removed it. Now a config error, and nothing is created.
+BOOST_AUTO_TEST_CASE(shared_group_without_lock_dir_is_a_config_error_and_creates_nothing) {
+    const struct group* ours = ::getgrgid(::getegid());
+    BOOST_REQUIRE(ours != nullptr);
+    for (const char* strategy : both_strategies) {
+        BOOST_TEST_CONTEXT(strategy) {
+            try {
+                (void)make_store(strategy, {{"shared_group", ours->gr_name}});
+                BOOST_ERROR("accepted");
+            } catch (const config_error& e) {
+                BOOST_TEST(e.pointer() == "/shared_group");
+                BOOST_TEST(contains(e.what(), "shared_group needs a lock_dir"), e.what());
+            }
+        }
+    }
+    // Options written in code do not pass the reader: open_lock_directory refuses them itself,
+    // before it creates anything. As another user, whose default directory may not exist yet
+    // (root's, /run/locksmith, exists as soon as any test has used it).
+    auto user = another_local_user_or_skip();
+    if (!user) return;
+    const struct group* theirs = ::getgrgid(user->gid);
+    BOOST_REQUIRE(theirs != nullptr);
+    file_options options;
+    options.shared_group = theirs->gr_name;
+    std::string message;
+    byte_pipe message_pipe;
+    pid_t child = fork_child_as(*user, [&] {
+        const fs::path dir = default_lock_dir();
+        const bool existed = fs::exists(dir);
+        for (char c : refusal([&] { return make_file_store(options); })) message_pipe.put(c);
+        if (!existed && fs::exists(dir)) {
+            ::rmdir(dir.c_str());  // the lockout, undone for the next tests
+            return 2;
+        }
+        return 0;
+    });
+    message_pipe.close_write();
+    while (auto c = message_pipe.get(10s)) message += *c;
+    BOOST_TEST(wait_child(child) == 0, "the default directory was created");
+    BOOST_TEST(contains(message, "shared_group needs a lock_dir"), message);
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_configured_directory_is_created_private) {
     temp_dir base("create");
     for (const char* strategy : both_strategies) {

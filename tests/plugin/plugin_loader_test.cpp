@@ -37,9 +37,11 @@ struct plugin_folder {
         for (const auto& e : fs::directory_iterator(PROBE_PLUGIN_DIR))
             fs::copy_file(e.path(), dir / e.path().filename());
         ::setenv("LOCKSMITH_TEST_PLUGIN_MARK", mark().c_str(), 1);
+        ::setenv("LOCKSMITH_TEST_PLUGIN_LOADED_MARK", (dir / "loaded").c_str(), 1);
     }
     ~plugin_folder() {
         ::unsetenv("LOCKSMITH_TEST_PLUGIN_MARK");
+        ::unsetenv("LOCKSMITH_TEST_PLUGIN_LOADED_MARK");
         std::error_code ec;
         fs::permissions(dir, fs::perms::owner_all, ec);
         fs::remove_all(dir, ec);
@@ -49,6 +51,8 @@ struct plugin_folder {
     }
     fs::path mark() const { return dir / "registration-ran"; }
     bool registration_ran() const { return fs::exists(mark()); }
+    // Whether dlopen loaded it (its constructor ran).
+    bool loaded() const { return fs::exists(dir / "loaded"); }
 };
 
 config with_plugins(const std::string& plugins_json, const std::string& more = "") {
@@ -88,6 +92,18 @@ BOOST_AUTO_TEST_CASE(a_plugin_for_another_api_version_is_refused_before_any_of_i
     BOOST_TEST(contains(m, "test config: /plugins/0: plugin " + f.plugin("api999").string()), m);
     BOOST_TEST(contains(m, "plugin API 999"), m);
     BOOST_TEST(contains(m, "loads plugin API " + std::to_string(LOCKSMITH_PLUGIN_API_VERSION)), m);
+    BOOST_TEST(!f.registration_ran());
+}
+
+// The API changes in both directions: a plugin built against an older locksmith may lack what
+// this one calls.
+BOOST_AUTO_TEST_CASE(a_plugin_for_an_older_api_version_is_refused_before_any_of_it_runs) {
+    plugin_folder f;
+    auto e = factory_error(with_plugins("[" + quoted(f.plugin("older")) + "]"));
+    const std::string m = e.what();
+    BOOST_TEST(e.pointer() == "/plugins/0");
+    BOOST_TEST(contains(m, "plugin API " + std::to_string(PROBE_OLDER_API) + ", but"), m);
+    BOOST_TEST(contains(m, "rebuild the plugin against this locksmith"), m);
     BOOST_TEST(!f.registration_ran());
 }
 
@@ -188,6 +204,77 @@ BOOST_AUTO_TEST_CASE(a_plugin_others_can_write_or_replace_is_refused) {
     BOOST_TEST(contains(factory_error(cfg).what(),
                         plugin.string() + " is owned by uid " + std::to_string(other->uid)));
     BOOST_TEST(!f.registration_ran());
+}
+
+// Issue 23 point 11: a symlink planted in a folder others can write names whatever library its
+// planter likes, one the resolved path's checks accept; dlopen runs its constructors. Every
+// component of the path as written is checked, before dlopen.
+BOOST_AUTO_TEST_CASE(a_plugin_behind_a_symlink_in_a_folder_others_can_write_is_never_loaded) {
+    plugin_folder f;
+    const fs::path open = f.dir / "open";
+    fs::create_directory(open);
+    fs::permissions(open, fs::perms::all, fs::perm_options::replace);  // 0777, not sticky
+    const fs::path planted = open / "libplanted.so";
+    fs::create_symlink(f.plugin("ok"), planted);  // a safe file in a safe folder
+    auto e = factory_error(with_plugins("[" + quoted(planted) + "]"));
+    BOOST_TEST(
+        contains(e.what(), "plugin " + planted.string() + " is not safe to load: " + open.string() +
+                               " is writable by group or others (mode 0777)"),
+        e.what());
+    BOOST_TEST(!f.loaded());
+    BOOST_TEST(!f.registration_ran());
+
+    // The same through a folder symlink: <safe>/via -> open, the plugin under it.
+    fs::remove(planted);
+    fs::copy_file(f.plugin("ok"), open / "libprobe.so");
+    fs::create_symlink(open, f.dir / "via");
+    e = factory_error(with_plugins("[" + quoted(f.dir / "via" / "libprobe.so") + "]"));
+    BOOST_TEST(contains(e.what(), open.string() + " is writable by group or others"), e.what());
+    BOOST_TEST(!f.loaded());
+
+    // A symlink of another user's, in a folder of the caller's.
+    auto other = test::another_local_user_or_skip();  // also needs root, to lchown
+    if (!other) return;
+    const fs::path theirs = f.dir / "libtheirs.so";
+    fs::create_symlink(f.plugin("ok"), theirs);
+    BOOST_REQUIRE(::lchown(theirs.c_str(), other->uid, other->gid) == 0);
+    e = factory_error(with_plugins("[" + quoted(theirs) + "]"));
+    BOOST_TEST(
+        contains(e.what(), theirs.string() + " is owned by uid " + std::to_string(other->uid)),
+        e.what());
+    BOOST_TEST(!f.loaded());
+}
+
+// Whoever can write to any folder on the way can rename the plugin's folder away and put
+// another in its place, not only whoever can write to the plugin's own folder.
+BOOST_AUTO_TEST_CASE(folders_above_a_plugins_own_folder_are_checked) {
+    plugin_folder f;
+    const fs::path above = f.dir / "above";
+    const fs::path own = above / "own";
+    fs::create_directories(own);
+    fs::permissions(own, fs::perms::owner_all, fs::perm_options::replace);
+    fs::copy_file(f.plugin("ok"), own / "libprobe.so");
+    const auto cfg = with_plugins("[" + quoted(own / "libprobe.so") + "]");
+    fs::permissions(above, fs::perms::owner_all | fs::perms::others_all, fs::perm_options::replace);
+    BOOST_TEST(contains(factory_error(cfg).what(),
+                        above.string() + " is writable by group or others (mode 0707)"));
+    BOOST_TEST(!f.loaded());
+    BOOST_TEST(!f.registration_ran());
+
+    auto other = test::another_local_user_or_skip();  // also needs root, to chown
+    if (!other) return;
+    fs::permissions(above, fs::perms::owner_all, fs::perm_options::replace);
+    BOOST_REQUIRE(::chown(above.c_str(), other->uid, other->gid) == 0);
+    BOOST_TEST(contains(factory_error(cfg).what(),
+                        above.string() + " is owned by uid " + std::to_string(other->uid)));
+    BOOST_TEST(!f.loaded());
+    // Root's sticky folder above (as /tmp) is the one exception: others cannot rename what is
+    // not theirs in it.
+    BOOST_REQUIRE(::chown(above.c_str(), 0, 0) == 0);
+    fs::permissions(above, fs::perms::all | fs::perms::sticky_bit, fs::perm_options::replace);
+    strategy_registry registry;
+    BOOST_CHECK_NO_THROW(lock_factory(cfg, registry));
+    BOOST_TEST(registry.contains("plugin_probe"));
 }
 
 #ifdef LOCKSMITH_CLI

@@ -1,7 +1,8 @@
 // A plugin for the loader's tests, built in several variants (tests/plugin/CMakeLists.txt):
 // for another API version, with another C++ ABI, registering a taken name, or failing. Its
-// registration leaves a mark ($LOCKSMITH_TEST_PLUGIN_MARK, a file it creates), so that a test
-// can tell whether any of its code ran.
+// registration leaves a mark ($LOCKSMITH_TEST_PLUGIN_MARK, a file it creates), and so does its
+// loading ($LOCKSMITH_TEST_PLUGIN_LOADED_MARK, from a constructor), so that a test can tell
+// whether any of its code ran.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,11 +19,17 @@
 
 namespace {
 
-void leave_mark() {
-    if (const char* mark = std::getenv("LOCKSMITH_TEST_PLUGIN_MARK"); mark && *mark) {
+void leave_mark(const char* variable = "LOCKSMITH_TEST_PLUGIN_MARK") {
+    if (const char* mark = std::getenv(variable); mark && *mark) {
         int fd = ::open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         if (fd >= 0) ::close(fd);
     }
+}
+
+// Any library's constructors run when dlopen loads it, before the loader can look at it: the
+// checks of the plugin's path must come first (issue 23 point 11).
+[[gnu::constructor]] void loaded() {
+    leave_mark("LOCKSMITH_TEST_PLUGIN_LOADED_MARK");
 }
 
 void add_probe(locksmith::plugin_registrar& registrar) {

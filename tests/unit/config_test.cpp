@@ -81,9 +81,23 @@ struct registry_fixture {
     }
 };
 
+// A file in a private folder of the test's: a config directly in /tmp, where others may write,
+// is refused (config::read_file).
 std::filesystem::path temp_file(const std::string& content) {
-    auto path = std::filesystem::temp_directory_path() /
-                ("locksmith-config-test-" + std::to_string(::getpid()) + ".json");
+    static const struct private_folder {
+        std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("locksmith-config-test-" + std::to_string(::getpid()));
+        private_folder() {
+            std::filesystem::create_directory(path);
+            std::filesystem::permissions(path, std::filesystem::perms::owner_all,
+                                         std::filesystem::perm_options::replace);
+        }
+        ~private_folder() {
+            std::error_code ec;
+            std::filesystem::remove_all(path, ec);
+        }
+    } folder;
+    auto path = folder.path / "config.json";
     std::ofstream(path) << content;
     return path;
 }

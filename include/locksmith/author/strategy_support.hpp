@@ -10,6 +10,7 @@
 //   default_lock_dir              where lock files go when the config does not say
 //   read_lock_dir_options         the lock_dir and shared_group options
 //   open_lock_directory           opens (creates) and checks a lock directory
+//   open_private_directory        the same for a folder a strategy names otherwise (sql's)
 //   client_library                a C client library (libpq, libmariadb) opened on first use
 //   scrub_secret                  a message with a password replaced by "***"
 //   socket_closed_by_peer         whether the server closed an idle connection
@@ -113,7 +114,8 @@ std::filesystem::path default_lock_dir();
 void read_lock_dir_options(options_reader& reader, std::filesystem::path& lock_dir,
                            std::string& shared_group);
 
-// Opens `configured` (or default_lock_dir() when it is empty), creating it when it does not
+// Opens `configured` (or default_lock_dir() when it is empty; with `shared_group` it must not
+// be: the default directory is one user's), creating it when it does not
 // exist (0700, or 2770 with the group when shared), and checks it, so that nobody but the caller
 // (and root) can remove or plant a lock file in it:
 //  - a directory, not a symlink (trailing slashes are ignored, so "dir/" is checked as "dir");
@@ -128,6 +130,13 @@ void read_lock_dir_options(options_reader& reader, std::filesystem::path& lock_d
 std::shared_ptr<const lock_directory> open_lock_directory(const std::filesystem::path& configured,
                                                           const std::string& shared_group,
                                                           std::string_view strategy);
+
+// open_lock_directory for a directory no group shares, which the strategy calls `what` in its
+// messages (sql: "the folder of the SQLite file"; a plugin: its option's name): the same checks,
+// and advice that does not offer shared_group. `dir` must not be empty.
+std::shared_ptr<const lock_directory> open_private_directory(const std::filesystem::path& dir,
+                                                             std::string_view strategy,
+                                                             std::string_view what);
 
 // A C client library that a module opens with dlopen on first use instead of linking it: a
 // program that never talks to that server (the statically linked locksmith command above all)
