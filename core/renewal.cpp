@@ -7,6 +7,8 @@
 #include <new>
 #include <thread>
 
+#include <locksmith/author/strategy_support.hpp>
+
 #include "core/lock_state.hpp"
 #include "core/logging.hpp"
 
@@ -37,6 +39,7 @@ class renewal_thread {
             started_ = true;
             // Detached: it owns nothing that needs tearing down, and joining it from a static
             // destructor could deadlock with locks released at exit.
+            const every_signal_blocked in_the_new_thread;
             std::thread([this] { run(); }).detach();
         }
         wakeup_.notify_one();

@@ -396,6 +396,16 @@ std::string scrub_secret(std::string text, std::string_view secret) {
     return text;
 }
 
+every_signal_blocked::every_signal_blocked() noexcept {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous_);
+}
+
+every_signal_blocked::~every_signal_blocked() {
+    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
+
 std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) noexcept {
     std::size_t depth = 0;
     bool in_string = false, escaped = false;

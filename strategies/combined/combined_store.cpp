@@ -1,9 +1,6 @@
 // The `combined` strategy: see include/locksmith/strategies/combined.hpp for the contract.
 #include <locksmith/strategies/combined.hpp>
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <array>
 #include <condition_variable>
@@ -13,6 +10,7 @@
 #include <thread>
 
 #include <locksmith/author/caller_deadline.hpp>
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 
@@ -202,22 +200,16 @@ struct round {
     }
 };
 
-// Runs `job` on a thread of its own; false when no thread can be made. The thread starts with
-// every signal blocked (it inherits this thread's mask): a process signal, such as the SIGCHLD
-// that the locksmith command waits for on a signalfd, must reach the program's own threads,
-// never a request that outlived its round.
+// Runs `job` on a thread of its own, with every signal blocked; false when no thread can be
+// made.
 bool launch(std::function<void()> job) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    bool launched = true;
+    const every_signal_blocked in_the_new_thread;
     try {
         std::thread(std::move(job)).detach();
     } catch (const std::system_error&) {
-        launched = false;
+        return false;
     }
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    return launched;
+    return true;
 }
 
 // What the members said in one round.

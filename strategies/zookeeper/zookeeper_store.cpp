@@ -101,17 +101,15 @@ std::string describe_owner(const std::string& node, std::string_view data, std::
 class session {
   public:
     session(const zookeeper_options& o) : hosts_(redact_url(o.hosts)) {
-        // The client's two threads start here and inherit this thread's signal mask: with every
-        // signal blocked in them, process signals (SIGCHLD for the locksmith command's
-        // signalfd) reach the program's own threads, never the client's.
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        errno = 0;
-        zh_ = zookeeper_init2(o.hosts.c_str(), &session::on_event, int(o.session_timeout.count()),
-                              nullptr, this, 0, quiet_log);
-        const int init_errno = errno;
-        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        // The client's two threads start here, with every signal blocked.
+        int init_errno = 0;
+        {
+            const every_signal_blocked in_the_client_threads;
+            errno = 0;
+            zh_ = zookeeper_init2(o.hosts.c_str(), &session::on_event,
+                                  int(o.session_timeout.count()), nullptr, this, 0, quiet_log);
+            init_errno = errno;
+        }
         errno = init_errno;
         if (!zh_)
             throw invalid_argument_error(std::string(strategy_name) + ": hosts '" + hosts_ +

@@ -27,6 +27,7 @@
 #include "support/printers.hpp"
 #include "support/recording_store.hpp"
 #include "support/skip_report.hpp"
+#include "support/thread_signals.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -632,6 +633,24 @@ BOOST_AUTO_TEST_CASE(auto_refresh_renews_with_the_lock_ttl) {
     BOOST_TEST(lock.is_acquired());
     for (const auto& c : f.store->calls())
         if (c.what == kind::refresh) BOOST_TEST(c.ttl.count() == 90);
+}
+
+// The renewal thread blocks every signal: a process signal (the SIGCHLD a program waits for on
+// a signalfd, as the locksmith command does) must never go to it, where it would be dropped. In
+// a child: the thread is one per process, started by the first auto_refresh lock.
+BOOST_AUTO_TEST_CASE(the_renewal_thread_takes_no_process_signals) {
+    const pid_t pid = locksmith::test::fork_child([] {
+        fixture f(expiring);
+        lock_options o;
+        o.ttl = 60s;
+        o.auto_refresh = true;
+        auto lock = f.make("resource", o);
+        const auto masks =
+            locksmith::test::masks_of_threads_started_by([&] { (void)lock.acquire(); });
+        if (masks.size() != 1) return 2;
+        return (masks[0] >> (SIGCHLD - 1) & 1u) == 1u ? 0 : 1;
+    });
+    BOOST_TEST(locksmith::test::wait_child(pid) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(unlock_stops_the_renewals) {

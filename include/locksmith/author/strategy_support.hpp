@@ -16,9 +16,11 @@
 //   socket_closed_by_peer         whether the server closed an idle connection
 //   connect_tcp                   a TCP connection within a deadline, every address in turn
 //   json_too_deep_at              where JSON nests too deep to be parsed (config, server replies)
+//   every_signal_blocked          starts background threads that take no process signal
 //   brief_retries                 a few quick tries before a waiter sleeps in the kernel
 #pragma once
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <cerrno>
@@ -217,6 +219,22 @@ tcp_connection_attempt connect_tcp(const std::string& host, int port,
 // document a strategy reads from a server, which may be broken or hostile. A linear scan that
 // recurses nowhere; strings (and brackets in them) are skipped.
 std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) noexcept;
+
+// While it lives, every signal is blocked in the thread that made it, and so in every thread
+// started meanwhile (a new thread inherits its creator's mask). The library's background threads
+// (renewal, a strategy's requests or client library) start under one: a process signal, such as
+// the SIGCHLD that the locksmith command waits for on a signalfd, must reach the program's own
+// threads, never one of ours, where it would be dropped.
+class every_signal_blocked {
+  public:
+    every_signal_blocked() noexcept;
+    ~every_signal_blocked();
+    every_signal_blocked(const every_signal_blocked&) = delete;
+    every_signal_blocked& operator=(const every_signal_blocked&) = delete;
+
+  private:
+    sigset_t previous_;
+};
 
 // For strategies that wait in the kernel (flock, System V semaphores): a few tries without
 // sleeping before the blocking call. Once a waiter sleeps, each grant costs waking it, a context

@@ -1,0 +1,30 @@
+#include "support/thread_signals.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+namespace locksmith::test {
+
+std::vector<std::uint64_t> masks_of_threads_started_by(const std::function<void()>& start) {
+    auto tasks = [] {
+        std::set<std::string> ids;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/task"))
+            ids.insert(e.path().filename().string());
+        return ids;
+    };
+    const auto before = tasks();
+    start();
+    std::vector<std::uint64_t> masks;
+    for (const auto& id : tasks()) {
+        if (before.count(id)) continue;
+        std::ifstream status("/proc/self/task/" + id + "/status");
+        for (std::string line; std::getline(status, line);)
+            if (line.rfind("SigBlk:", 0) == 0)
+                masks.push_back(std::stoull(line.substr(7), nullptr, 16));
+    }
+    return masks;
+}
+
+}  // namespace locksmith::test
