@@ -97,6 +97,9 @@ http_connection::http_connection(const endpoint& to, milliseconds dial_timeout)
     connect(to, dial_timeout);
 }
 
+http_connection::http_connection(int fd, std::string address)
+    : address_(std::move(address)), fd_(fd), generation_(fork_generation()), in_(8192) {}
+
 http_connection::~http_connection() {
     if (fd_ >= 0) ::close(fd_);
 }
