@@ -77,6 +77,10 @@ endpoint parse_endpoint(std::string_view url) {
         e.host = std::string(rest.substr(0, colon));
         port = rest.substr(colon + 1);
         if (port.empty()) throw invalid_argument_error("etcd endpoint '" + shown + "': empty port");
+        // http://::1 would be host ":" on port 1.
+        if (e.host.find(':') != std::string::npos)
+            throw invalid_argument_error("etcd endpoint '" + shown +
+                                         "': an IPv6 address goes in brackets (http://[::1]:2379)");
     } else {
         e.host = std::string(rest);
     }

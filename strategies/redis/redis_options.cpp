@@ -147,6 +147,9 @@ redis_endpoint parse_url(std::string_view url) {
             port = authority.substr(colon + 1);
             if (port.empty()) bad_url("empty port");
         }
+        // redis://::1 would be host ":" on port 1.
+        if (host.find(':') != std::string_view::npos)
+            bad_url("an IPv6 address goes in brackets: redis://[::1]:6379");
     }
     if (host.empty()) bad_url("missing host");
     e.host = std::string(host);

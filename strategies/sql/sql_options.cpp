@@ -99,6 +99,10 @@ sql_dsn parse(std::string_view text) {
     } else if (auto colon = authority.rfind(':'); colon != std::string_view::npos) {
         host = authority.substr(0, colon);
         port = authority.substr(colon + 1);
+        // mysql://u:p@::1/db would be host ":" on port 1.
+        if (host.find(':') != std::string_view::npos)
+            throw invalid_argument_error(
+                "an IPv6 address goes in brackets: mysql://u:p@[::1]:3306/db");
     }
     d.host = std::string(host);
     if (!port.empty() || authority.find(':') != std::string_view::npos) {

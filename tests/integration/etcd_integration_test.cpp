@@ -322,7 +322,10 @@ BOOST_AUTO_TEST_CASE(unreachable_and_bad_endpoints_fail_cleanly) {
         BOOST_TEST((e.kind() == error_kind::transient));
     }
     for (const char* bad :
-         {"https://127.0.0.1:2379", "127.0.0.1:2379", "http://u:pw@h:1", "http://h:99999"}) {
+         {"https://127.0.0.1:2379", "127.0.0.1:2379", "http://u:pw@h:1", "http://h:99999",
+          // An IPv6 address without brackets (found by fuzz_etcd_endpoint: "http://fe80::1" was
+          // host "fe80:" on port 1, and the endpoint's text named another endpoint).
+          "http://fe80::1", "http://::1:2379"}) {
         try {
             strategies::etcd_options::from_json({{"endpoints", bad}});
             BOOST_FAIL(std::string("accepted ") + bad);
