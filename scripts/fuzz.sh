@@ -52,14 +52,15 @@ for t in "${targets[@]}"; do
   # -timeout: an input that takes 10 s is a finding (a hang); -rss_limit_mb: so is 2 GB.
   "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$out/$t/" "$build/fuzz-corpus/$t" "$seeds" >"$log" 2>&1 || rc=$?
+  # A target that fails on its first input prints no figures: '?'.
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+  ft=$(grep -ao 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   if [ "$rc" -eq 0 ]; then
     result=ok
   else
-    artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
+    artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1 || true)
     result="FAILED: ${artifact:-no reproducer written} (log: $log)"
     failed+=("$t")
   fi
@@ -71,7 +72,7 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz.sh: findings in: ${failed[*]}" >&2
   for t in "${failed[@]}"; do
     [ -f "$out/$t/log.txt" ] || continue
-    echo "--- $t: $(grep -m1 -E 'ERROR: |runtime error|FUZZ PROPERTY|Assertion|terminate called|deadly signal' "$out/$t/log.txt" || true)" >&2
+    echo "--- $t: $(grep -a -m1 -E 'ERROR: |runtime error|FUZZ PROPERTY|terminate called|deadly signal' "$out/$t/log.txt" || true)" >&2
   done
   exit 1
 fi

@@ -85,6 +85,9 @@ endpoint parse_endpoint(std::string_view url) {
         e.host = std::string(rest);
     }
     if (e.host.empty()) throw invalid_argument_error("etcd endpoint '" + shown + "': no host");
+    // No host has them; [[::1] would be host "[::1", shown as a URL that does not parse.
+    if (e.host.find_first_of("[]") != std::string::npos)
+        throw invalid_argument_error("etcd endpoint '" + shown + "': '[' or ']' inside the host");
     if (!port.empty()) {
         auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), e.port);
         if (ec != std::errc() || end != port.data() + port.size() || e.port < 1 || e.port > 65535)

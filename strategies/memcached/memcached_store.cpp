@@ -72,6 +72,8 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
                 bad("the port is not a number in [1, 65535]", item);
         }
         if (host.empty()) bad("missing host", item);
+        // No host has them; [[::1] would be host "[::1", shown as a name that does not parse.
+        if (host.find_first_of("[]") != std::string::npos) bad("'[' or ']' inside the host", item);
         out.emplace_back(host, p);
         if (end == text.size()) break;
     }

@@ -152,6 +152,8 @@ redis_endpoint parse_url(std::string_view url) {
             bad_url("an IPv6 address goes in brackets: redis://[::1]:6379");
     }
     if (host.empty()) bad_url("missing host");
+    // No host has them; [[::1] would be host "[::1", shown as a URL that does not parse.
+    if (host.find_first_of("[]") != std::string_view::npos) bad_url("'[' or ']' inside the host");
     e.host = std::string(host);
     if (!port.empty()) e.port = parse_number(port, 1, 65535, "port");
     if (!path.empty()) e.db = parse_number(path, 0, 1'000'000, "database");

@@ -104,6 +104,9 @@ sql_dsn parse(std::string_view text) {
             throw invalid_argument_error(
                 "an IPv6 address goes in brackets: mysql://u:p@[::1]:3306/db");
     }
+    // No host has them; [[::1] would be host "[::1".
+    if (host.find_first_of("[]") != std::string_view::npos)
+        throw invalid_argument_error("'[' or ']' inside the host");
     d.host = std::string(host);
     if (!port.empty() || authority.find(':') != std::string_view::npos) {
         auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), d.port);

@@ -22,8 +22,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     // With a %-escape, the password as read is not the text that the URL shows.
     if (url.find('%') == std::string_view::npos) {
-        check(!fuzz::reveals(e.redacted(), url, e.password), "redacted() shows the password",
-              e.redacted());
+        // What redacted() shows whatever the password is (it adds the default port and
+        // database, which may hold the password's digits).
+        auto other = e;
+        other.password = e.password.empty() ? "" : "x";
+        check(!fuzz::reveals(e.redacted(), url, e.password, other.redacted()),
+              "redacted() shows the password", e.redacted());
         check(!fuzz::reveals(redact_url(url), url, e.password), "redact_url shows the password",
               redact_url(url));
     }
