@@ -47,6 +47,8 @@ for t in "${targets[@]}"; do
   seeds="$root/tests/fuzz/corpus/$t"
   [ -x "$exe" ] || { echo "fuzz.sh: no target fuzz_$t (not built here?)" >&2; failed+=("$t"); continue; }
   mkdir -p "$build/fuzz-corpus/$t" "$out/$t"
+  # Only this run's findings: one reproducer per failed target, the one named below.
+  rm -f "$out/$t"/crash-* "$out/$t"/leak-* "$out/$t"/timeout-* "$out/$t"/oom-* "$out/$t"/slow-unit-*
   log="$out/$t/log.txt"
   rc=0
   # -timeout: an input that takes 10 s is a finding (a hang); -rss_limit_mb: so is 2 GB.

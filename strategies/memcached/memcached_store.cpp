@@ -72,8 +72,10 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
                 bad("the port is not a number in [1, 65535]", item);
         }
         if (host.empty()) bad("missing host", item);
-        // No host has them; [[::1] would be host "[::1", shown as a name that does not parse.
-        if (host.find_first_of("[]") != std::string::npos) bad("'[' or ']' inside the host", item);
+        // No host has them; [[::1] would be host "[::1", and [ ] host " ", shown as names that
+        // do not parse (entries are trimmed of blanks).
+        if (host.find_first_of("[] ") != std::string::npos)
+            bad("'[', ']' or a blank inside the host", item);
         out.emplace_back(host, p);
         if (end == text.size()) break;
     }
