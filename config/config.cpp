@@ -303,6 +303,13 @@ bool parse_into(std::string_view text, config& out, std::vector<config_error>& e
             detail = detail.substr(pos2 + 2);
         errors.emplace_back("config.syntax", "", "not valid JSON: " + detail, line, column);
         return false;
+    } catch (const ordered::out_of_range& e) {
+        // Valid JSON that nlohmann cannot hold: a number beyond a double (1e400). It reports
+        // neither position nor a token other than the number, which is safe to show.
+        std::string detail = e.what();
+        if (auto pos = detail.find("] "); pos != std::string::npos) detail.erase(0, pos + 2);
+        errors.emplace_back("config.syntax", "", "not a number locksmith can read: " + detail);
+        return false;
     }
     validator(out, errors).document(root);
     return true;

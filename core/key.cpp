@@ -91,6 +91,12 @@ nlohmann::json key::to_json() const {
     return j;
 }
 
+namespace {
+// 2200-01-01 UTC: beyond any lock's expiry, and early enough that the expiry in nanoseconds
+// since the epoch, and its distance from now, fit in 64 bits.
+constexpr std::int64_t max_expiry_unix_ms = 7'258'118'400'000;
+}  // namespace
+
 key key::from_json(const nlohmann::json& j) {
     auto fail = [](const std::string& what) -> void {
         throw invalid_argument_error("serialized key: " + what);
@@ -102,12 +108,17 @@ key key::from_json(const nlohmann::json& j) {
     } else if (j.contains("resource_hex") && j["resource_hex"].is_string()) {
         const auto& hex = j["resource_hex"].get_ref<const std::string&>();
         if (hex.size() % 2 != 0) fail("'resource_hex' has an odd length");
+        // Digits only: std::stoi took " f", "-1" and "0x" as bytes too.
+        auto digit = [](char c) {
+            if (c >= '0' && c <= '9') return c - '0';
+            if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+            if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+            return -1;
+        };
         for (std::size_t i = 0; i < hex.size(); i += 2) {
-            try {
-                k.resource_ += char(std::stoi(hex.substr(i, 2), nullptr, 16));
-            } catch (const std::exception&) {
-                fail("'resource_hex' is not hexadecimal");
-            }
+            const int high = digit(hex[i]), low = digit(hex[i + 1]);
+            if (high < 0 || low < 0) fail("'resource_hex' is not hexadecimal");
+            k.resource_ += char(high * 16 + low);
         }
     } else {
         fail("'resource' is missing or not a string");
@@ -123,8 +134,13 @@ key key::from_json(const nlohmann::json& j) {
     if (j.contains("expires_at_unix_ms")) {
         if (!j["expires_at_unix_ms"].is_number_integer())
             fail("'expires_at_unix_ms' is not an integer");
-        auto wall = std::chrono::system_clock::time_point(
-            std::chrono::milliseconds(j["expires_at_unix_ms"].get<std::int64_t>()));
+        // Converted to the clocks' nanoseconds below, which overflow past the year 2262 (a value
+        // above 2^63 reads as negative here).
+        const auto ms = j["expires_at_unix_ms"].get<std::int64_t>();
+        if (ms < 0 || ms > max_expiry_unix_ms)
+            fail("'expires_at_unix_ms' is out of range (0 to " +
+                 std::to_string(max_expiry_unix_ms) + ", the year 2200)");
+        auto wall = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
         k.expires_at_ = clock::now() + (wall - std::chrono::system_clock::now());
     }
     if (j.contains("fencing_token")) {

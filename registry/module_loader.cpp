@@ -14,6 +14,7 @@
 #include <locksmith/version.hpp>
 
 #include "core/trusted_path.hpp"
+#include "plugin_entry.hpp"
 
 namespace locksmith {
 namespace {
@@ -22,13 +23,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* entry_symbol = "locksmith_plugin_info";
 
-// What a plugin registered, or why it was refused.
-struct entered {
-    std::string name;
-    std::string version;
-    std::vector<strategy_descriptor> strategies;
-    std::string failure;  // empty when accepted
-};
+using detail::entered;
 
 // The host handle given to a plugin: it collects the descriptors, so that a plugin is checked
 // as a whole before any of its strategies reaches a registry.
@@ -78,9 +73,10 @@ bool same_abi(const locksmith_cxx_abi& a, const locksmith_cxx_abi& b) {
            a.sizeof_store == b.sizeof_store;
 }
 
-// Checks the plugin behind `entry` (`where` names it: its file, or the module linked into this
-// program) and runs its registration. Nothing but the API version is read before the version
-// matches; nothing of the plugin's C++ runs before its ABI matches.
+}  // namespace
+
+namespace detail {
+
 entered enter(const std::string& where, locksmith_plugin_entry entry) {
     entered out;
     const locksmith_plugin* info = entry();
@@ -122,6 +118,12 @@ entered enter(const std::string& where, locksmith_plugin_entry entry) {
     out.strategies = std::move(h.strategies);
     return out;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::enter;
 
 // dlopen + dlsym + enter. Loaded libraries are never unloaded, refused ones included: stores,
 // and the code behind their vtables, may live until exit, and a refused library's destructors

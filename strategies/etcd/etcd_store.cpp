@@ -526,10 +526,11 @@ class etcd_store final : public store {
                                         " failed: the watch was not confirmed in time",
                                     error_kind::transient);
             if (!field(result, "created").is_boolean() || field(result, "canceled").is_boolean())
-                throw backend_error(strategy_name, "watch",
-                                    "etcd: " + std::string(what) + " at " + c.address() +
-                                        " was refused: " + field(result, "cancel_reason").dump(),
-                                    error_kind::permanent);
+                throw backend_error(
+                    strategy_name, "watch",
+                    "etcd: " + std::string(what) + " at " + c.address() +
+                        " was refused: " + server_text(field(result, "cancel_reason").dump()),
+                    error_kind::permanent);
             // Each watcher reports from its own creation on: the latest creation counts.
             w.created = std::max(w.created, number(field(result, "header"), "revision"));
         }
@@ -568,7 +569,7 @@ class etcd_store final : public store {
     }
 
     // The next message's "result" of a watch stream; null when `until` passed first.
-    static json next_watch_result(http_connection& c, deadline until, std::string_view what) {
+    json next_watch_result(http_connection& c, deadline until, std::string_view what) const {
         const auto message = c.next_message(until, what);
         if (!message) return json();
         auto m = parse_reply(*message, what, c.address());
@@ -577,7 +578,7 @@ class etcd_store final : public store {
             const auto& e = m["error"];
             throw backend_error(strategy_name, "grpc " + std::to_string(number(e, "grpc_code")),
                                 "etcd: " + std::string(what) + " at " + c.address() +
-                                    " failed: " + field(e, "message").dump(),
+                                    " failed: " + server_text(field(e, "message").dump()),
                                 error_kind::transient);
         }
         auto result = field(m, "result");
@@ -590,10 +591,11 @@ class etcd_store final : public store {
         const auto id = number(r, "ID");
         if (id == 0) {
             const auto& error = field(r, "error");
-            throw backend_error(strategy_name, "lease",
-                                "etcd: granting a lease failed" +
-                                    (error.is_string() ? ": " + error.get<std::string>() : ""),
-                                error_kind::transient);
+            throw backend_error(
+                strategy_name, "lease",
+                "etcd: granting a lease failed" +
+                    (error.is_string() ? ": " + server_text(error.get<std::string>()) : ""),
+                error_kind::transient);
         }
         return id;
     }
@@ -661,9 +663,10 @@ class etcd_store final : public store {
                                  const http_connection& c) {
         const auto reply = parse_reply(body, what, c.address());
         const auto code = number(reply, "code");
-        std::string message = field(reply, "message").is_string()
-                                  ? field(reply, "message").get<std::string>()
-                                  : body.substr(0, 200);
+        // Scrubbed before it is cut: a cut could leave a part of the password.
+        const std::string message = field(reply, "message").is_string()
+                                        ? server_text(field(reply, "message").get<std::string>())
+                                        : server_text(body).substr(0, 200);
         // gRPC codes: 14 unavailable, 4 deadline exceeded, 8 resource exhausted, 10 aborted.
         const bool transient = code == 14 || code == 4 || code == 8 || code == 10 || status >= 500;
         std::string hint;
@@ -676,6 +679,12 @@ class etcd_store final : public store {
             "etcd: " + std::string(what) + " at " + c.address() + " failed: HTTP " +
                 std::to_string(status) + ": " + message + hint,
             transient ? error_kind::transient : error_kind::permanent);
+    }
+
+    // Text from the server, for a message: without the password, which a broken or hostile
+    // server could echo (found by tests/fuzz/fuzz_etcd_replies).
+    std::string server_text(std::string text) const {
+        return scrub_secret(std::move(text), options_.password);
     }
 
     // --- connections ---

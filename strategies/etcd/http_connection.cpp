@@ -79,10 +79,17 @@ endpoint parse_endpoint(std::string_view url) {
         e.host = std::string(rest.substr(0, colon));
         port = rest.substr(colon + 1);
         if (port.empty()) throw invalid_argument_error("etcd endpoint '" + shown + "': empty port");
+        // http://::1 would be host ":" on port 1.
+        if (e.host.find(':') != std::string::npos)
+            throw invalid_argument_error("etcd endpoint '" + shown +
+                                         "': an IPv6 address goes in brackets (http://[::1]:2379)");
     } else {
         e.host = std::string(rest);
     }
     if (e.host.empty()) throw invalid_argument_error("etcd endpoint '" + shown + "': no host");
+    // No host has them; [[::1] would be host "[::1", shown as a URL that does not parse.
+    if (e.host.find_first_of("[]") != std::string::npos)
+        throw invalid_argument_error("etcd endpoint '" + shown + "': '[' or ']' inside the host");
     if (!port.empty()) {
         auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), e.port);
         if (ec != std::errc() || end != port.data() + port.size() || e.port < 1 || e.port > 65535)
@@ -98,6 +105,9 @@ http_connection::http_connection(const endpoint& to, milliseconds dial_timeout)
     : address_(to.text), generation_(fork_generation()), in_(8192) {
     connect(to, dial_timeout);
 }
+
+http_connection::http_connection(int fd, std::string address)
+    : address_(std::move(address)), fd_(fd), generation_(fork_generation()), in_(8192) {}
 
 http_connection::~http_connection() {
     if (fd_ >= 0) ::close(fd_);

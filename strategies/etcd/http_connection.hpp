@@ -50,6 +50,10 @@ class http_connection {
   public:
     // Throws backend_error ("etcd: connecting to http://host:port failed: ...").
     http_connection(const endpoint& to, std::chrono::milliseconds dial_timeout);
+    // Takes over `fd`, a connected stream socket (a test's or the fuzz target's socketpair; the
+    // destructor closes it), named `address` ("http://host:port") in messages and the Host
+    // header. The reply parsing is the same code, without a server to reach.
+    http_connection(int fd, std::string address);
     ~http_connection();
     http_connection(const http_connection&) = delete;
     http_connection& operator=(const http_connection&) = delete;

@@ -56,6 +56,9 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
             host = item.substr(0, colon);
             port = item.substr(colon + 1);
             if (port.empty()) bad("empty port", item);
+            // ::1 would be host ":" on port 1.
+            if (host.find(':') != std::string::npos)
+                bad("an IPv6 address goes in brackets ([::1]:11211)", item);
         }
         int p = 11211;
         if (!port.empty()) {

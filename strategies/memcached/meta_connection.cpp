@@ -118,6 +118,20 @@ meta_connection::meta_connection(std::string host, int port, milliseconds connec
     }
 }
 
+meta_connection::meta_connection(int fd, std::string address, milliseconds command_timeout)
+    : port_(0),
+      address_(std::move(address)),
+      command_timeout_(command_timeout),
+      fd_(fd),
+      in_(4096) {
+    try {
+        handshake();
+    } catch (...) {
+        close_socket();
+        throw;
+    }
+}
+
 meta_connection::~meta_connection() {
     close_socket();
 }

@@ -50,6 +50,10 @@ class meta_connection {
     // Throws backend_error ("memcached: connecting at host:port failed: ...").
     meta_connection(std::string host, int port, std::chrono::milliseconds connect_timeout,
                     std::chrono::milliseconds command_timeout);
+    // Takes over `fd`, a connected stream socket (a test's or the fuzz target's socketpair; the
+    // destructor closes it, as it does on a throw), named `address` in messages, then checks the
+    // server as above. The reply parsing is the same code, without a server to reach.
+    meta_connection(int fd, std::string address, std::chrono::milliseconds command_timeout);
     ~meta_connection();
     meta_connection(const meta_connection&) = delete;
     meta_connection& operator=(const meta_connection&) = delete;

@@ -147,8 +147,13 @@ redis_endpoint parse_url(std::string_view url) {
             port = authority.substr(colon + 1);
             if (port.empty()) bad_url("empty port");
         }
+        // redis://::1 would be host ":" on port 1.
+        if (host.find(':') != std::string_view::npos)
+            bad_url("an IPv6 address goes in brackets: redis://[::1]:6379");
     }
     if (host.empty()) bad_url("missing host");
+    // No host has them; [[::1] would be host "[::1", shown as a URL that does not parse.
+    if (host.find_first_of("[]") != std::string_view::npos) bad_url("'[' or ']' inside the host");
     e.host = std::string(host);
     if (!port.empty()) e.port = parse_number(port, 1, 65535, "port");
     if (!path.empty()) e.db = parse_number(path, 0, 1'000'000, "database");

@@ -99,7 +99,14 @@ sql_dsn parse(std::string_view text) {
     } else if (auto colon = authority.rfind(':'); colon != std::string_view::npos) {
         host = authority.substr(0, colon);
         port = authority.substr(colon + 1);
+        // mysql://u:p@::1/db would be host ":" on port 1.
+        if (host.find(':') != std::string_view::npos)
+            throw invalid_argument_error(
+                "an IPv6 address goes in brackets: mysql://u:p@[::1]:3306/db");
     }
+    // No host has them; [[::1] would be host "[::1".
+    if (host.find_first_of("[]") != std::string_view::npos)
+        throw invalid_argument_error("'[' or ']' inside the host");
     d.host = std::string(host);
     if (!port.empty() || authority.find(':') != std::string_view::npos) {
         auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), d.port);

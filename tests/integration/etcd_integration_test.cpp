@@ -323,7 +323,12 @@ BOOST_AUTO_TEST_CASE(unreachable_and_bad_endpoints_fail_cleanly) {
         BOOST_TEST((e.kind() == error_kind::transient));
     }
     for (const char* bad :
-         {"https://127.0.0.1:2379", "127.0.0.1:2379", "http://u:pw@h:1", "http://h:99999"}) {
+         {"https://127.0.0.1:2379", "127.0.0.1:2379", "http://u:pw@h:1", "http://h:99999",
+          // An IPv6 address without brackets (found by fuzz_etcd_endpoint: "http://fe80::1" was
+          // host "fe80:" on port 1, and the endpoint's text named another endpoint).
+          "http://fe80::1", "http://::1:2379",
+          // Brackets inside the host: [[::1] was host "[::1".
+          "http://[[::1]:2379", "http://a]b"}) {
         try {
             strategies::etcd_options::from_json({{"endpoints", bad}});
             BOOST_FAIL(std::string("accepted ") + bad);
@@ -519,6 +524,63 @@ BOOST_AUTO_TEST_CASE(a_broken_or_hostile_endpoint_gets_a_clear_error_in_time_and
                 }
             }
         }
+}
+
+// Found by tests/fuzz/fuzz_etcd_replies: a server's error text went into messages as sent, so a
+// broken or hostile server that echoes the password showed it. A stand-in on 127.0.0.1 (no etcd
+// needed) grants a token, then answers the status request with the password in its error.
+BOOST_AUTO_TEST_CASE(a_server_that_echoes_the_password_does_not_get_it_shown) {
+    const std::string password = "Echoed-Pw-4711";
+    for (const std::string& error_body :
+         {R"({"code": 2, "message": "bad request from root:)" + password + R"("})",
+          std::string(150, 'x') + " not JSON: " + password}) {
+        const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        BOOST_REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
+                      ::listen(listener, 4) == 0 &&
+                      ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+        // Two connections, each answered by what it asks: the status request's (opened first,
+        // sent after the token came) and the authentication's.
+        auto answer = [&](int c) {
+            char request[4096];
+            const ssize_t n = ::recv(c, request, sizeof request, 0);
+            const bool auth =
+                n > 0 && std::string(request, std::size_t(n)).find("/v3/auth/authenticate") !=
+                             std::string::npos;
+            const std::string body = auth ? R"({"token": "t"})" : error_body;
+            const std::string reply = std::string("HTTP/1.1 ") + (auth ? "200" : "500") +
+                                      " X\r\nContent-Length: " + std::to_string(body.size()) +
+                                      "\r\n\r\n" + body;
+            (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+            ::close(c);
+        };
+        std::thread server([&] {
+            std::vector<std::thread> handlers;
+            for (int i = 0; i < 2; ++i) {
+                const int c = ::accept(listener, nullptr, nullptr);
+                if (c >= 0) handlers.emplace_back(answer, c);
+            }
+            for (auto& h : handlers) h.join();
+        });
+        auto o = options_for("http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)));
+        o.user = "root";
+        o.password = password;
+        try {
+            strategies::make_etcd_store(o);
+            BOOST_ERROR("the store started against a server that failed its status request");
+        } catch (const backend_error& e) {
+            BOOST_TEST(std::string(e.what()).find("Echoed") == std::string::npos, e.what());
+            const std::string shown = e.what();
+            BOOST_TEST((shown.find("bad request") != std::string::npos ||
+                        shown.find("not JSON") != std::string::npos),
+                       shown);
+        }
+        server.join();
+        ::close(listener);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE(etcd_server,

@@ -770,6 +770,10 @@ BOOST_AUTO_TEST_CASE(server_list_parsing) {
     BOOST_TEST(s[0].second == 1);
     BOOST_TEST(s[1].second == 11211);
     BOOST_TEST(s[2].first == "::1");
-    for (const char* bad : {"", "a:", "a:x", "a:70000", ",", "[::1"})
+    // An IPv6 address without brackets (found by fuzz_memcached_servers: "fe80::1" was host
+    // "fe80:" on port 1, and the server's name in messages could not be read back).
+    for (const char* bad : {"", "a:", "a:x", "a:70000", ",", "[::1", "fe80::1", "::1:11211",
+                            // Brackets inside the host: [[::1] was host "[::1".
+                            "[[::1]:11211", "a]b", "[ ]:1"})
         BOOST_CHECK_THROW(strategies::parse_memcached_servers(bad), invalid_argument_error);
 }

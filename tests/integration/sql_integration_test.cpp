@@ -364,7 +364,9 @@ BOOST_AUTO_TEST_CASE(dsn_forms_and_errors_without_the_password) {
     for (const char* bad : {"sqlite://relative.db", "sqlite:///dir/", "oracle://u:Hidden-pw1@h/db",
                             "mysql://u:Hidden-pw1@h:99999/db", "mysql://u:Hidden-pw1@h/db?ssl=1",
                             "mysql://u:Hidden-pw1@h:3306", "postgresql://u:Hidden-pw1@h:x/db",
-                            "postgresql://u:Hidden%2-pw1@h/db"}) {
+                            "postgresql://u:Hidden%2-pw1@h/db",
+                            // An IPv6 address without brackets: host "fe80:" on port 1.
+                            "mysql://u:Hidden-pw1@fe80::1/db", "mysql://u:Hidden-pw1@a]b/db"}) {
         BOOST_TEST_CONTEXT(bad) {
             try {
                 strategies::parse_sql_dsn(bad);

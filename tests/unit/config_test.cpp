@@ -167,6 +167,19 @@ BOOST_AUTO_TEST_CASE(not_json_gives_line_and_column) {
     BOOST_TEST(c4.line >= 1u);
 }
 
+// Found by tests/fuzz/fuzz_config: nlohmann reads 1e400 as valid JSON but throws its own
+// out_of_range (not a parse_error), which escaped config::parse and config::check.
+BOOST_AUTO_TEST_CASE(a_number_beyond_a_double_is_a_config_error) {
+    const std::string text = R"({"defaults": {"ttl_s": 1e400}})";
+    auto c = parse_error(text);
+    BOOST_TEST(c.thrown);
+    BOOST_TEST(c.id == "config.syntax");
+    BOOST_TEST(c.message.find("1e400") != std::string::npos, "message: " << c.message);
+    const auto problems = config::check(text);
+    BOOST_REQUIRE(problems.size() == 1u);
+    BOOST_TEST(problems[0].id() == "config.syntax");
+}
+
 BOOST_AUTO_TEST_CASE(trailing_garbage_is_an_error) {
     BOOST_TEST(parse_error("{} {}").thrown);
 }

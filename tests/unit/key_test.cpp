@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -216,4 +217,40 @@ BOOST_AUTO_TEST_CASE(from_json_names_the_bad_field) {
 
     BOOST_TEST(!message_of(nlohmann::json::array()).empty());
     BOOST_TEST(!message_of(nlohmann::json("text")).empty());
+}
+
+// Found by tests/fuzz/fuzz_key: std::stoi read " f", "-1" and "0x" as bytes of the name.
+BOOST_AUTO_TEST_CASE(resource_hex_must_be_hexadecimal) {
+    auto j = key("r").to_json();
+    j.erase("resource");
+    j["resource_hex"] = "ff41";
+    BOOST_TEST(key::from_json(j).resource() == std::string("\xff"
+                                                           "A"));
+    for (const char* bad : {"-1", " f", "0x", "+f", "4g"}) {
+        j["resource_hex"] = bad;
+        BOOST_CHECK_THROW(key::from_json(j), invalid_argument_error);
+    }
+}
+
+// Found by tests/fuzz/fuzz_key (UBSan): an expiry near 2^63 ms overflowed when converted to
+// the clocks' nanoseconds (undefined behaviour; in practice a key expiring in the past).
+BOOST_AUTO_TEST_CASE(expiry_out_of_range_is_refused) {
+    auto j = key("r").to_json();
+    for (std::int64_t bad : {std::numeric_limits<std::int64_t>::max(), std::int64_t(-1),
+                             std::int64_t(9'300'000'000'000)}) {
+        j["expires_at_unix_ms"] = bad;
+        BOOST_CHECK_THROW(key::from_json(j), invalid_argument_error);
+    }
+    j["expires_at_unix_ms"] = std::numeric_limits<std::uint64_t>::max();
+    BOOST_CHECK_THROW(key::from_json(j), invalid_argument_error);
+    // An hour from now is an hour from now.
+    const auto in_an_hour =
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            (std::chrono::system_clock::now() + std::chrono::hours(1)).time_since_epoch())
+            .count();
+    j["expires_at_unix_ms"] = in_an_hour;
+    const auto left = key::from_json(j).remaining_lifetime();
+    BOOST_REQUIRE(left.has_value());
+    BOOST_TEST(left->count() > 3'590'000);
+    BOOST_TEST(left->count() <= 3'600'000);
 }
