@@ -111,14 +111,11 @@ std::string redact_url(std::string_view url) {
         !leading_keyword(url.substr(std::min(url.size(), url.find_first_not_of(" \t\n\r\f\v"))))
              .empty())
         return redact_keyword_value(url);
-    // A URL has no blanks: what follows one is not part of it, and may be a "password=...".
-    std::string_view tail_hidden;
-    for (std::size_t i = 0; i < url.size(); ++i)
-        if (is_space(url[i])) {
-            tail_hidden = " ***";
-            url = url.substr(0, i);
-            break;
-        }
+    // A URL has no blanks. One with a blank may be a URL whose password has one
+    // ("postgresql://u:p w@host": the userinfo ends after it) or be followed by a
+    // "password=...": nothing after the scheme is shown (found by tests/fuzz/fuzz_pg_dsn).
+    for (char c : url)
+        if (is_space(c)) return std::string(url.substr(0, start)) + "***";
     std::string out(url.substr(0, start));
     auto rest = url.substr(start);
     if (auto at = rest.rfind('@'); at != npos) {
@@ -141,12 +138,13 @@ std::string redact_url(std::string_view url) {
     }
     const auto query = rest.find_first_of("?#");
     out += rest.substr(0, query);
-    if (query == npos) return out + std::string(tail_hidden);
+    if (query == npos) return out;
     auto fragment = rest.find('#', query);
     if (rest[query] == '?') {
         out += '?';
         auto params = rest.substr(query + 1, fragment == npos ? npos : fragment - query - 1);
-        for (bool first = true; !params.empty() || first; first = false) {
+        // Every separator is kept, empty parameters too: redacting again changes nothing.
+        for (bool first = true;; first = false) {
             const auto end = params.find_first_of("&;");
             const auto param = params.substr(0, end);
             if (!first) out += '&';
@@ -163,11 +161,12 @@ std::string redact_url(std::string_view url) {
                 out += std::string(name) + "=***";
             else if (!param.empty())
                 out += "***";
-            params = end == npos ? std::string_view() : params.substr(end + 1);
+            if (end == npos) break;
+            params = params.substr(end + 1);
         }
     }
     if (fragment != npos) out += "#***";
-    return out + std::string(tail_hidden);
+    return out;
 }
 
 namespace {

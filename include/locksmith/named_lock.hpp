@@ -176,8 +176,11 @@ class named_lock {
     static deadline deadline_after(const std::chrono::duration<Rep, Period>& timeout) {
         auto now = deadline::clock::now();
         if (timeout <= timeout.zero()) return now;
-        if (std::chrono::duration<double>(timeout) >
-            std::chrono::duration<double>(deadline::max() - now))
+        // Compared in double, which rounds near deadline::max() (by up to a microsecond): with an
+        // hour to spare, `now + timeout` cannot overflow (a time point's max minus now, as from
+        // try_lock_until(time_point::max()), did: UBSan, scripts/sanitize.sh asan).
+        if (std::chrono::duration<double>(timeout) >=
+            std::chrono::duration<double>(deadline::max() - now - std::chrono::hours(1)))
             return deadline::max();
         return now + std::chrono::ceil<deadline::duration>(timeout);
     }

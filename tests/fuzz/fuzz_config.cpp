@@ -6,7 +6,7 @@
 //    config when there are none;
 //  - the nesting pre-scan refuses exactly the valid documents nested deeper than max_depth;
 //  - a lock rule's capabilities survive to_string and parse_capabilities.
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -95,15 +95,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 check(parse_capabilities(to_string(*rule.require)) == *rule.require,
                       "capabilities survive to_string and parse_capabilities", rule.pattern);
 
-    // From a file: an unnamed one in memory, opened by its /proc path like any other file.
-    const int fd = ::memfd_create("locksmith-fuzz-config", MFD_CLOEXEC);
-    check(fd >= 0, "memfd_create");
-    if (::write(fd, text.data(), text.size()) == ssize_t(text.size()))
-        expect_same(first, attempt([&] {
-                        return config::load_file("/proc/self/fd/" + std::to_string(fd));
-                    }),
-                    "from a file");
+    // From a file, in a folder of our own: a config is read only where no other user could
+    // have changed it (an unnamed file in memory, or one in /tmp itself, is refused as unsafe).
+    static const struct private_folder {
+        std::string path;
+        private_folder() {
+            char name[] = "/tmp/locksmith-fuzz-config-XXXXXX";
+            check(::mkdtemp(name) != nullptr, "mkdtemp");
+            path = name;
+        }
+        ~private_folder() {
+            ::unlink((path + "/config.json").c_str());
+            ::rmdir(path.c_str());
+        }
+    } folder;
+    const std::string file = folder.path + "/config.json";
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    check(fd >= 0, "open the config file");
+    const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
     ::close(fd);
+    if (written)
+        expect_same(first, attempt([&] { return config::load_file(file); }), "from a file");
 
     // From LOCKSMITH_CONFIG, when it is inline JSON (a path would read whatever file it names).
     const auto start = text.find_first_not_of(" \t\r\n");

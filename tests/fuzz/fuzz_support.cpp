@@ -63,7 +63,11 @@ std::optional<std::size_t> json_depth(std::string_view text) {
 
 bool reveals(std::string_view shown, std::string_view input, std::string_view secret,
              std::string_view wording) {
-    if (secret.empty() || secret.find('*') != std::string_view::npos) return false;
+    // A secret made only of what a redaction writes itself (separators, blanks, "***") is no
+    // proof of a leak where it appears.
+    if (secret.empty() || secret.find('*') != std::string_view::npos ||
+        secret.find_first_not_of(" \t&;=:@/?#") == std::string_view::npos)
+        return false;
     std::string normalized(input);
     for (char& c : normalized)
         if (c == ';') c = '&';

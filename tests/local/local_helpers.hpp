@@ -25,6 +25,7 @@
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/skip_report.hpp"
+#include "support/suite_helpers.hpp"
 
 namespace locksmith::test {
 
@@ -177,16 +178,6 @@ inline pid_t fork_waiter(const std::function<std::shared_ptr<store>()>& make_sto
     started.close_write();
     if (!started.get(std::chrono::seconds(30))) throw std::runtime_error("waiter did not start");
     return pid;
-}
-
-// Whether `condition` became true within `limit`, checking it every millisecond.
-inline bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-    const auto give_up = std::chrono::steady_clock::now() + limit;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() >= give_up) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
 }
 
 // Forks a child that takes `name` with its own store and then blocks until it is killed; waits

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/registry.hpp>
@@ -33,6 +34,15 @@ void remove_test_lock_dirs() {
         std::error_code ec;
         std::filesystem::remove_all(it->get<std::string>(), ec);
     }
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    while (!condition()) {
+        if (std::chrono::steady_clock::now() >= give_up) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
 }
 
 }  // namespace locksmith::test

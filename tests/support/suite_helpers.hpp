@@ -1,6 +1,8 @@
 // Small helpers shared by the conformance and multi-process suites.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,6 +22,11 @@ std::shared_ptr<store> create_store(const strategy_under_test& s);
 // What a store of the entry offers: the descriptor's capabilities for the entry's options
 // (strategy_descriptor::capabilities_for: `sql` on SQLite is not distributed).
 capability expected_capabilities(const strategy_descriptor& d, const strategy_under_test& s);
+
+// Whether `condition` became true within `limit`, checking it every millisecond: for what
+// settles on another thread or process (a renewal, a roll-back that outlived its round).
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds limit = std::chrono::seconds(2));
 
 // A resource name no other test (or test process) uses: "<label>.<pid>.<counter>".
 std::string unique_resource(std::string_view label);

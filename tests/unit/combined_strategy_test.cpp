@@ -24,11 +24,13 @@
 
 #include "support/printers.hpp"
 #include "support/recording_store.hpp"
+#include "support/suite_helpers.hpp"
 #include "support/thread_signals.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
 using namespace std::chrono_literals;
+using locksmith::test::eventually;
 using locksmith::test::recording_store;
 
 namespace {
@@ -55,17 +57,6 @@ struct three_members {
 
 bool contains(const std::string& haystack, const std::string& needle) {
     return haystack.find(needle) != std::string::npos;
-}
-
-// Whether `condition` becomes true within two seconds (a request that outlived its round
-// settles its member on its own thread).
-bool eventually(const std::function<bool()>& condition) {
-    const auto until = std::chrono::steady_clock::now() + 2s;
-    while (!condition()) {
-        if (std::chrono::steady_clock::now() > until) return false;
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
 }
 
 // A lock directory of a `file` member, removed with the test.

@@ -465,8 +465,12 @@ namespace {
 int in_child(const std::function<void()>& load, const std::string& id, const std::string& needle) {
     pid_t pid = locksmith::test::fork_child(
         [&] {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+            // A sanitizer reserves terabytes of address space for its shadow, so there the cap
+            // is the sanitizer's own (scripts/sanitize.sh: hard_rss_limit_mb).
             rlimit memory{512u << 20, 512u << 20};
             ::setrlimit(RLIMIT_AS, &memory);
+#endif
             try {
                 load();
             } catch (const config_error& e) {

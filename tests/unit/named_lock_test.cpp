@@ -27,10 +27,12 @@
 #include "support/printers.hpp"
 #include "support/recording_store.hpp"
 #include "support/skip_report.hpp"
+#include "support/suite_helpers.hpp"
 #include "support/thread_signals.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::eventually;
 using locksmith::test::recording_store;
 using kind = recording_store::call::kind;
 
@@ -605,19 +607,6 @@ BOOST_AUTO_TEST_CASE(remaining_lifetime_is_empty_when_not_held) {
 }
 
 // --- auto_refresh (the renewal thread) ---
-
-namespace {
-// Polls `done` for up to `limit`; the renewal thread works asynchronously.
-template <class F>
-bool eventually(F&& done, std::chrono::milliseconds limit = 2s) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (done()) return true;
-        std::this_thread::sleep_for(2ms);
-    }
-    return done();
-}
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(auto_refresh_renews_with_the_lock_ttl) {
     fixture f(expiring);
