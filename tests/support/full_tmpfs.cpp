@@ -53,12 +53,14 @@ std::optional<int> run_on_a_full_tmpfs(const std::filesystem::path& where, mode_
     wait_child(pid, std::chrono::seconds(5));
     switch (step.value_or('?')) {
         case 'u':
-            why = "unshare(CLONE_NEWNS) is not permitted (run as root, outside a container that "
-                  "forbids mount namespaces)";
+            why =
+                "unshare(CLONE_NEWNS) is not permitted (run as root, outside a container that "
+                "forbids mount namespaces)";
             break;
         case 'p':
         case 'm':
-            why = "mounting a tmpfs at " + where.string() + " in a private mount namespace is not " +
+            why = "mounting a tmpfs at " + where.string() +
+                  " in a private mount namespace is not " +
                   "permitted (run as root with CAP_SYS_ADMIN)";
             break;
         case 'f':
