@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <regex>
 #include <string>
@@ -49,17 +50,28 @@ namespace {
 constexpr auto attempt_bound = 9s;
 constexpr auto bounded_wait = 1500ms;
 
-// The entry's options with every 127.0.0.1 endpoint replaced by `address`; nullopt when the
-// options name none (a local strategy).
-std::optional<nlohmann::json> pointed_at(const strategy_under_test& e, const std::string& address) {
+// The entry's options with each 127.0.0.1 endpoint replaced by the address `replace` gives for
+// it (one per distinct endpoint, so that `combined`'s members stay distinct members); nullopt
+// when the options name none (a local strategy).
+std::optional<nlohmann::json> pointed_at(
+    const strategy_under_test& e, const std::function<std::string(const std::string&)>& replace) {
     static const std::regex endpoint(R"(127\.0\.0\.1:[0-9]+)");
     const std::string text = e.options->dump();
-    if (!std::regex_search(text, endpoint)) return std::nullopt;
-    return nlohmann::json::parse(std::regex_replace(text, endpoint, address));
+    std::string out;
+    auto from = text.cbegin();
+    for (std::sregex_iterator it(text.begin(), text.end(), endpoint), end; it != end; ++it) {
+        out.append(from, (*it)[0].first);
+        out += replace(it->str());
+        from = (*it)[0].second;
+    }
+    if (out.empty()) return std::nullopt;
+    out.append(from, text.cend());
+    return nlohmann::json::parse(out);
 }
 
 bool uses_a_server(const strategy_under_test& e) {
-    return e.options && pointed_at(e, "127.0.0.1:1").has_value();
+    return e.options &&
+           pointed_at(e, [](const std::string&) { return std::string("127.0.0.1:1"); });
 }
 
 // Child exit codes.
@@ -67,6 +79,12 @@ constexpr int refused = 0;
 constexpr int refused_with_error = 3;
 constexpr int granted = 1;
 constexpr int foreign_exception = 2;
+
+int connections(const std::map<std::string, std::unique_ptr<hostile_server>>& servers) {
+    int n = 0;
+    for (const auto& [real, server] : servers) n += server->connections();
+    return n;
+}
 
 // How long a forked attempt took, written by the child into memory shared with the parent.
 struct timings {
@@ -82,7 +100,7 @@ void against_every_behaviour(const strategy_under_test& entry,
                              std::chrono::milliseconds bound) {
     struct run {
         hostile_behaviour behaviour;
-        std::unique_ptr<hostile_server> server;
+        std::map<std::string, std::unique_ptr<hostile_server>> servers;  // by real endpoint
         timings* took = nullptr;
         pid_t pid = -1;
     };
@@ -93,10 +111,13 @@ void against_every_behaviour(const strategy_under_test& entry,
     std::vector<run> runs;
     const auto resource = unique_resource("hostile");
     for (std::size_t i = 0; i < behaviours.size(); ++i) {
-        run r{behaviours[i], std::make_unique<hostile_server>(behaviours[i]),
-              new (static_cast<timings*>(shared) + i) timings};
+        run r{behaviours[i], {}, new (static_cast<timings*>(shared) + i) timings};
         strategy_under_test hostile = entry;
-        hostile.options = pointed_at(entry, r.server->address());
+        hostile.options = pointed_at(entry, [&](const std::string& real) {
+            auto& server = r.servers[real];
+            if (!server) server = std::make_unique<hostile_server>(behaviours[i]);
+            return server->address();
+        });
         auto* took = r.took;
         r.pid = fork_child(
             [hostile, resource, &attempt, took] {
@@ -129,10 +150,11 @@ void against_every_behaviour(const strategy_under_test& entry,
     for (auto& r : runs) {
         const int status = wait_child(r.pid, attempt_bound + bound + 20s);
         const long create_ms = r.took->create_ms, attempt_ms = r.took->attempt_ms;
-        BOOST_TEST_INFO(entry.id() << " against a server that is " << to_string(r.behaviour) << " ("
-                                   << r.server->connections() << " connections): exit " << status
-                                   << ", store built in " << create_ms
-                                   << " ms, request answered in " << attempt_ms << " ms");
+        BOOST_TEST_INFO(entry.id()
+                        << " against a server that is " << to_string(r.behaviour) << " ("
+                        << r.servers.size() << " servers, " << connections(r.servers)
+                        << " connections): exit " << status << ", store built in " << create_ms
+                        << " ms, request answered in " << attempt_ms << " ms");
         BOOST_CHECK(status == refused || status == refused_with_error);
         BOOST_CHECK(create_ms <= attempt_bound.count() * 1000);
         BOOST_CHECK(attempt_ms <= bound.count());

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The test suite under the sanitizers, each in a build of its own:
+#
+#   scripts/sanitize.sh asan [extra ctest arguments]   AddressSanitizer + UndefinedBehaviorSanitizer
+#                                                      (build-asan): every suite, against the real
+#                                                      test servers
+#   scripts/sanitize.sh tsan [extra ctest arguments]   ThreadSanitizer (build-tsan): the unit,
+#                                                      conformance, multi-process and hostile suites
+#
+# Any report fails the run: every sanitizer stops the process at its first finding
+# (-fno-sanitize-recover=all, halt_on_error), which the test sees as a failure. Suppressions
+# (tests/sanitizers/*.supp) name third-party code only, each with its reason.
+# Environment: BUILD_DIR (default build-asan / build-tsan), JOBS (default 2), and the servers as
+# for scripts/test.sh (started and stopped here unless LOCKSMITH_TEST_REDIS_URL is set).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+kind=${1:-}
+case $kind in
+  asan)
+    flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+    labels=() ;;
+  tsan)
+    flags="-fsanitize=thread -fno-omit-frame-pointer"
+    labels=(-L '^(unit|conformance|stress|hostile)$') ;;
+  *) echo "usage: scripts/sanitize.sh asan|tsan [extra ctest arguments]" >&2; exit 64 ;;
+esac
+shift
+build=${BUILD_DIR:-$root/build-$kind}
+jobs=${JOBS:-2}
+supp=$root/tests/sanitizers
+
+"$root/scripts/install-deps.sh" "$root/scripts/packages.txt" "$root/scripts/packages-servers.txt"
+# -O1 keeps the stacks readable and the run near the speed of the ordinary build's tests.
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+  -DLOCKSMITH_BUILD_TESTS=ON -DLOCKSMITH_BUILD_EXAMPLES=ON -DLOCKSMITH_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j "$jobs"
+
+# The sanitizers' run-time options: stop at the first report, with a stack; leaks too.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:hard_rss_limit_mb=2048"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:hard_rss_limit_mb=2048:suppressions=$supp/tsan.supp"
+
+if [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ] && [ -x "$root/scripts/services.sh" ]; then
+  trap '"$root/scripts/services.sh" stop' EXIT
+  "$root/scripts/services.sh" start
+  eval "$("$root/scripts/services.sh" env)"
+fi
+
+rc=0
+ctest --test-dir "$build" --output-on-failure --timeout 900 "${labels[@]}" "$@" || rc=$?
+grep -h '^SKIPPED ' "$build/Testing/Temporary/LastTest.log" || true
+exit "$rc"
