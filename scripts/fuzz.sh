@@ -11,7 +11,9 @@
 # regression inputs fail at once), and adds what it finds to <build>/fuzz-corpus/<target>/, kept
 # between runs so that later runs start further. The build has its own directory (clang, the
 # instrumentation); ccache is used as in every build.
-# Environment: FUZZ_BUILD_DIR (default build-fuzz), JOBS (default 2), CXX (default clang++-14).
+# Environment: FUZZ_BUILD_DIR (default build-fuzz), JOBS (default 2), CXX (default clang++-14),
+# FUZZ_ARGS (more libFuzzer flags for every target; CI's "-seed=1 -runs=N" makes a run repeat
+# exactly, so that CI fails on a regression, not on the luck of a random walk).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -52,7 +54,8 @@ for t in "${targets[@]}"; do
   log="$out/$t/log.txt"
   rc=0
   # -timeout: an input that takes 10 s is a finding (a hang); -rss_limit_mb: so is 2 GB.
-  "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  # shellcheck disable=SC2086
+  "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 ${FUZZ_ARGS:-} \
     -artifact_prefix="$out/$t/" "$build/fuzz-corpus/$t" "$seeds" >"$log" 2>&1 || rc=$?
   # A target that fails on its first input prints no figures: '?'.
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

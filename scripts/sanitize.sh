@@ -10,7 +10,7 @@
 # Any report fails the run: every sanitizer stops the process at its first finding
 # (-fno-sanitize-recover=all, halt_on_error), which the test sees as a failure. Suppressions
 # (tests/sanitizers/*.supp) name third-party code only, each with its reason.
-# Environment: BUILD_DIR (default build-asan / build-tsan), JOBS (default 2), and the servers as
+# Environment: SANITIZE_BUILD_DIR (default build-asan / build-tsan), JOBS (default 2), and the servers as
 # for scripts/test.sh (started and stopped here unless LOCKSMITH_TEST_REDIS_URL is set).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +25,7 @@ case $kind in
   *) echo "usage: scripts/sanitize.sh asan|tsan [extra ctest arguments]" >&2; exit 64 ;;
 esac
 shift
-build=${BUILD_DIR:-$root/build-$kind}
+build=${SANITIZE_BUILD_DIR:-$root/build-$kind}
 jobs=${JOBS:-2}
 supp=$root/tests/sanitizers
 

@@ -68,9 +68,16 @@ bool reveals(std::string_view shown, std::string_view input, std::string_view se
     if (secret.empty() || secret.find('*') != std::string_view::npos ||
         secret.find_first_not_of(" \t&;=:@/?#") == std::string_view::npos)
         return false;
-    std::string normalized(input);
-    for (char& c : normalized)
-        if (c == ';') c = '&';
+    // What a redaction writes differently from the input: ';' as '&', "key \t= value" as
+    // "key=": a secret that only the rewriting spells out is not given away by it.
+    std::string normalized;
+    for (char c : input) {
+        if (c == '=')
+            while (!normalized.empty() && (normalized.back() == ' ' || normalized.back() == '\t' ||
+                                           normalized.back() == '\n' || normalized.back() == '\r'))
+                normalized.pop_back();
+        normalized += c == ';' ? '&' : c;
+    }
     if (occurrences(normalized, secret) != 1 || occurrences(input, secret) != 1) return false;
     if (wording.find(secret) != std::string_view::npos) return false;
     return shown.find(secret) != std::string_view::npos;
