@@ -13,13 +13,10 @@
 #include <cstring>
 #include <system_error>
 
+#include "support/loopback_listener.hpp"
+
 namespace locksmith::test {
 namespace {
-
-[[noreturn]] void throw_errno(const char* what) {
-    throw std::system_error(errno, std::generic_category(),
-                            std::string("hostile_http_server: ") + what);
-}
 
 // Waits until `fd` has `events` or the stop pipe is readable; false on stop, error or hang-up.
 bool wait_for(int fd, short events, int wake) {
@@ -62,23 +59,11 @@ bool read_more(int fd, std::string& in, int wake) {
 }  // namespace
 
 hostile_http_server::hostile_http_server(answer_function answer) : answer_(std::move(answer)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listener_ < 0) throw_errno("socket");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listener_, 64) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-        ::close(listener_);
-        throw_errno("listen on 127.0.0.1");
-    }
-    port_ = ntohs(a.sin_port);
-    if (::pipe2(wake_, O_CLOEXEC) != 0) {
-        ::close(listener_);
-        throw_errno("pipe2");
-    }
+    const auto l = listen_on_loopback("hostile_http_server", 64);
+    listener_ = l.fd;
+    port_ = l.port;
+    wake_[0] = l.wake[0];
+    wake_[1] = l.wake[1];
     acceptor_ = std::thread([this] { accept_loop(); });
 }
 

@@ -11,12 +11,10 @@
 #include <cstdint>
 #include <system_error>
 
+#include "support/loopback_listener.hpp"
+
 namespace locksmith::test {
 namespace {
-
-[[noreturn]] void throw_errno(const char* what) {
-    throw std::system_error(errno, std::generic_category(), std::string("hostile_server: ") + what);
-}
 
 constexpr int deep_json_levels = 200000;
 constexpr std::size_t nonsense_bytes = 64 * 1024;
@@ -81,23 +79,11 @@ const std::vector<hostile_behaviour>& every_hostile_behaviour() {
 }
 
 hostile_server::hostile_server(hostile_behaviour behaviour) : behaviour_(behaviour) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listener_ < 0) throw_errno("socket");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listener_, 64) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-        ::close(listener_);
-        throw_errno("listen on 127.0.0.1");
-    }
-    port_ = ntohs(a.sin_port);
-    if (::pipe2(wake_, O_CLOEXEC) != 0) {
-        ::close(listener_);
-        throw_errno("pipe2");
-    }
+    const auto l = listen_on_loopback("hostile_server", 64);
+    listener_ = l.fd;
+    port_ = l.port;
+    wake_[0] = l.wake[0];
+    wake_[1] = l.wake[1];
     thread_ = std::thread([this] { run(); });
 }
 

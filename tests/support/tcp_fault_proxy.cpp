@@ -12,15 +12,12 @@
 
 #include <locksmith/author/strategy_support.hpp>
 
+#include "support/loopback_listener.hpp"
+
 namespace locksmith::test {
 namespace {
 
 constexpr int reply_timeout_ms = 10000;
-
-[[noreturn]] void throw_errno(const char* what) {
-    throw std::system_error(errno, std::generic_category(),
-                            std::string("tcp_fault_proxy: ") + what);
-}
 
 bool send_all(int fd, const char* data, std::size_t size) {
     while (size > 0) {
@@ -44,23 +41,11 @@ ssize_t read_some(int fd, char* buf, std::size_t size) {
 
 tcp_fault_proxy::tcp_fault_proxy(const std::string& target_host, int target_port)
     : target_host_(target_host), target_port_(target_port) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listener_ < 0) throw_errno("socket");
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(listener_, 16) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-        ::close(listener_);
-        throw_errno("listen on 127.0.0.1");
-    }
-    port_ = ntohs(a.sin_port);
-    if (::pipe2(wake_, O_CLOEXEC) != 0) {
-        ::close(listener_);
-        throw_errno("pipe2");
-    }
+    const auto l = listen_on_loopback("tcp_fault_proxy", 16);
+    listener_ = l.fd;
+    port_ = l.port;
+    wake_[0] = l.wake[0];
+    wake_[1] = l.wake[1];
     thread_ = std::thread([this] { run(); });
 }
 
