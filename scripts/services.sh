@@ -16,8 +16,8 @@
 # (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
 # LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_ZOOKEEPER_PORT (12181), LOCKSMITH_ETCD_PORT (12379;
 # its peer port is the next one), LOCKSMITH_REDIS_QUORUM_PORT (16380; the three members use it
-# and the next two), LOCKSMITH_SERVICES (default: all, "redis memcached postgres mariadb
-# zookeeper etcd redis-quorum").
+# and the next two), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb
+# zookeeper etcd redis-quorum"; `certs` makes the test certificates the TLS servers use).
 # As root, PostgreSQL runs as the user postgres and MariaDB as mysql (both refuse root).
 # A port held by a process we did not start is reported and left alone.
 set -euo pipefail
@@ -30,7 +30,7 @@ mariadb_port=${LOCKSMITH_MARIADB_PORT:-13306}
 zookeeper_port=${LOCKSMITH_ZOOKEEPER_PORT:-12181}
 etcd_port=${LOCKSMITH_ETCD_PORT:-12379}
 quorum_port=${LOCKSMITH_REDIS_QUORUM_PORT:-16380}
-services=${LOCKSMITH_SERVICES:-redis memcached postgres mariadb zookeeper etcd redis-quorum}
+services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper etcd redis-quorum}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -196,6 +196,7 @@ env_lines() {
   local s
   for s in $services; do
     case $s in
+      certs) echo "export LOCKSMITH_TEST_TLS_DIR=$state_dir/tls" ;;
       redis) echo "export LOCKSMITH_TEST_REDIS_URL=redis://127.0.0.1:$redis_port/0" ;;
       memcached) echo "export LOCKSMITH_TEST_MEMCACHED=127.0.0.1:$memcached_port" ;;
       postgres) echo "export LOCKSMITH_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$postgres_port/locktest" ;;
@@ -206,6 +207,45 @@ env_lines() {
     esac
   done
   echo "export LOCKSMITH_SERVICES_DIR=$state_dir"
+}
+
+# The test certificates, made once per state folder, in $state_dir/tls:
+#   ca.pem                 the test CA, which signed everything below
+#   server.pem/.key        for every TLS server of the rig: 127.0.0.1 and localhost; usable as a
+#                          client certificate too (etcd's gateway presents it to etcd itself)
+#   client.pem/.key        a client certificate without a CommonName (etcd 3.4's JSON gateway
+#                          refuses client certificates that have one, the CVE-2018-16886 fix)
+#   other-ca.pem           a CA that signed nothing of ours: the "wrong CA" of the tests
+# Keys are readable by their owner only; a server running as another user gets its own copy.
+make_certs() {
+  local dir=$state_dir/tls
+  need openssl openssl || return 1
+  if [ -s "$dir/client.pem" ]; then
+    log "certs already made ($dir)"
+    return 0
+  fi
+  mkdir -p "$dir"
+  chmod 755 "$dir"
+  (
+    cd "$dir"
+    umask 077
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -subj "/CN=locksmith test CA" -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -subj "/CN=locksmith other CA" -keyout other-ca.key -out other-ca.pem 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+      -keyout server.key -out server.csr 2>/dev/null
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile <(printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' \
+        'extendedKeyUsage=serverAuth,clientAuth') -out server.pem 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/" \
+      -keyout client.key -out client.csr 2>/dev/null
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile <(printf '%s\n' 'extendedKeyUsage=clientAuth') -out client.pem 2>/dev/null
+    rm -f ./*.csr ./*.srl
+    chmod 644 ./*.pem
+  ) || { log "certs: openssl failed"; return 1; }
+  log "certs made ($dir)"
 }
 
 start_postgres() {
@@ -318,6 +358,7 @@ start() {
   [ "$(id -u)" -ne 0 ] || user_args=(-u "$(id -un)")
   for s in $services; do
     case $s in
+      certs) make_certs || rc=1 ;;
       redis)
         need redis-server redis-server && need redis-cli redis-tools || { rc=1; continue; }
         start_one redis redis-server redis_ping "$redis_port" \
@@ -361,6 +402,8 @@ status() {
   local s pid
   for s in $services; do
     case $s in
+      certs) [ -s "$state_dir/tls/client.pem" ] && echo "certs: made ($state_dir/tls)" ||
+        echo "certs: not made" ;;
       redis) pid=$(pid_of redis); alive "$pid" redis-server && redis_ping &&
         echo "redis: running (pid $pid, port $redis_port)" || echo "redis: not running" ;;
       memcached) pid=$(pid_of memcached); alive "$pid" memcached && memcached_ping &&
