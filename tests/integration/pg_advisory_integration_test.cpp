@@ -20,6 +20,7 @@
 #include <libpq-fe.h>
 
 #include <locksmith/locksmith.hpp>
+#include <locksmith/options.hpp>
 #include <locksmith/strategies/pg_advisory.hpp>
 
 #include "integration/integration_support.hpp"
@@ -568,6 +569,76 @@ BOOST_AUTO_TEST_CASE(unknown_role_and_unknown_database_are_named_without_the_pas
     // Nobody listens on port 1: the server may be up later.
     check("postgresql://postgres:" + secret + "@127.0.0.1:1/locktest", "127.0.0.1:1",
           error_kind::transient);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// TLS, as the role of scripts/services.sh that may connect only over TLS
+// (postgresql://locktest_tls:PW@127.0.0.1:PORT/locktest_tls?sslmode=verify-full&sslrootcert=..).
+
+constexpr const char* tls_variable = "LOCKSMITH_TEST_POSTGRES_TLS_DSN";
+
+BOOST_AUTO_TEST_SUITE(tls, *boost::unit_test::precondition(test::server_precondition{tls_variable}))
+
+// Plain TCP (pg_hba.conf rejects it), a CA that did not sign the server's certificate, a host
+// name the certificate lacks (libpq checks `host`, connects to `hostaddr`), with sslmode given
+// and left out: refused for good, naming the endpoint, never the password.
+BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
+    const auto dsn = endpoint(tls_variable);
+    auto replaced = [](std::string text, const std::string& from, const std::string& to) {
+        const auto at = text.find(from);
+        BOOST_REQUIRE(at != std::string::npos);
+        return text.replace(at, from.size(), to);
+    };
+    const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@wrong.invalid:") + "&hostaddr=127.0.0.1";
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {dsn.substr(0, dsn.find('?')) + "?sslmode=disable", "127.0.0.1:"},
+        {replaced(dsn, "/ca.pem", "/other-ca.pem"), "127.0.0.1:"},
+        {wrong_host, "wrong.invalid"},
+        {replaced(wrong_host, "sslmode=verify-full&", ""), "wrong.invalid"},
+    };
+    for (const auto& [url, shown] : refused) {
+        BOOST_TEST_CONTEXT(redact_url(url)) {
+            try {
+                store_for(url);
+                BOOST_ERROR("connected");
+            } catch (const backend_error& e) {
+                const std::string what = e.what();
+                BOOST_TEST_MESSAGE(e.native_code() << ": " << what);
+                BOOST_TEST(e.backend() == "pg_advisory");
+                BOOST_TEST((e.kind() == error_kind::permanent), what);
+                BOOST_TEST(what.find(shown) != std::string::npos, what);
+                BOOST_TEST(what.find("locktest-tls-pw") == std::string::npos, what);
+            }
+        }
+    }
+}
+
+// The end of a TLS session reaches the holder through loss_fd as over plain TCP.
+BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_over_tls) {
+    const auto name = test::unique_resource("tls-loss-fd");
+    admin a(endpoint(dsn_variable));
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error&) { ++lost; };
+    auto holder = make_lock(store_for(endpoint(tls_variable)), name, o);
+    BOOST_REQUIRE(holder.try_lock());
+    BOOST_TEST(a.count("SELECT count(*) FROM pg_stat_ssl s JOIN pg_locks l ON l.pid = s.pid "
+                       "WHERE s.ssl AND " +
+                       lock_rows(name)) == 1);
+    const auto fd = holder.loss_fd();
+    BOOST_REQUIRE(fd.has_value());
+    pollfd p{*fd, POLLIN, 0};
+    BOOST_TEST(::poll(&p, 1, 0) == 0);
+    BOOST_TEST(holder.is_acquired());
+    BOOST_TEST(::poll(&p, 1, 0) == 0);
+    BOOST_REQUIRE(a.count("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks "
+                          "WHERE " +
+                          lock_rows(name) + ") t") == 1);
+    BOOST_TEST(::poll(&p, 1, int(std::chrono::milliseconds(must_happen).count())) == 1);
+    BOOST_TEST(!holder.is_acquired());
+    BOOST_TEST(lost == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
