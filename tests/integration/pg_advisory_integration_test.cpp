@@ -341,16 +341,20 @@ BOOST_AUTO_TEST_CASE(terminated_session_is_reported_lost_and_never_regranted) {
 }
 
 // Issue 23, point 2: the holder learns of the end of its session from the server's goodbye on
-// the socket (loss_fd), without asking.
-BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_when_the_server_ends_its_session) {
-    const auto name = test::unique_resource("loss-fd");
+// the socket (loss_fd), without asking. `tls`: the session must be a TLS one.
+void loss_fd_wakes_the_holder(std::shared_ptr<store> s, const char* label, bool tls) {
+    const auto name = test::unique_resource(label);
     admin a(endpoint(dsn_variable));
     int lost = 0;
     lock_options o;
     o.on_lost = [&](const error&) { ++lost; };
-    auto holder = make_lock(shared_store(), name, o);
+    auto holder = make_lock(std::move(s), name, o);
     BOOST_TEST(!holder.loss_fd().has_value());  // not held: nothing to watch
     BOOST_REQUIRE(holder.try_lock());
+    if (tls)
+        BOOST_TEST(a.count("SELECT count(*) FROM pg_stat_ssl s JOIN pg_locks l ON l.pid = s.pid "
+                           "WHERE s.ssl AND " +
+                           lock_rows(name)) == 1);
     const auto fd = holder.loss_fd();
     BOOST_REQUIRE(fd.has_value());
     BOOST_REQUIRE(*fd >= 0);
@@ -368,6 +372,10 @@ BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_when_the_server_ends_its_session) 
     BOOST_TEST(!holder.is_acquired());
     BOOST_TEST(lost == 1);
     BOOST_TEST(!holder.loss_fd().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_when_the_server_ends_its_session) {
+    loss_fd_wakes_the_holder(shared_store(), "loss-fd", false);
 }
 
 // The store's side of point 17: an acquire for a key whose session the server ended is refused
@@ -617,28 +625,7 @@ BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
 
 // The end of a TLS session reaches the holder through loss_fd as over plain TCP.
 BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_over_tls) {
-    const auto name = test::unique_resource("tls-loss-fd");
-    admin a(endpoint(dsn_variable));
-    int lost = 0;
-    lock_options o;
-    o.on_lost = [&](const error&) { ++lost; };
-    auto holder = make_lock(store_for(endpoint(tls_variable)), name, o);
-    BOOST_REQUIRE(holder.try_lock());
-    BOOST_TEST(a.count("SELECT count(*) FROM pg_stat_ssl s JOIN pg_locks l ON l.pid = s.pid "
-                       "WHERE s.ssl AND " +
-                       lock_rows(name)) == 1);
-    const auto fd = holder.loss_fd();
-    BOOST_REQUIRE(fd.has_value());
-    pollfd p{*fd, POLLIN, 0};
-    BOOST_TEST(::poll(&p, 1, 0) == 0);
-    BOOST_TEST(holder.is_acquired());
-    BOOST_TEST(::poll(&p, 1, 0) == 0);
-    BOOST_REQUIRE(a.count("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks "
-                          "WHERE " +
-                          lock_rows(name) + ") t") == 1);
-    BOOST_TEST(::poll(&p, 1, int(std::chrono::milliseconds(must_happen).count())) == 1);
-    BOOST_TEST(!holder.is_acquired());
-    BOOST_TEST(lost == 1);
+    pg_server::loss_fd_wakes_the_holder(store_for(endpoint(tls_variable)), "tls-loss-fd", true);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
