@@ -55,22 +55,24 @@ void read_mysql_parameters(std::string_view tail, sql_dsn& d) {
         query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
         const auto eq = pair.find('=');
         const auto key = pair.substr(0, eq);
-        if (eq == std::string_view::npos || eq + 1 == pair.size())
-            throw invalid_argument_error("a mysql:// DSN's query parameter has no value: " +
-                                         std::string(key.substr(0, 32)));
-        const auto value = percent_decode(pair.substr(eq + 1), "query");
-        if (value.find('\0') != std::string::npos)
-            throw invalid_argument_error("a mysql:// DSN's query parameter contains a NUL byte");
-        int index = -1;
-        std::string* into = nullptr;
-        if (key == "sslmode") index = 0, into = &mode;
-        if (key == "sslrootcert") index = 1, into = &d.tls_ca;
-        if (key == "sslcert") index = 2, into = &d.tls_cert;
-        if (key == "sslkey") index = 3, into = &d.tls_key;
-        if (index < 0)
+        // Only a known name is echoed: text without '=' may be a misplaced password.
+        const bool known =
+            key == "sslmode" || key == "sslrootcert" || key == "sslcert" || key == "sslkey";
+        if (!known)
             throw invalid_argument_error(
                 "a mysql:// DSN takes only the query parameters sslmode, sslrootcert, sslcert "
                 "and sslkey");
+        if (eq == std::string_view::npos || eq + 1 == pair.size())
+            throw invalid_argument_error("a mysql:// DSN's query parameter " + std::string(key) +
+                                         " has no value");
+        const auto value = percent_decode(pair.substr(eq + 1), "query");
+        if (value.find('\0') != std::string::npos)
+            throw invalid_argument_error("a mysql:// DSN's query parameter contains a NUL byte");
+        int index = 0;
+        std::string* into = &mode;
+        if (key == "sslrootcert") index = 1, into = &d.tls_ca;
+        if (key == "sslcert") index = 2, into = &d.tls_cert;
+        if (key == "sslkey") index = 3, into = &d.tls_key;
         if (seen[index])
             throw invalid_argument_error("a mysql:// DSN names " + std::string(key) + " twice");
         seen[index] = true;
