@@ -3,7 +3,10 @@
 # PostgreSQL, MariaDB, ZooKeeper, etcd and three more redis-servers (members of the `combined`
 # strategy's quorum), on 127.0.0.1 only, on non-default ports, with their data, logs and PID
 # files in one state directory. Test settings only: PostgreSQL trusts every local connection and
-# runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. Installs nothing (scripts/install-deps.sh does, from scripts/packages-servers.txt); it only
+# runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. With the
+# certificates (`certs`), PostgreSQL and MariaDB also serve TLS and each has a user that may only
+# connect over TLS (locktest_tls; LOCKSMITH_TEST_POSTGRES_TLS_DSN, LOCKSMITH_TEST_MARIADB_TLS_DSN).
+# Installs nothing (scripts/install-deps.sh does, from scripts/packages-servers.txt); it only
 # checks that the binaries exist.
 #
 #   scripts/services.sh start   start what is not running yet, wait until each answers, write
@@ -199,8 +202,14 @@ env_lines() {
       certs) echo "export LOCKSMITH_TEST_TLS_DIR=$state_dir/tls" ;;
       redis) echo "export LOCKSMITH_TEST_REDIS_URL=redis://127.0.0.1:$redis_port/0" ;;
       memcached) echo "export LOCKSMITH_TEST_MEMCACHED=127.0.0.1:$memcached_port" ;;
-      postgres) echo "export LOCKSMITH_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$postgres_port/locktest" ;;
-      mariadb) echo "export LOCKSMITH_TEST_MARIADB_DSN=mysql://locktest:locktest-pw@127.0.0.1:$mariadb_port/locktest" ;;
+      postgres) echo "export LOCKSMITH_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$postgres_port/locktest"
+        # The role that may only connect over TLS (hostssl), to its own database.
+        [ ! -s "$state_dir/tls/ca.pem" ] ||
+          echo "export LOCKSMITH_TEST_POSTGRES_TLS_DSN='postgresql://locktest_tls:locktest-tls-pw@127.0.0.1:$postgres_port/locktest_tls?sslmode=verify-full&sslrootcert=$state_dir/tls/ca.pem'" ;;
+      mariadb) echo "export LOCKSMITH_TEST_MARIADB_DSN=mysql://locktest:locktest-pw@127.0.0.1:$mariadb_port/locktest"
+        # The TLS-only user; verify-full is also what the CA alone implies.
+        [ ! -s "$state_dir/tls/ca.pem" ] ||
+          echo "export LOCKSMITH_TEST_MARIADB_TLS_DSN='mysql://locktest_tls:locktest-tls-pw@127.0.0.1:$mariadb_port/locktest?sslmode=verify-full&sslrootcert=$state_dir/tls/ca.pem'" ;;
       zookeeper) echo "export LOCKSMITH_TEST_ZOOKEEPER=127.0.0.1:$zookeeper_port" ;;
       etcd) echo "export LOCKSMITH_TEST_ETCD=http://127.0.0.1:$etcd_port" ;;
       redis-quorum) echo "export LOCKSMITH_TEST_REDIS_QUORUM=redis://127.0.0.1:$quorum_port/0,redis://127.0.0.1:$((quorum_port + 1))/0,redis://127.0.0.1:$((quorum_port + 2))/0" ;;
@@ -260,14 +269,37 @@ start_postgres() {
       -E UTF8 --locale=C >>"$state_dir/postgres-initdb.log" 2>&1 ||
       { log "postgres: initdb failed:"; tail -n 20 "$state_dir/postgres-initdb.log" >&2; return 1; }
   fi
+  # TLS with the rig's server certificate (make_certs; the key must belong to the server's user
+  # with mode 0600: it gets its own copy). The role locktest_tls may only connect over TLS, with
+  # its password: hostssl for it, then a reject over plain host, before the trust line of the
+  # others (pg_hba.conf is read top down, first match wins).
+  local ssl_args=()
+  if [ -s "$state_dir/tls/server.pem" ]; then
+    install -m 600 "$state_dir/tls/server.key" "$state_dir/postgres/tls-server.key"
+    [ "$(id -u)" -ne 0 ] || chown "$user:" "$state_dir/postgres/tls-server.key"
+    ssl_args=(-c ssl=on -c ssl_cert_file="$state_dir/tls/server.pem"
+      -c ssl_key_file="$state_dir/postgres/tls-server.key" -c ssl_ca_file="$state_dir/tls/ca.pem")
+    "${run_as[@]}" tee "$state_dir/postgres/pg_hba.conf" >/dev/null <<HBA
+hostssl all locktest_tls 127.0.0.1/32 scram-sha-256
+host    all locktest_tls 127.0.0.1/32 reject
+host    all all          127.0.0.1/32 trust
+HBA
+  fi
   # No UNIX socket: the tests connect over TCP, and a socket folder would need its own owner.
   log_owner=$user start_one postgres postgres postgres_ping "$postgres_port" \
     "${run_as[@]}" "$bin/postgres" -D "$state_dir/postgres" -c listen_addresses=127.0.0.1 \
     -c port="$postgres_port" -c unix_socket_directories= -c fsync=off \
-    -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 || return 1
-  psql -h 127.0.0.1 -p "$postgres_port" -U postgres -d postgres -Atqc \
-    "SELECT 1 FROM pg_database WHERE datname = 'locktest'" | grep -q 1 ||
-    psql -h 127.0.0.1 -p "$postgres_port" -U postgres -d postgres -qc "CREATE DATABASE locktest"
+    -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
+    "${ssl_args[@]}" || return 1
+  local pg=(psql -h 127.0.0.1 -p "$postgres_port" -U postgres -d postgres -Atq)
+  "${pg[@]}" -c "SELECT 1 FROM pg_database WHERE datname = 'locktest'" | grep -q 1 ||
+    "${pg[@]}" -c "CREATE DATABASE locktest"
+  [ ${#ssl_args[@]} -gt 0 ] || return 0
+  # Its own database, which it owns: since PostgreSQL 15 only the owner may create in public.
+  "${pg[@]}" -c "SELECT 1 FROM pg_roles WHERE rolname = 'locktest_tls'" | grep -q 1 ||
+    "${pg[@]}" -c "CREATE ROLE locktest_tls LOGIN PASSWORD 'locktest-tls-pw'"
+  "${pg[@]}" -c "SELECT 1 FROM pg_database WHERE datname = 'locktest_tls'" | grep -q 1 ||
+    "${pg[@]}" -c "CREATE DATABASE locktest_tls OWNER locktest_tls"
 }
 
 start_mariadb() {
@@ -282,16 +314,30 @@ start_mariadb() {
       >>"$state_dir/mariadb-install.log" 2>&1 ||
       { log "mariadb: install-db failed:"; tail -n 20 "$state_dir/mariadb-install.log" >&2; return 1; }
   fi
+  # TLS with the rig's server certificate (make_certs), its key copied for the server's user.
+  # The user locktest_tls may only connect over TLS (REQUIRE SSL); the plain tests keep their
+  # user, so require_secure_transport stays off.
+  local ssl_args=() tls_user=""
+  if [ -s "$state_dir/tls/server.pem" ]; then
+    install -m 600 "$state_dir/tls/server.key" "$state_dir/mariadb/tls-server.key"
+    [ "$(id -u)" -ne 0 ] || chown "$user:" "$state_dir/mariadb/tls-server.key"
+    ssl_args=(--ssl-ca="$state_dir/tls/ca.pem" --ssl-cert="$state_dir/tls/server.pem"
+      --ssl-key="$state_dir/mariadb/tls-server.key")
+    tls_user="
+    CREATE USER IF NOT EXISTS 'locktest_tls'@'127.0.0.1' IDENTIFIED BY 'locktest-tls-pw'
+      REQUIRE SSL;
+    GRANT ALL ON locktest.* TO 'locktest_tls'@'127.0.0.1';"
+  fi
   log_owner=$user start_one mariadb mariadbd mariadb_ping "$mariadb_port" \
     "${run_as[@]}" mariadbd --no-defaults --datadir="$state_dir/mariadb" \
     --bind-address=127.0.0.1 --port="$mariadb_port" --socket="$state_dir/mariadb/mysqld.sock" \
     --pid-file="$state_dir/mariadb/mariadbd.pid" --innodb-flush-log-at-trx-commit=0 \
-    --skip-name-resolve --max-connections=200 || return 1
+    --skip-name-resolve --max-connections=200 "${ssl_args[@]}" || return 1
   # Over the socket: root has no password there, and a TCP login for root is not needed.
   mariadb --no-defaults --socket="$state_dir/mariadb/mysqld.sock" -u root -e "
     CREATE DATABASE IF NOT EXISTS locktest;
     CREATE USER IF NOT EXISTS 'locktest'@'127.0.0.1' IDENTIFIED BY 'locktest-pw';
-    GRANT ALL ON locktest.* TO 'locktest'@'127.0.0.1';"
+    GRANT ALL ON locktest.* TO 'locktest'@'127.0.0.1';$tls_user"
 }
 
 # The JVM from Debian's zookeeper package, without its init scripts: a config of our own, a short

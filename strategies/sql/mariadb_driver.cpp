@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include <mysql.h>
 
@@ -60,7 +61,17 @@ struct mariadb_api {
 // connections (1040), a lock wait timeout (1205) or a deadlock (1213); unknown for the client's
 // other errors (2000-2999); permanent for the server's: access denied (1044, 1045), unknown
 // database (1049), missing table (1146), bad statements or data.
-error_kind mariadb_kind(unsigned code) {
+error_kind mariadb_kind(unsigned code, std::string_view message = {}) {
+    // 2026 CR_SSL_CONNECTION_ERROR: a certificate that does not verify (wrong CA, wrong host
+    // name) or cannot be loaded, or a server without TLS, which no retry mends; a handshake the
+    // server broke off says neither.
+    if (code == 2026)
+        return message.find("certificate") != std::string_view::npos ||
+                       message.find("SSL is required") != std::string_view::npos ||
+                       message.find("SSL_CTX") != std::string_view::npos ||
+                       message.find("PEM") != std::string_view::npos
+                   ? error_kind::permanent
+                   : error_kind::unknown;
     switch (code) {
         case 2002:
         case 2003:
@@ -134,6 +145,16 @@ class mariadb_connection final : public connection {
         const bool unix_socket = d.port == 0 && (d.host.empty() || d.host == "localhost");
         unsigned protocol = unix_socket ? MYSQL_PROTOCOL_SOCKET : MYSQL_PROTOCOL_TCP;
         my_.mysql_options(db_, MYSQL_OPT_PROTOCOL, &protocol);
+        if (d.tls != sql_dsn::tls_mode::disable) {
+            // ENFORCE: no fallback to plain TCP when the server has no TLS. VERIFY_SERVER_CERT
+            // checks the chain and the host name (Connector/C 3.3 does neither by default).
+            my_bool on = 1, verify = d.tls == sql_dsn::tls_mode::verify_full;
+            my_.mysql_options(db_, MYSQL_OPT_SSL_ENFORCE, &on);
+            my_.mysql_options(db_, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+            if (!d.tls_ca.empty()) my_.mysql_options(db_, MYSQL_OPT_SSL_CA, d.tls_ca.c_str());
+            if (!d.tls_cert.empty()) my_.mysql_options(db_, MYSQL_OPT_SSL_CERT, d.tls_cert.c_str());
+            if (!d.tls_key.empty()) my_.mysql_options(db_, MYSQL_OPT_SSL_KEY, d.tls_key.c_str());
+        }
         // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only those it changed,
         // so a refresh within the same millisecond still counts.
         if (!my_.mysql_real_connect(db_, d.host.empty() ? "localhost" : d.host.c_str(),
@@ -143,11 +164,16 @@ class mariadb_connection final : public connection {
                                     unix_socket ? 0 : unsigned(d.port != 0 ? d.port : MYSQL_PORT),
                                     unix_socket ? MYSQL_UNIX_ADDR : nullptr, CLIENT_FOUND_ROWS)) {
             const unsigned code = my_.mysql_errno(db_);
+            std::string why = scrub_secret(my_.mysql_error(db_), d.password);
+            // MariaDB refuses a user created with REQUIRE SSL exactly as a wrong password.
+            if (code == 1045 && d.tls == sql_dsn::tls_mode::disable)
+                why +=
+                    "; a user that must connect over TLS is refused so too: add "
+                    "?sslrootcert=/path/to/ca.pem (sslmode verify-full) to the DSN";
             backend_error failed("sql", "mysql " + std::to_string(code),
-                                 "sql: connecting to " + where() +
-                                     " failed: " + scrub_secret(my_.mysql_error(db_), d.password) +
-                                     " (error " + std::to_string(code) + ")",
-                                 mariadb_kind(code));
+                                 "sql: connecting to " + where() + " failed: " + why + " (error " +
+                                     std::to_string(code) + ")",
+                                 mariadb_kind(code, why));
             // A constructor that throws runs no destructor: the handle is closed here (found by
             // scripts/sanitize.sh asan: every failed connect leaked it).
             my_.mysql_close(db_);

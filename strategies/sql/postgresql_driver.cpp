@@ -41,6 +41,7 @@ pg::pg_target target_of(const sql_options& o) {
     t.dsn = o.dsn.text;
     t.redacted = o.dsn.redacted();
     t.password = o.dsn.password;
+    t.default_sslmode = pg::default_sslmode("sql", o.dsn.text);
     t.connect_timeout = o.connect_timeout;
     t.command_timeout = o.command_timeout;
     return t;

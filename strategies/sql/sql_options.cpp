@@ -40,6 +40,65 @@ std::string percent_decode(std::string_view text, const char* what) {
     return out;
 }
 
+// A mysql:// DSN's query: TLS parameters with libpq's names (see sql_dsn::tls), each at most
+// once. Values are percent-decoded and never echoed (a path may be private).
+void read_mysql_parameters(std::string_view tail, sql_dsn& d) {
+    if (tail.empty()) return;
+    if (tail.front() != '?' || tail.find('#') != std::string_view::npos)
+        throw invalid_argument_error("fragments are not supported in a mysql:// DSN");
+    std::string_view query = tail.substr(1);
+    std::string mode;
+    bool seen[4] = {};
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const auto pair = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+        const auto eq = pair.find('=');
+        const auto key = pair.substr(0, eq);
+        // Only a known name is echoed: text without '=' may be a misplaced password.
+        const bool known =
+            key == "sslmode" || key == "sslrootcert" || key == "sslcert" || key == "sslkey";
+        if (!known)
+            throw invalid_argument_error(
+                "a mysql:// DSN takes only the query parameters sslmode, sslrootcert, sslcert "
+                "and sslkey");
+        if (eq == std::string_view::npos || eq + 1 == pair.size())
+            throw invalid_argument_error("a mysql:// DSN's query parameter " + std::string(key) +
+                                         " has no value");
+        const auto value = percent_decode(pair.substr(eq + 1), "query");
+        if (value.find('\0') != std::string::npos)
+            throw invalid_argument_error("a mysql:// DSN's query parameter contains a NUL byte");
+        int index = 0;
+        std::string* into = &mode;
+        if (key == "sslrootcert") index = 1, into = &d.tls_ca;
+        if (key == "sslcert") index = 2, into = &d.tls_cert;
+        if (key == "sslkey") index = 3, into = &d.tls_key;
+        if (seen[index])
+            throw invalid_argument_error("a mysql:// DSN names " + std::string(key) + " twice");
+        seen[index] = true;
+        *into = value;
+    }
+    if (d.tls_cert.empty() != d.tls_key.empty())
+        throw invalid_argument_error(
+            "sslcert and sslkey go together (a client certificate and "
+            "its key)");
+    const bool names_certificate = !d.tls_ca.empty() || !d.tls_cert.empty();
+    if (mode.empty())
+        d.tls = names_certificate ? sql_dsn::tls_mode::verify_full : sql_dsn::tls_mode::disable;
+    else if (mode == "verify-full")
+        d.tls = sql_dsn::tls_mode::verify_full;
+    else if (mode == "require")
+        d.tls = sql_dsn::tls_mode::require;
+    else if (mode == "disable" && !names_certificate)
+        d.tls = sql_dsn::tls_mode::disable;
+    else if (mode == "disable")
+        throw invalid_argument_error("sslmode=disable with a certificate parameter: say which");
+    else
+        throw invalid_argument_error(
+            "sslmode must be disable, require or verify-full in a mysql:// DSN (MariaDB's "
+            "client checks the CA and the host name together)");
+}
+
 sql_dsn parse(std::string_view text) {
     sql_dsn d;
     d.text = std::string(text);
@@ -120,10 +179,8 @@ sql_dsn parse(std::string_view text) {
             percent_decode(tail.substr(1, q == std::string_view::npos ? q : q - 1), "database");
         tail = q == std::string_view::npos ? std::string_view() : tail.substr(q);
     }
-    // PostgreSQL's query parameters (sslmode, ...) go to libpq with the DSN; MariaDB takes none.
-    if (!tail.empty() && d.driver == sql_dsn::kind::mysql)
-        throw invalid_argument_error(
-            "query parameters and fragments are not supported in a mysql:// DSN");
+    // PostgreSQL's query parameters (sslmode, ...) go to libpq with the DSN; MariaDB takes TLS's.
+    if (d.driver == sql_dsn::kind::mysql) read_mysql_parameters(tail, d);
     if (d.driver == sql_dsn::kind::mysql && d.database.empty())
         throw invalid_argument_error(
             "a mysql:// DSN must name the database: mysql://user:password@host:3306/database");

@@ -1,6 +1,8 @@
 // The sql strategy's DSN parser (parse_sql_dsn). Properties:
 //  - it throws nothing but invalid_argument_error;
-//  - the password it reads is not in the DSN's redacted() form.
+//  - the password it reads is not in the DSN's redacted() form;
+//  - TLS settings only for mysql://, a client certificate with its key, a certificate named
+//    means TLS on.
 #include <locksmith/errors.hpp>
 #include <locksmith/strategies/sql.hpp>
 
@@ -27,5 +29,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
               d.path);
     else
         check(d.port >= 0 && d.port <= 65535, "a port out of range");
+    // TLS parameters are read from mysql:// DSNs only (libpq reads PostgreSQL's); a client
+    // certificate comes with its key; a certificate alone never means "no TLS".
+    using tls = sql_dsn::tls_mode;
+    if (d.driver != sql_dsn::kind::mysql)
+        check(d.tls == tls::disable && d.tls_ca.empty() && d.tls_cert.empty(),
+              "TLS settings outside a mysql:// DSN");
+    check(d.tls_cert.empty() == d.tls_key.empty(), "a client certificate without its key");
+    if (!d.tls_ca.empty() || !d.tls_cert.empty())
+        check(d.tls != tls::disable, "a certificate named, TLS off");
     return 0;
 }

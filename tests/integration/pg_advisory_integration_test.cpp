@@ -20,6 +20,7 @@
 #include <libpq-fe.h>
 
 #include <locksmith/locksmith.hpp>
+#include <locksmith/options.hpp>
 #include <locksmith/strategies/pg_advisory.hpp>
 
 #include "integration/integration_support.hpp"
@@ -340,16 +341,20 @@ BOOST_AUTO_TEST_CASE(terminated_session_is_reported_lost_and_never_regranted) {
 }
 
 // Issue 23, point 2: the holder learns of the end of its session from the server's goodbye on
-// the socket (loss_fd), without asking.
-BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_when_the_server_ends_its_session) {
-    const auto name = test::unique_resource("loss-fd");
+// the socket (loss_fd), without asking. `tls`: the session must be a TLS one.
+void loss_fd_wakes_the_holder(std::shared_ptr<store> s, const char* label, bool tls) {
+    const auto name = test::unique_resource(label);
     admin a(endpoint(dsn_variable));
     int lost = 0;
     lock_options o;
     o.on_lost = [&](const error&) { ++lost; };
-    auto holder = make_lock(shared_store(), name, o);
+    auto holder = make_lock(std::move(s), name, o);
     BOOST_TEST(!holder.loss_fd().has_value());  // not held: nothing to watch
     BOOST_REQUIRE(holder.try_lock());
+    if (tls)
+        BOOST_TEST(a.count("SELECT count(*) FROM pg_stat_ssl s JOIN pg_locks l ON l.pid = s.pid "
+                           "WHERE s.ssl AND " +
+                           lock_rows(name)) == 1);
     const auto fd = holder.loss_fd();
     BOOST_REQUIRE(fd.has_value());
     BOOST_REQUIRE(*fd >= 0);
@@ -367,6 +372,10 @@ BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_when_the_server_ends_its_session) 
     BOOST_TEST(!holder.is_acquired());
     BOOST_TEST(lost == 1);
     BOOST_TEST(!holder.loss_fd().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_when_the_server_ends_its_session) {
+    loss_fd_wakes_the_holder(shared_store(), "loss-fd", false);
 }
 
 // The store's side of point 17: an acquire for a key whose session the server ended is refused
@@ -568,6 +577,55 @@ BOOST_AUTO_TEST_CASE(unknown_role_and_unknown_database_are_named_without_the_pas
     // Nobody listens on port 1: the server may be up later.
     check("postgresql://postgres:" + secret + "@127.0.0.1:1/locktest", "127.0.0.1:1",
           error_kind::transient);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// TLS, as the role of scripts/services.sh that may connect only over TLS
+// (postgresql://locktest_tls:PW@127.0.0.1:PORT/locktest_tls?sslmode=verify-full&sslrootcert=..).
+
+constexpr const char* tls_variable = "LOCKSMITH_TEST_POSTGRES_TLS_DSN";
+
+BOOST_AUTO_TEST_SUITE(tls, *boost::unit_test::precondition(test::server_precondition{tls_variable}))
+
+// Plain TCP (pg_hba.conf rejects it), a CA that did not sign the server's certificate, a host
+// name the certificate lacks (libpq checks `host`, connects to `hostaddr`), with sslmode given
+// and left out: refused for good, naming the endpoint, never the password.
+BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
+    const auto dsn = endpoint(tls_variable);
+    auto replaced = [](std::string text, const std::string& from, const std::string& to) {
+        const auto at = text.find(from);
+        BOOST_REQUIRE(at != std::string::npos);
+        return text.replace(at, from.size(), to);
+    };
+    const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@wrong.invalid:") + "&hostaddr=127.0.0.1";
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {dsn.substr(0, dsn.find('?')) + "?sslmode=disable", "127.0.0.1:"},
+        {replaced(dsn, "/ca.pem", "/other-ca.pem"), "127.0.0.1:"},
+        {wrong_host, "wrong.invalid"},
+        {replaced(wrong_host, "sslmode=verify-full&", ""), "wrong.invalid"},
+    };
+    for (const auto& [url, shown] : refused) {
+        BOOST_TEST_CONTEXT(redact_url(url)) {
+            try {
+                store_for(url);
+                BOOST_ERROR("connected");
+            } catch (const backend_error& e) {
+                const std::string what = e.what();
+                BOOST_TEST_MESSAGE(e.native_code() << ": " << what);
+                BOOST_TEST(e.backend() == "pg_advisory");
+                BOOST_TEST((e.kind() == error_kind::permanent), what);
+                BOOST_TEST(what.find(shown) != std::string::npos, what);
+                BOOST_TEST(what.find("locktest-tls-pw") == std::string::npos, what);
+            }
+        }
+    }
+}
+
+// The end of a TLS session reaches the holder through loss_fd as over plain TCP.
+BOOST_AUTO_TEST_CASE(loss_fd_wakes_the_holder_over_tls) {
+    pg_server::loss_fd_wakes_the_holder(store_for(endpoint(tls_variable)), "tls-loss-fd", true);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

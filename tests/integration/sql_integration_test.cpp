@@ -307,6 +307,62 @@ void wrong_password(const std::string& dsn) {
     BOOST_TEST((kind_of([&] { strategies::make_sql_store(o); }) == error_kind::permanent));
 }
 
+// ---------------------------------------------------------------------------------------------
+// TLS, against the users of scripts/services.sh that may connect only over TLS: DSNs
+// scheme://user:password@127.0.0.1:PORT/db?sslmode=verify-full&sslrootcert=DIR/ca.pem.
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, "the TLS DSN has no " << from);
+    return text.replace(at, from.size(), to);
+}
+
+// `dsn` refused at connection, for good, in a message that names `shown` (the endpoint) and
+// not the password; returns the message.
+std::string refused_for_good(const std::string& dsn, const std::string& password,
+                             const std::string& shown) {
+    try {
+        strategies::make_sql_store(options_for(dsn));
+        BOOST_ERROR("connected: " << shown);
+    } catch (const backend_error& e) {
+        const std::string message = e.what();
+        BOOST_TEST_MESSAGE(e.native_code() << ": " << message);
+        BOOST_TEST((e.kind() == error_kind::permanent), message);
+        BOOST_TEST(message.find(shown) != std::string::npos, message);
+        BOOST_TEST(message.find(password) == std::string::npos, message);
+        return message;
+    }
+    return "";
+}
+
+// `wrong_host`: the DSN through a host name the server's certificate does not name (127.0.0.1
+// and localhost), which still reaches the server.
+void tls_refusals(const std::string& dsn, const std::string& password, const std::string& plain,
+                  const std::string& wrong_host, const std::string& wrong_host_shown) {
+    const std::string where =
+        dsn.substr(dsn.find('@') + 1, dsn.find('/', dsn.find('@')) - dsn.find('@') - 1);
+    BOOST_TEST_CONTEXT("without TLS") {
+        refused_for_good(plain, password, where);
+    }
+    BOOST_TEST_CONTEXT("a CA that did not sign the server's certificate") {
+        refused_for_good(replaced(dsn, "/ca.pem", "/other-ca.pem"), password, where);
+    }
+    BOOST_TEST_CONTEXT("a host name the certificate does not have") {
+        refused_for_good(wrong_host, password, wrong_host_shown);
+    }
+    // Naming the CA without sslmode verifies the host too.
+    BOOST_TEST_CONTEXT("a host name the certificate does not have, sslmode left out") {
+        refused_for_good(replaced(wrong_host, "sslmode=verify-full&", ""), password,
+                         wrong_host_shown);
+    }
+    BOOST_TEST_CONTEXT("over TLS, verified") {
+        auto s = strategies::make_sql_store(options_for(dsn));
+        auto a = make_lock(s, test::unique_resource("tls"));
+        BOOST_TEST(a.try_lock());
+        a.unlock();
+    }
+}
+
 void unreachable_server(const std::string& scheme) {
     // A closed port: refused at once; the password never shows.
     const std::string dsn =
@@ -359,14 +415,31 @@ BOOST_AUTO_TEST_CASE(dsn_forms_and_errors_without_the_password) {
     auto my = strategies::parse_sql_dsn("mysql://u:pw@[::1]:3306/app");
     BOOST_TEST(my.host == "::1");
     BOOST_TEST(my.database == "app");
+    // TLS: libpq's names; a certificate without sslmode means verify-full.
+    using tls = strategies::sql_dsn::tls_mode;
+    BOOST_TEST(int(my.tls) == int(tls::disable));
+    auto verified = strategies::parse_sql_dsn("mysql://u:pw@h:3306/app?sslrootcert=/etc/c%20a.pem");
+    BOOST_TEST(int(verified.tls) == int(tls::verify_full));
+    BOOST_TEST(verified.tls_ca == "/etc/c a.pem");
+    auto client = strategies::parse_sql_dsn(
+        "mysql://u:pw@h/app?sslmode=require&sslcert=/c.pem&sslkey=/c.key");
+    BOOST_TEST(int(client.tls) == int(tls::require));
+    BOOST_TEST(client.tls_cert == "/c.pem");
+    BOOST_TEST(client.tls_key == "/c.key");
     auto lite = strategies::parse_sql_dsn("sqlite:///var/lib/app/locks.db");
     BOOST_TEST(lite.path == "/var/lib/app/locks.db");
-    for (const char* bad : {"sqlite://relative.db", "sqlite:///dir/", "oracle://u:Hidden-pw1@h/db",
-                            "mysql://u:Hidden-pw1@h:99999/db", "mysql://u:Hidden-pw1@h/db?ssl=1",
-                            "mysql://u:Hidden-pw1@h:3306", "postgresql://u:Hidden-pw1@h:x/db",
-                            "postgresql://u:Hidden%2-pw1@h/db",
-                            // An IPv6 address without brackets: host "fe80:" on port 1.
-                            "mysql://u:Hidden-pw1@fe80::1/db", "mysql://u:Hidden-pw1@a]b/db"}) {
+    for (const char* bad :
+         {"sqlite://relative.db", "sqlite:///dir/", "oracle://u:Hidden-pw1@h/db",
+          "mysql://u:Hidden-pw1@h:99999/db", "mysql://u:Hidden-pw1@h/db?ssl=1",
+          "mysql://u:Hidden-pw1@h/db?sslmode=verify-ca",
+          "mysql://u:Hidden-pw1@h/db?sslmode=disable&sslrootcert=/ca.pem",
+          "mysql://u:Hidden-pw1@h/db?sslcert=/c.pem",
+          "mysql://u:Hidden-pw1@h/db?sslmode=require&sslmode=require",
+          "mysql://u:Hidden-pw1@h/db?sslrootcert=", "mysql://u:Hidden-pw1@h/db#x",
+          "mysql://u:Hidden-pw1@h/db?sslrootcert=/a%00b", "mysql://u:Hidden-pw1@h:3306",
+          "postgresql://u:Hidden-pw1@h:x/db", "postgresql://u:Hidden%2-pw1@h/db",
+          // An IPv6 address without brackets: host "fe80:" on port 1.
+          "mysql://u:Hidden-pw1@fe80::1/db", "mysql://u:Hidden-pw1@a]b/db"}) {
         BOOST_TEST_CONTEXT(bad) {
             try {
                 strategies::parse_sql_dsn(bad);
@@ -780,6 +853,58 @@ BOOST_AUTO_TEST_CASE(localhost_with_a_port_is_that_port) {
 }
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(mariadb_variable));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+constexpr const char* postgres_tls_variable = "LOCKSMITH_TEST_POSTGRES_TLS_DSN";
+constexpr const char* mariadb_tls_variable = "LOCKSMITH_TEST_MARIADB_TLS_DSN";
+
+BOOST_AUTO_TEST_SUITE(postgresql_tls, *boost::unit_test::precondition(test::server_precondition{
+                                          postgres_tls_variable}))
+
+// libpq checks the certificate against the host and connects to hostaddr: a wrong name that
+// reaches the server.
+BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
+    const auto dsn = endpoint(postgres_tls_variable);
+    const auto plain = dsn.substr(0, dsn.find('?')) + "?sslmode=disable";
+    const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@wrong.invalid:") + "&hostaddr=127.0.0.1";
+    tls_refusals(dsn, "locktest-tls-pw", plain, wrong_host, "wrong.invalid");
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(endpoint(postgres_tls_variable));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(mariadb_tls, *boost::unit_test::precondition(test::server_precondition{
+                                       mariadb_tls_variable}))
+
+// "127.1" reaches 127.0.0.1 (inet_aton) but is not an IP address to the certificate check
+// (inet_pton): a host name the certificate lacks.
+BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
+    const auto dsn = endpoint(mariadb_tls_variable);
+    const auto plain = dsn.substr(0, dsn.find('?'));
+    const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@127.1:");
+    tls_refusals(dsn, "locktest-tls-pw", plain, wrong_host, "127.1:");
+}
+BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
+    processes_exclude(endpoint(mariadb_tls_variable));
+}
+// A client certificate is sent when asked for (the server does not require one: this checks
+// that sslcert/sslkey load), and sslmode=require connects without checking the CA.
+BOOST_AUTO_TEST_CASE(client_certificate_and_require) {
+    const auto dsn = endpoint(mariadb_tls_variable);
+    const auto dir = dsn.substr(dsn.find("sslrootcert=") + 12,
+                                dsn.rfind("/ca.pem") - dsn.find("sslrootcert=") - 12);
+    const auto with_client = dsn + "&sslcert=" + dir + "/client.pem&sslkey=" + dir + "/client.key";
+    BOOST_TEST(make_lock(strategies::make_sql_store(options_for(with_client)),
+                         test::unique_resource("tls-client"))
+                   .try_lock());
+    const auto require = dsn.substr(0, dsn.find('?')) + "?sslmode=require";
+    BOOST_TEST(make_lock(strategies::make_sql_store(options_for(require)),
+                         test::unique_resource("tls-require"))
+                   .try_lock());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -104,6 +104,16 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"pg_advisory", std::nullopt,
                        "LOCKSMITH_TEST_POSTGRES_DSN is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    // Over TLS, as a role that may connect only so (scripts/services.sh: sslmode=verify-full
+    // against the rig's CA).
+    if (auto dsn = env("LOCKSMITH_TEST_POSTGRES_TLS_DSN"))
+        all.push_back({"pg_advisory", nlohmann::json{{"dsn", *dsn}}, "", false,
+                       std::chrono::milliseconds(100), "pg_advisory.tls"});
+    else
+        all.push_back({"pg_advisory", std::nullopt,
+                       "LOCKSMITH_TEST_POSTGRES_TLS_DSN is unset (run scripts/services.sh start, "
+                       "then eval \"$(scripts/services.sh env)\")",
+                       false, std::chrono::milliseconds(100), "pg_advisory.tls"});
     if (auto endpoints = env("LOCKSMITH_TEST_ETCD"))
         // Lease TTLs are whole seconds at etcd (rounded up), at least etcd's minimum (1.5 s with
         // the default 100 ms heartbeat, so 2 s), and its expiry sweep runs twice a second: a
@@ -141,6 +151,9 @@ std::vector<strategy_under_test> strategies_under_test() {
     sql("sql.sqlite", "sqlite://" + private_lock_dir() + "/sql-test.db", "");
     sql("sql.postgresql", env("LOCKSMITH_TEST_POSTGRES_DSN"), "LOCKSMITH_TEST_POSTGRES_DSN");
     sql("sql.mariadb", env("LOCKSMITH_TEST_MARIADB_DSN"), "LOCKSMITH_TEST_MARIADB_DSN");
+    sql("sql.postgresql.tls", env("LOCKSMITH_TEST_POSTGRES_TLS_DSN"),
+        "LOCKSMITH_TEST_POSTGRES_TLS_DSN");
+    sql("sql.mariadb.tls", env("LOCKSMITH_TEST_MARIADB_TLS_DSN"), "LOCKSMITH_TEST_MARIADB_TLS_DSN");
     // combined: a consensus of three independent redis servers, each with the run's prefix.
     if (auto urls = env("LOCKSMITH_TEST_REDIS_QUORUM")) {
         auto members = nlohmann::json::array();

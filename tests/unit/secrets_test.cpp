@@ -124,6 +124,19 @@ BOOST_AUTO_TEST_CASE(sql_dsn_forms) {
         "mysql://u:" + secret + "/x@h/db",
         "mysql://u:" + encoded + "%zz@h/db",
         "oracle://u:" + secret + "@h/db",
+        // TLS parameters (issue 24): a client key's passphrase (libpq's sslpassword), a file that
+        // does not exist, a password where a parameter should be, bad values.
+        "postgresql://u:" + secret +
+            "@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=/nonexistent/" +
+            "ca.pem&sslcert=/nonexistent/c.pem&sslkey=/nonexistent/c.key&sslpassword=" + secret,
+        "postgresql://u:" + secret + "@127.0.0.1:1/db?sslrootcert=/nonexistent/ca.pem",
+        "mysql://u:" + secret +
+            "@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+        "mysql://u:" + secret + "@127.0.0.1:1/db?sslcert=/nonexistent/c.pem&sslkey=/nonexistent/k",
+        "mysql://u:" + secret + "@127.0.0.1:1/db?sslmode=" + secret,
+        "mysql://u:" + secret + "@127.0.0.1:1/db?" + secret,
+        "mysql://u@127.0.0.1:1/db?" + secret,
+        "mysql://u@127.0.0.1:1/db?sslrootcert=" + secret + "&sslrootcert=" + secret,
     };
     for (const auto& dsn : dsns) {
         expect_no_secret_anywhere("sql", {{"dsn", dsn}});

@@ -40,12 +40,17 @@
 //    backend_error ("timeout") once, and says false afterwards (the session was closed).
 //  - Transaction-mode poolers (PgBouncer pool_mode=transaction) break session locks: connect to
 //    PostgreSQL directly or through session pooling.
+//  - TLS: libpq's DSN parameters (sslmode, sslrootcert, sslcert, sslkey). A DSN that names a
+//    certificate file without sslmode gets sslmode=verify-full (libpq's default, prefer, would
+//    verify nothing): weaker modes must be written out.
 //  - Errors: backend_error whose native_code is "SQLSTATE xxxxx" when the server sent one (at
-//    connection too: an unknown role or database), else "connect", "timeout", "connection" or
-//    "dlopen" (libpq.so.5 cannot be loaded). kind() is transient for a server that cannot be
-//    reached, went away, is starting or has too many connections, and for timeouts and
-//    deadlocks; permanent for authentication, unknown databases and bad statements. Messages
-//    name the redacted DSN; a password never appears in one.
+//    connection too: an unknown role or database, a role allowed only over TLS), "tls" when
+//    TLS cannot be set up as asked (a certificate that does not verify against the CA or the
+//    host name, an unusable certificate or key file, a server without TLS), else "connect",
+//    "timeout", "connection" or "dlopen" (libpq.so.5 cannot be loaded). kind() is transient
+//    for a server that cannot be reached, went away, is starting or has too many connections,
+//    and for timeouts and deadlocks; permanent for authentication, TLS, unknown databases and
+//    bad statements. Messages name the redacted DSN; a password never appears in one.
 #pragma once
 
 #include <chrono>
@@ -68,7 +73,8 @@ inline constexpr capability pg_advisory_capabilities =
 
 struct pg_advisory_options {
     // postgresql://[user[:password]@]host[:port]/database[?param=value...] (postgres:// too):
-    // libpq's URI form; the query takes libpq connection parameters (sslmode=require, ...).
+    // libpq's URI form; the query takes libpq connection parameters (sslmode=verify-full,
+    // sslrootcert=/path/ca.pem, ...; see TLS above).
     // Never printed but through redact_url.
     std::string dsn;
     // Longest wait for a connection to be set up (TCP, TLS, authentication). Must be > 0.

@@ -14,6 +14,14 @@
 //    MySQL; `mariadb://` too; a port means TCP, also to localhost; localhost or no host without
 //    a port means the default Unix socket; the environment's MYSQL_TCP_PORT and MYSQL_UNIX_PORT
 //    are not read). A driver whose client library was missing at build time says so when used.
+//  - TLS, with libpq's parameter names for both server drivers: `?sslmode=verify-full&
+//    sslrootcert=/ca.pem[&sslcert=/client.pem&sslkey=/client.key]`. Naming a certificate
+//    without sslmode means verify-full (for libpq too, whose own default, prefer, would verify
+//    nothing): the server's certificate must chain to the CA and name the DSN's host. Weaker
+//    modes must be asked for by name (require; libpq's verify-ca too). A certificate that does
+//    not verify, or a file that cannot be used, is a permanent backend_error ("tls" for
+//    PostgreSQL, "mysql 2026" for MariaDB); a TLS-only user connecting without TLS is refused
+//    by the server (SQLSTATE 28000, mysql 1045), permanent too.
 //  - Rows: (key_id, token, expires_ms, fence). key_id is the 128-bit stable_name_hash of the
 //    name (32 hex digits), so any name (any bytes, up to 1 MiB) fits a fixed-size key; two names
 //    with one hash share a row, which costs concurrency, never exclusion. The token is the key's
@@ -92,6 +100,16 @@ struct sql_dsn {
     std::string host;
     int port = 0;  // 0: the driver's default
     std::string database;
+    // mysql:// only (libpq reads a postgresql:// DSN's own parameters): TLS as the query
+    // parameters ask, with libpq's names. sslmode=disable (the default without certificate
+    // parameters), require (encrypted, the server's certificate not checked), verify-full (the
+    // default as soon as sslrootcert, sslcert or sslkey is given: the certificate must verify
+    // against sslrootcert, or the system's CAs without it, and name the DSN's host).
+    enum class tls_mode { disable, require, verify_full };
+    tls_mode tls = tls_mode::disable;
+    std::string tls_ca;    // sslrootcert: the CA file (PEM)
+    std::string tls_cert;  // sslcert: a client certificate (PEM), with tls_key
+    std::string tls_key;   // sslkey: its private key (PEM)
 
     // The DSN fit to print (redact_url).
     std::string redacted() const;

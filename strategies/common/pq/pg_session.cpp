@@ -121,6 +121,30 @@ std::string scrubbed(std::string text, const std::string& password, std::string_
     return scrub_secret(std::move(text), password);
 }
 
+// libpq's client-side TLS failures, which no retry mends: a server certificate that does not
+// verify (wrong CA, wrong host name), a certificate or key file it cannot use, a server without
+// TLS when TLS is required. libpq gives them no code: its wording is what tells them apart
+// from a connection that broke during the handshake ("SSL SYSCALL error: EOF detected").
+bool tls_setup_failed(std::string_view why) {
+    for (std::string_view sign :
+         {"certificate", "private key", "does not support SSL", "does not match host name"})
+        if (why.find(sign) != std::string_view::npos) return true;
+    return false;
+}
+
+// See pg_target::default_sslmode.
+std::string default_sslmode_of(const PQconninfoOption* options) {
+    bool has_sslmode = false, names_certificate = false;
+    for (auto* o = options; o->keyword != nullptr; ++o) {
+        if (o->val == nullptr) continue;
+        const std::string_view keyword = o->keyword;
+        if (keyword == "sslmode") has_sslmode = true;
+        if (keyword == "sslrootcert" || keyword == "sslcert" || keyword == "sslkey")
+            names_certificate = true;
+    }
+    return names_certificate && !has_sslmode ? "verify-full" : "";
+}
+
 bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
@@ -172,11 +196,23 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn) {
         if (keyword == "password") t.password = o->val;
         if (keyword == "dbname" && *o->val != '\0') has_database = true;
     }
+    t.default_sslmode = default_sslmode_of(options);
     pq().PQconninfoFree(options);
     if (!has_database)
         throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
                                      " names no database (postgresql://host[:port]/database)");
     return t;
+}
+
+std::string default_sslmode(std::string_view strategy, std::string_view dsn) {
+    const std::string text(dsn);
+    char* error = nullptr;
+    PQconninfoOption* options = load_libpq(strategy).PQconninfoParse(text.c_str(), &error);
+    pq().PQfreemem(error);
+    if (options == nullptr) return "";
+    auto mode = default_sslmode_of(options);
+    pq().PQconninfoFree(options);
+    return mode;
 }
 
 void pg_result_deleter::operator()(PGresult* r) const noexcept {
@@ -199,9 +235,13 @@ long pg_affected_rows(const PGresult* result) {
 
 pg_session::pg_session(const pg_target& target) : target_(target), generation_(fork_generation()) {
     load_libpq(target.strategy);
-    // fallback_: an application_name in the DSN wins.
-    const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding", nullptr};
-    const char* values[] = {target.dsn.c_str(), "locksmith", "UTF8", nullptr};
+    // fallback_: an application_name in the DSN wins. libpq applies the keywords in order, the
+    // DSN's own settings where dbname stands: sslmode before it is a default the DSN overrides
+    // (an empty value is skipped).
+    const char* keywords[] = {"sslmode", "dbname", "fallback_application_name", "client_encoding",
+                              nullptr};
+    const char* values[] = {target.default_sslmode.c_str(), target.dsn.c_str(), "locksmith", "UTF8",
+                            nullptr};
     const auto until = clock::now() + target.connect_timeout;
     conn_ = pq().PQconnectStartParams(keywords, values, 1);
     if (conn_ == nullptr) fail("connecting", "connect", "out of memory", error_kind::transient);
@@ -243,6 +283,12 @@ pg_session::pg_session(const pg_target& target) : target_(target), generation_(f
         if (!code.empty())
             fail("connecting", "SQLSTATE " + code, why + " (SQLSTATE " + code + ")",
                  sqlstate_kind(code));
+        if (tls_setup_failed(why))
+            fail("connecting", "tls",
+                 why +
+                     " (TLS as the DSN asks cannot be set up: check sslmode, sslrootcert, the "
+                     "host name and the server's certificate)",
+                 error_kind::permanent);
         fail("connecting", "connect", why,
              needs_password ? error_kind::permanent : error_kind::transient);
     }

@@ -43,6 +43,10 @@ struct pg_target {
     // The password ("" when none), scrubbed from every message, as is whatever the URL has
     // after "user:" (libpq may quote it as typed).
     std::string password;
+    // "verify-full" when the DSN names a certificate (sslrootcert, sslcert or sslkey) but no
+    // sslmode: asking for TLS means verifying the server's certificate and host name, where
+    // libpq's default (prefer) would verify neither. "" otherwise (libpq's own default).
+    std::string default_sslmode;
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
     std::chrono::milliseconds command_timeout{std::chrono::seconds(5)};
 };
@@ -51,6 +55,10 @@ struct pg_target {
 // Throws invalid_argument_error naming the redacted URL and what is wrong; backend_error
 // ("dlopen") when libpq cannot be loaded.
 pg_target make_pg_target(std::string strategy, std::string_view dsn);
+
+// pg_target::default_sslmode for `dsn` ("" when libpq cannot parse it: connecting says why).
+// Throws backend_error ("dlopen", naming `strategy`) when libpq cannot be loaded.
+std::string default_sslmode(std::string_view strategy, std::string_view dsn);
 
 struct pg_result_deleter {
     void operator()(PGresult* r) const noexcept;
@@ -90,9 +98,12 @@ class pg_session {
   public:
     // Connects within target.connect_timeout; `target` must outlive the session.
     // Throws backend_error naming the redacted DSN and the server's reason: "SQLSTATE xxxxx"
-    // when the server refused (unknown role or database: permanent; too many connections,
-    // starting up: transient), "connect" when it could not be reached and "timeout" (both
-    // transient), "dlopen" when libpq cannot be loaded.
+    // when the server refused (unknown role or database, a pg_hba.conf reject such as a
+    // TLS-only role over plain TCP: permanent; too many connections, starting up: transient),
+    // "tls" when TLS cannot be set up as asked (a certificate that does not verify against the
+    // CA or the host name, a missing or unreadable certificate or key file, a server without
+    // TLS: permanent), "connect" when it could not be reached and "timeout" (both transient),
+    // "dlopen" when libpq cannot be loaded.
     explicit pg_session(const pg_target& target);
     // Closes the connection (the server then ends the session and frees its session locks),
     // except in a fork()ed child, where the connection is the parent's: left alone there.
