@@ -11,30 +11,50 @@
 #
 #   scripts/mutants.sh [-l LIST] [NAME...]     NAME: only these entries (default: all)
 #
+# The faults run in lanes side by side (MUTANT_LANES; default: one per CPU as root, else 1):
+# most of a fault's time is spent in tests that wait (for a TTL, a session, a wake-up), not on the
+# CPU. Each further lane has its own copy of the source tree and of the build, mounted over the
+# original paths in a mount namespace of its own (unshare -m), so that nothing is rebuilt for it
+# and its tests find everything where they expect it. Entries of one folder share a lane, so that
+# the same tests never run twice at once; the test servers are shared, as in a parallel ctest.
+#
 # Environment: BUILD_DIR (default build-mutants, its own Ninja build), JOBS (default 2),
 # the LOCKSMITH_TEST_* endpoints of scripts/services.sh env (when LOCKSMITH_TEST_REDIS_URL is
 # unset, the script starts every test server of its own on free ports in a temporary directory
-# and stops them at the end).
+# and stops them at the end), LOCKSMITH_TEST_PATIENCE (default 10: the tests' safety nets, in s).
 # The changed file is always restored, also on Ctrl-C or an error (trap).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-mutants}
 jobs=${JOBS:-2}
 list=$root/tests/mutants/faults.txt
-if [ "${1:-}" = "-l" ]; then
+# `--lane DIR ENTRY...` is this script run by itself inside a lane's mount namespace: it only
+# applies, builds and tests the given entries, writing its result lines to DIR/results.
+lane_dir=""
+if [ "${1:-}" = "--lane" ]; then
+  lane_dir=$2
+  shift 2
+elif [ "${1:-}" = "-l" ]; then
   list=$(realpath "$2")
   shift 2
 fi
 only=("$@")
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/locksmith-mutants.XXXXXX")
+if [ -n "$lane_dir" ]; then
+  work=$lane_dir
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/locksmith-mutants.XXXXXX")
+fi
 backup=""   # the file currently changed, when one is
 target=""
+lane_pids=()
 cleanup() {
   if [ -n "$backup" ] && [ -f "$backup" ]; then
     cp "$backup" "$target"  # a new mtime, so that the next build recompiles it
     echo "mutants: restored $target" >&2
   fi
+  [ -n "$lane_dir" ] && return
+  [ ${#lane_pids[@]} = 0 ] || { kill "${lane_pids[@]}" 2>/dev/null; wait; } || true
   [ -z "${services_env+x}" ] ||
     env "${services_env[@]}" "$root/scripts/services.sh" stop >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -43,7 +63,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the entries: one file per field per entry, written by a small parser ----------------------
-python3 - "$list" "$work/entries" "${only[@]}" <<'EOF'
+[ -n "$lane_dir" ] || python3 - "$list" "$work/entries" "${only[@]}" <<'EOF'
 import os, sys
 path, out, only = sys.argv[1], sys.argv[2], set(sys.argv[3:])
 entries, cur = [], None
@@ -111,7 +131,7 @@ for _ in range(200):
         for s in socks: s.close()
 PY
 }
-if [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ]; then
+if [ -z "$lane_dir" ] && [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ]; then
   chmod 711 "$work"  # the databases run as their own users and must reach their folders
   services_env=(LOCKSMITH_SERVICES_DIR="$work/services"
                 LOCKSMITH_REDIS_PORT="$(free_ports 1)" LOCKSMITH_MEMCACHED_PORT="$(free_ports 1)"
@@ -143,6 +163,10 @@ build_targets() {  # build_targets [TESTS_FILE...]
   # shellcheck disable=SC2046
   cmake --build "$build" -j "$jobs" --target $(targets "$@") >"$work/build.log" 2>&1
 }
+# A fault that stops a wake-up makes its test wait for its safety net: a minute in some suites,
+# meant for a loaded machine. Here the tests run one at a time, so the tests' patience is cut
+# (tests/support/test_environment.hpp); the baseline below checks that it still suffices.
+export LOCKSMITH_TEST_PATIENCE=${LOCKSMITH_TEST_PATIENCE:-10}
 run_test() {  # run_test "<command relative to the build dir>" -> its exit status
   local cmd=$1 rc=0
   (cd "$build" && timeout 900 $cmd >"$work/test.log" 2>&1) || rc=$?
@@ -150,40 +174,29 @@ run_test() {  # run_test "<command relative to the build dir>" -> its exit statu
 }
 
 start=$(date +%s)
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_LINK_DEPENDS_NO_SHARED=ON >"$work/configure.log" 2>&1 ||
-  { cat "$work/configure.log"; echo "mutants: configure failed" >&2; exit 2; }
-build_targets || { tail -40 "$work/build.log"; echo "mutants: the unchanged code does not build" >&2; exit 2; }
+if [ -z "$lane_dir" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_LINK_DEPENDS_NO_SHARED=ON >"$work/configure.log" 2>&1 ||
+    { cat "$work/configure.log"; echo "mutants: configure failed" >&2; exit 2; }
+  build_targets || { tail -40 "$work/build.log"; echo "mutants: the unchanged code does not build" >&2; exit 2; }
 
-echo "mutants: baseline (every named test passes on the unchanged code)"
-baseline_ok=1
-while read -r cmd; do
-  rc=0
-  run_test "$cmd" || rc=$?
-  if [ "$rc" != 0 ]; then
-    echo "  FAILS UNCHANGED (exit $rc): $cmd"
-    tail -20 "$work/test.log" | sed 's/^/    /'
-    baseline_ok=0
-  fi
-done < <(cat "$work"/entries/*/tests | sort -u)
-[ "$baseline_ok" = 1 ] || { echo "mutants: fix the baseline first" >&2; exit 2; }
+  echo "mutants: baseline (every named test passes on the unchanged code)"
+  baseline_ok=1
+  while read -r cmd; do
+    rc=0
+    run_test "$cmd" || rc=$?
+    if [ "$rc" != 0 ]; then
+      echo "  FAILS UNCHANGED (exit $rc): $cmd"
+      tail -20 "$work/test.log" | sed 's/^/    /'
+      baseline_ok=0
+    fi
+  done < <(cat "$work"/entries/*/tests | sort -u)
+  [ "$baseline_ok" = 1 ] || { echo "mutants: fix the baseline first" >&2; exit 2; }
+fi
 
 # --- the faults ------------------------------------------------------------------------------
-declare -A count=()
-results=()
-for dir in "$work"/entries/*/; do
-  name=$(cat "$dir/name")
-  target="$root/$(cat "$dir/file")"
-  t0=$(date +%s)
-  status=""
-  detail=""
-  if [ ! -f "$target" ]; then
-    status="NOT APPLIED"
-    detail="no file $(cat "$dir/file")"
-  else
-    backup="$work/backup"
-    cp -p "$target" "$backup"
-    if ! python3 - "$target" "$dir/find" "$dir/replace" <<'EOF'
+apply_fault() {  # apply_fault FILE FIND_FILE REPLACE_FILE: fails unless FIND occurs exactly once
+  python3 - "$@" <<'EOF'
 import sys
 target, find, replace = sys.argv[1], open(sys.argv[2]).read(), open(sys.argv[3]).read()
 text = open(target, encoding="utf-8").read()
@@ -193,41 +206,114 @@ if n != 1:
     sys.exit(1)
 open(target, "w", encoding="utf-8").write(text.replace(find, replace, 1))
 EOF
-    then
+}
+
+run_faults() {  # run_faults ENTRY_DIR...: one result line per fault, on stdout and in $work/results
+  local dir name status detail t0 built timing line cmd rc
+  for dir in "$@"; do
+    name=$(cat "$dir/name")
+    target="$root/$(cat "$dir/file")"
+    t0=$(date +%s)
+    status=""
+    detail=""
+    if [ ! -f "$target" ]; then
       status="NOT APPLIED"
-      detail="find: text not found exactly once in $(cat "$dir/file")"
-    elif ! build_targets "$dir/tests"; then
-      status="DOES NOT COMPILE"
-      detail=$(grep -m1 -E "error" "$work/build.log" || true)
+      detail="no file $(cat "$dir/file")"
     else
-      status="SURVIVED"
-      while read -r cmd; do
-        rc=0
-        run_test "$cmd" || rc=$?
-        if [ "$rc" = 77 ]; then
-          [ "$status" = SURVIVED ] && status="SKIPPED" && detail="skipped: $cmd"
-        elif [ "$rc" != 0 ]; then
-          status="caught"
-          detail="by $cmd (exit $rc)"
-          break
-        fi
-      done <"$dir/tests"
+      backup="$work/backup"
+      cp -p "$target" "$backup"
+      if ! apply_fault "$target" "$dir/find" "$dir/replace"; then
+        status="NOT APPLIED"
+        detail="find: text not found exactly once in $(cat "$dir/file")"
+      elif ! build_targets "$dir/tests"; then
+        status="DOES NOT COMPILE"
+        detail=$(grep -m1 -E "error" "$work/build.log" || true)
+      else
+        built=$(date +%s)
+        status="SURVIVED"
+        while read -r cmd; do
+          rc=0
+          run_test "$cmd" || rc=$?
+          if [ "$rc" = 77 ]; then
+            [ "$status" = SURVIVED ] && status="SKIPPED" && detail="skipped: $cmd"
+          elif [ "$rc" != 0 ]; then
+            status="caught"
+            detail="by $cmd (exit $rc)"
+            break
+          fi
+        done <"$dir/tests"
+      fi
+      cp "$backup" "$target"  # not -p: a new mtime makes the next build recompile it
+      backup=""
     fi
-    cp "$backup" "$target"  # not -p: a new mtime makes the next build recompile it
-    backup=""
-  fi
-  count[$status]=$(( ${count[$status]:-0} + 1 ))
-  line=$(printf '%-16s %-40s %4ss  %s' "$status" "$name" "$(( $(date +%s) - t0 ))" "$detail")
-  echo "$line"
-  results+=("$line")
+    # Time spent building the fault, then running its tests.
+    timing=$(printf '%4ss' "$(( $(date +%s) - t0 ))")
+    [ -z "${built:-}" ] || timing=$(printf '%4ss (build %ss)' "$(( $(date +%s) - t0 ))" "$((built - t0))")
+    built=""
+    line=$(printf '%-16s %-40s %s  %s' "$status" "$name" "$timing" "$detail")
+    echo "$line"
+    echo "$line" >>"$work/results"
+  done
+}
+
+if [ -n "$lane_dir" ]; then
+  run_faults "${only[@]}"
+  exit 0
+fi
+
+# Lanes: entries grouped by folder, the largest groups first, each to the lane with the fewest
+# entries so far.
+lanes=${MUTANT_LANES:-}
+if [ -z "$lanes" ]; then
+  lanes=1
+  [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null || lanes=$(nproc)
+fi
+declare -A lane_entries=()
+while read -r group; do
+  best=0
+  for ((i = 1; i < lanes; i++)); do
+    [ "$(wc -w <<<"${lane_entries[$i]:-}")" -ge "$(wc -w <<<"${lane_entries[$best]:-}")" ] || best=$i
+  done
+  lane_entries[$best]+=" $(grep -lxF "$group" "$work"/entries/*/group | xargs -n1 dirname | tr '\n' ' ')"
+done < <(for dir in "$work"/entries/*/; do dirname "$(cat "$dir/file")" >"$dir/group"; cat "$dir/group"; done |
+  sort | uniq -c | sort -rn | awk '{print $2}')
+
+: >"$work/results"
+for ((i = 1; i < lanes; i++)); do
+  [ -n "${lane_entries[$i]:-}" ] || continue
+  # The lane's copies: the sources as they are now (tracked and new files), the build as it is,
+  # both with their times kept so that ninja finds nothing to redo.
+  lane=$work/lane-$i
+  mkdir -p "$lane/src" "$lane/build"
+  git -C "$root" ls-files -z --cached --others --exclude-standard |
+    tar -C "$root" --null -T - -cf - | tar -C "$lane/src" -xpf -
+  cp -a "$build/." "$lane/build/"
+  case $build in "$root"/*) mkdir -p "$lane/src/${build#"$root"/}" ;; esac
+  : >"$lane/results"
+  # shellcheck disable=SC2086
+  unshare -m -- bash -c 'mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 &&
+    exec bash "$0" --lane "$@"' "$root/scripts/mutants.sh" "$lane/src" "$root" "$lane/build" \
+    "$build" "$lane" ${lane_entries[$i]} &
+  lane_pids+=($!)
 done
+echo "mutants: ${#lane_pids[@]} more lane(s) beside this one"
+# shellcheck disable=SC2086
+run_faults ${lane_entries[0]:-}
+for pid in "${lane_pids[@]}"; do wait "$pid" || true; done
+lane_pids=()
+cat "$work"/lane-*/results >>"$work/results" 2>/dev/null || true
+
 # Leave the build matching the restored sources.
 build_targets || true
 
 total=$(ls -d "$work"/entries/*/ | wc -l)
+declare -A count=()
+while read -r status; do
+  count[$status]=$(( ${count[$status]:-0} + 1 ))
+done < <(cut -c1-16 "$work/results" | sed 's/ *$//')
 echo
-echo "mutants: $total faults in $(( $(date +%s) - start )) s:" \
+echo "mutants: $total faults in $(( $(date +%s) - start )) s ($lanes lane(s)):" \
   "${count[caught]:-0} caught, ${count[SURVIVED]:-0} survived," \
   "${count[DOES NOT COMPILE]:-0} do not compile, ${count[NOT APPLIED]:-0} not applied," \
-  "${count[SKIPPED]:-0} skipped"
+  "${count[SKIPPED]:-0} skipped, $((total - $(wc -l <"$work/results"))) not run"
 [ "${count[caught]:-0}" = "$total" ]

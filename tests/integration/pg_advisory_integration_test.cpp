@@ -27,6 +27,7 @@
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/test_environment.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -37,7 +38,7 @@ namespace {
 
 constexpr const char* dsn_variable = "LOCKSMITH_TEST_POSTGRES_DSN";
 // The safety net of cases that wait for something that must happen; never a speed check.
-constexpr auto must_happen = 30s;
+const auto must_happen = test::patience(30s);
 
 strategies::pg_advisory_options options_for(const std::string& dsn) {
     strategies::pg_advisory_options o;

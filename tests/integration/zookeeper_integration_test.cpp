@@ -37,6 +37,7 @@
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/tcp_fault_proxy.hpp"
+#include "support/test_environment.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -47,7 +48,7 @@ namespace {
 
 constexpr const char* hosts_variable = "LOCKSMITH_TEST_ZOOKEEPER";
 // The safety net of cases that wait for something that must happen; never a speed check.
-constexpr auto must_happen = 30s;
+const auto must_happen = test::patience(30s);
 const std::string test_root = "/locksmith-it-" + std::to_string(::getpid());
 
 strategies::zookeeper_options options_for(const std::string& hosts) {

@@ -1,6 +1,7 @@
 // What the tests need from their environment: server endpoints and the CI switch.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -13,6 +14,13 @@ bool running_in_ci();
 
 // The value of an environment variable, or nullopt when unset or empty.
 std::optional<std::string> env(const char* name);
+
+// How long a test waits for what must happen promptly (a wake-up after a release, a grant that is
+// due, a child that should finish): `safety_net`, which is generous so that a loaded machine does
+// not fail the test, or less when LOCKSMITH_TEST_PATIENCE (whole seconds) says so. The mutation
+// check sets it: a fault that stops a wake-up then costs those seconds instead of a minute, and
+// its baseline run shows that the shorter wait still passes on the unchanged code.
+std::chrono::seconds patience(std::chrono::seconds safety_net);
 
 // Sets (or, with nullopt, unsets) an environment variable for one scope.
 struct scoped_env {
