@@ -144,11 +144,11 @@ void against_every_behaviour(const strategy_under_test& entry,
                     return foreign_exception;
                 }
             },
-            std::chrono::duration_cast<std::chrono::seconds>(attempt_bound + bound) + 20s);
+            std::chrono::duration_cast<std::chrono::seconds>(attempt_bound + bound) + test::patience(20s));
         runs.push_back(std::move(r));
     }
     for (auto& r : runs) {
-        const int status = wait_child(r.pid, attempt_bound + bound + 20s);
+        const int status = wait_child(r.pid, attempt_bound + bound + test::patience(20s));
         const long create_ms = r.took->create_ms, attempt_ms = r.took->attempt_ms;
         BOOST_TEST_INFO(entry.id()
                         << " against a server that is " << to_string(r.behaviour) << " ("

@@ -489,8 +489,8 @@ BOOST_AUTO_TEST_CASE(a_broken_or_hostile_endpoint_gets_a_clear_error_in_time_and
                     std::ofstream(path) << ms << "\n" << result;
                     return 0;
                 },
-                60s);
-            const int status = test::wait_child(child, 60s);
+                must_happen);
+            const int status = test::wait_child(child, must_happen);
             std::ifstream in(path);
             long long ms = -1;
             std::string result;
@@ -729,7 +729,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_predecessor_left_before_its_watch_began_need
     auto waiter = make_lock(strategies::make_etcd_store(options_for(relay.url())), name, 300s);
     auto waited = std::async(std::launch::async, [&]() -> std::string {
         try {
-            return waiter.try_lock_for(30s) ? "granted" : "timed out";
+            return waiter.try_lock_for(must_happen) ? "granted" : "timed out";
         } catch (const error& e) {
             return std::string("error: ") + e.what();
         }
@@ -762,7 +762,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_takes_its_turn_whatever_order_the_deletions_are_re
     // what ends the wait.
     auto second = make_lock(strategies::make_etcd_store(options_for(relay.url())), name, 300s);
     auto second_granted = std::async(std::launch::async, [&] {
-        const bool granted = second.try_lock_for(30s);
+        const bool granted = second.try_lock_for(must_happen);
         if (granted) second.unlock();
         return granted;
     });
