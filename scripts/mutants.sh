@@ -179,19 +179,6 @@ if [ -z "$lane_dir" ]; then
     -DCMAKE_LINK_DEPENDS_NO_SHARED=ON >"$work/configure.log" 2>&1 ||
     { cat "$work/configure.log"; echo "mutants: configure failed" >&2; exit 2; }
   build_targets || { tail -40 "$work/build.log"; echo "mutants: the unchanged code does not build" >&2; exit 2; }
-
-  echo "mutants: baseline (every named test passes on the unchanged code)"
-  baseline_ok=1
-  while read -r cmd; do
-    rc=0
-    run_test "$cmd" || rc=$?
-    if [ "$rc" != 0 ]; then
-      echo "  FAILS UNCHANGED (exit $rc): $cmd"
-      tail -20 "$work/test.log" | sed 's/^/    /'
-      baseline_ok=0
-    fi
-  done < <(cat "$work"/entries/*/tests | sort -u)
-  [ "$baseline_ok" = 1 ] || { echo "mutants: fix the baseline first" >&2; exit 2; }
 fi
 
 # --- the faults ------------------------------------------------------------------------------
@@ -256,9 +243,26 @@ run_faults() {  # run_faults ENTRY_DIR...: one result line per fault, on stdout 
   done
 }
 
+# run_lane ENTRY_DIR...: first the baseline (every test these entries name passes on the
+# unchanged code, else a "catch" would mean nothing), then their faults.
+run_lane() {
+  local cmd rc ok=1
+  while read -r cmd; do
+    rc=0
+    run_test "$cmd" || rc=$?
+    if [ "$rc" != 0 ]; then
+      { echo "  FAILS UNCHANGED (exit $rc): $cmd"; tail -20 "$work/test.log" | sed 's/^/    /'; } |
+        tee -a "$work/baseline-failures"
+      ok=0
+    fi
+  done < <(for dir in "$@"; do cat "$dir/tests"; done | sort -u)
+  [ "$ok" = 1 ] || return 2
+  run_faults "$@"
+}
+
 if [ -n "$lane_dir" ]; then
-  run_faults "${only[@]}"
-  exit 0
+  run_lane "${only[@]}"
+  exit
 fi
 
 # Lanes: entries grouped by folder, the largest groups first, each to the lane with the fewest
@@ -296,12 +300,16 @@ for ((i = 1; i < lanes; i++)); do
     "$build" "$lane" ${lane_entries[$i]} &
   lane_pids+=($!)
 done
-echo "mutants: ${#lane_pids[@]} more lane(s) beside this one"
+echo "mutants: $lanes lane(s), each: the baseline, then its faults"
 # shellcheck disable=SC2086
-run_faults ${lane_entries[0]:-}
+run_lane ${lane_entries[0]:-} || true
 for pid in "${lane_pids[@]}"; do wait "$pid" || true; done
 lane_pids=()
 cat "$work"/lane-*/results >>"$work/results" 2>/dev/null || true
+if [ -n "$(cat "$work"/baseline-failures "$work"/lane-*/baseline-failures 2>/dev/null)" ]; then
+  echo "mutants: fix the baseline first" >&2
+  exit 2
+fi
 
 # Leave the build matching the restored sources.
 build_targets || true
