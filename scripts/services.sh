@@ -19,8 +19,11 @@
 # (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
 # LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_ZOOKEEPER_PORT (12181), LOCKSMITH_ETCD_PORT (12379;
 # its peer port is the next one), LOCKSMITH_REDIS_QUORUM_PORT (16380; the three members use it
-# and the next two), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb
-# zookeeper etcd redis-quorum"; `certs` makes the test certificates the TLS servers use).
+# and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its replica, then three
+# Sentinels on the next four), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres
+# mariadb zookeeper etcd redis-quorum redis-sentinel redis-cluster"; `certs` makes the test
+# certificates the TLS servers use), LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes of a Redis
+# Cluster, three masters and a replica of each, on it and the next five; bus ports 1000 above).
 # As root, PostgreSQL runs as the user postgres and MariaDB as mysql (both refuse root).
 # A port held by a process we did not start is reported and left alone.
 set -euo pipefail
@@ -33,7 +36,9 @@ mariadb_port=${LOCKSMITH_MARIADB_PORT:-13306}
 zookeeper_port=${LOCKSMITH_ZOOKEEPER_PORT:-12181}
 etcd_port=${LOCKSMITH_ETCD_PORT:-12379}
 quorum_port=${LOCKSMITH_REDIS_QUORUM_PORT:-16380}
-services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper etcd redis-quorum}
+sentinel_port=${LOCKSMITH_REDIS_SENTINEL_PORT:-16390}
+cluster_port=${LOCKSMITH_REDIS_CLUSTER_PORT:-16400}
+services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper etcd redis-quorum redis-sentinel redis-cluster}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -212,6 +217,13 @@ env_lines() {
           echo "export LOCKSMITH_TEST_MARIADB_TLS_DSN='mysql://locktest_tls:locktest-tls-pw@127.0.0.1:$mariadb_port/locktest?sslmode=verify-full&sslrootcert=$state_dir/tls/ca.pem'" ;;
       zookeeper) echo "export LOCKSMITH_TEST_ZOOKEEPER=127.0.0.1:$zookeeper_port" ;;
       etcd) echo "export LOCKSMITH_TEST_ETCD=http://127.0.0.1:$etcd_port" ;;
+      redis-sentinel)
+        echo "export LOCKSMITH_TEST_REDIS_SENTINELS=127.0.0.1:$((sentinel_port + 2)),127.0.0.1:$((sentinel_port + 3)),127.0.0.1:$((sentinel_port + 4))"
+        echo "export LOCKSMITH_TEST_REDIS_SENTINEL_MASTER=$sentinel_master"
+        echo "export LOCKSMITH_TEST_REDIS_SENTINEL_PASSWORD=$sentinel_password" ;;
+      redis-cluster)
+        echo "export LOCKSMITH_TEST_REDIS_CLUSTER=$(cluster_nodes | xargs | tr ' ' ',')"
+        echo "export LOCKSMITH_TEST_REDIS_CLUSTER_PASSWORD=$sentinel_password" ;;
       redis-quorum) echo "export LOCKSMITH_TEST_REDIS_QUORUM=redis://127.0.0.1:$quorum_port/0,redis://127.0.0.1:$((quorum_port + 1))/0,redis://127.0.0.1:$((quorum_port + 2))/0" ;;
     esac
   done
@@ -394,6 +406,91 @@ start_redis_quorum() {
   return $rc
 }
 
+# Redis behind Sentinel: a master, its replica and three Sentinels (Debian ships no
+# redis-sentinel binary: `redis-server FILE --sentinel`). Every one of them requires the test
+# password, as production ones do: the replica and a demoted master authenticate to the master
+# (masterauth), the Sentinels to the servers (auth-pass) and to each other (sentinel-pass). Short
+# timeouts, so that a failover in the tests takes seconds. A Sentinel rewrites its file, so it
+# is written only at the first start; later starts find the roles as the last failover left them.
+sentinel_master=locksmith-test
+sentinel_password=locktest-sentinel-pw
+redis_auth_ping_port() {
+  redis-cli -h 127.0.0.1 -p "$1" --no-auth-warning -a "$sentinel_password" ping 2>/dev/null | grep -q PONG
+}
+sentinel_member_ping() { redis_auth_ping_port "$sentinel_member_port"; }
+start_redis_sentinel() {
+  need redis-server redis-server && need redis-cli redis-tools || return 1
+  local i rc=0 dir conf
+  for i in 0 1; do
+    sentinel_member_port=$((sentinel_port + i))
+    local role=()
+    [ "$i" = 0 ] || role=(--replicaof 127.0.0.1 "$sentinel_port")
+    # A server that a failover demoted was rewritten by nobody (no config file): its role comes
+    # from the command line, and Sentinel corrects it within a second.
+    start_one "redis-sentinel-server-$i" redis-server sentinel_member_ping "$sentinel_member_port" \
+      redis-server --bind 127.0.0.1 --port "$sentinel_member_port" --protected-mode yes \
+      --daemonize no --dir "$state_dir/redis-sentinel-server-$i" --save '' --appendonly no \
+      --requirepass "$sentinel_password" --masterauth "$sentinel_password" "${role[@]}" || rc=1
+  done
+  for i in 0 1 2; do
+    sentinel_member_port=$((sentinel_port + 2 + i))
+    dir=$state_dir/redis-sentinel-$i
+    conf=$dir/sentinel.conf
+    mkdir -p "$dir"
+    [ -s "$conf" ] || cat >"$conf" <<CONF
+bind 127.0.0.1
+port $sentinel_member_port
+dir $dir
+requirepass $sentinel_password
+sentinel sentinel-pass $sentinel_password
+sentinel monitor $sentinel_master 127.0.0.1 $sentinel_port 2
+sentinel auth-pass $sentinel_master $sentinel_password
+sentinel down-after-milliseconds $sentinel_master 1000
+sentinel failover-timeout $sentinel_master 5000
+sentinel parallel-syncs $sentinel_master 1
+CONF
+    chmod 600 "$conf"
+    start_one "redis-sentinel-$i" redis-server sentinel_member_ping "$sentinel_member_port" \
+      redis-server "$conf" --sentinel || rc=1
+  done
+  return $rc
+}
+
+# A Redis Cluster of six nodes: three masters and a replica of each (`redis-cli --cluster
+# create`, once: the nodes keep the cluster in their nodes.conf), with the Sentinel rig's
+# password. The bus ports are set (1000 above each node) because the default, port + 10000,
+# overflows above 55535.
+cluster_nodes() { local i; for i in 0 1 2 3 4 5; do printf '127.0.0.1:%s ' $((cluster_port + i)); done; }
+cluster_ok() {
+  redis-cli -h 127.0.0.1 -p "$cluster_port" --no-auth-warning -a "$sentinel_password" cluster info \
+    2>/dev/null | grep -q '^cluster_state:ok'
+}
+start_redis_cluster() {
+  need redis-server redis-server && need redis-cli redis-tools || return 1
+  local i rc=0 port
+  for i in 0 1 2 3 4 5; do
+    sentinel_member_port=$((cluster_port + i))
+    start_one "redis-cluster-$i" redis-server sentinel_member_ping "$sentinel_member_port" \
+      redis-server --bind 127.0.0.1 --port "$sentinel_member_port" --protected-mode yes \
+      --daemonize no --dir "$state_dir/redis-cluster-$i" --save '' --appendonly no \
+      --cluster-enabled yes --cluster-port $((sentinel_member_port + 1000)) \
+      --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+      --requirepass "$sentinel_password" --masterauth "$sentinel_password" || rc=1
+  done
+  [ $rc = 0 ] || return $rc
+  # Nodes that were a cluster before keep it (nodes.conf) and need a moment to agree again.
+  if redis-cli -h 127.0.0.1 -p "$cluster_port" --no-auth-warning -a "$sentinel_password" \
+    cluster info 2>/dev/null | grep -q '^cluster_slots_assigned:0'; then
+    # shellcheck disable=SC2046
+    redis-cli --no-auth-warning -a "$sentinel_password" --cluster create $(cluster_nodes) \
+      --cluster-replicas 1 --cluster-yes >>"$state_dir/redis-cluster-create.log" 2>&1 ||
+      { log "redis-cluster: create failed:"; tail -n 20 "$state_dir/redis-cluster-create.log" >&2; return 1; }
+  fi
+  for i in $(seq 1 100); do cluster_ok && break; sleep 0.1; done
+  cluster_ok || { log "redis-cluster: its state is not ok after 10 s"; return 1; }
+  log "redis-cluster ready (127.0.0.1:$cluster_port-$((cluster_port + 5)))"
+}
+
 start() {
   mkdir -p "$state_dir"
   # The database servers run as their own users and must reach their folders: others may
@@ -421,6 +518,8 @@ start() {
       zookeeper) start_zookeeper || rc=1 ;;
       etcd) start_etcd || rc=1 ;;
       redis-quorum) start_redis_quorum || rc=1 ;;
+      redis-sentinel) start_redis_sentinel || rc=1 ;;
+      redis-cluster) start_redis_cluster || rc=1 ;;
       *) log "unknown service '$s'"; rc=1 ;;
     esac
   done
@@ -440,6 +539,10 @@ stop() {
       zookeeper) stop_one zookeeper java ;;
       etcd) stop_one etcd etcd ;;
       redis-quorum) for i in 0 1 2; do stop_one "redis-quorum-$i" redis-server; done ;;
+      redis-sentinel)
+        for i in 0 1 2; do stop_one "redis-sentinel-$i" redis-server; done
+        for i in 0 1; do stop_one "redis-sentinel-server-$i" redis-server; done ;;
+      redis-cluster) for i in 0 1 2 3 4 5; do stop_one "redis-cluster-$i" redis-server; done ;;
     esac
   done
 }
@@ -467,6 +570,19 @@ status() {
           alive "$pid" redis-server && quorum_ping &&
             echo "redis-quorum-$i: running (pid $pid, port $quorum_member_port)" ||
             echo "redis-quorum-$i: not running"
+        done ;;
+      redis-sentinel) for i in 0 1 2 3 4; do
+          local name=redis-sentinel-server-$i
+          [ "$i" -lt 2 ] || name=redis-sentinel-$((i - 2))
+          sentinel_member_port=$((sentinel_port + i)); pid=$(pid_of "$name")
+          alive "$pid" redis-server && sentinel_member_ping &&
+            echo "$name: running (pid $pid, port $sentinel_member_port)" || echo "$name: not running"
+        done ;;
+      redis-cluster) for i in 0 1 2 3 4 5; do
+          sentinel_member_port=$((cluster_port + i)); pid=$(pid_of "redis-cluster-$i")
+          alive "$pid" redis-server && sentinel_member_ping &&
+            echo "redis-cluster-$i: running (pid $pid, port $sentinel_member_port)" ||
+            echo "redis-cluster-$i: not running"
         done ;;
     esac
   done
