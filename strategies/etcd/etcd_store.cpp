@@ -199,6 +199,11 @@ class etcd_store final : public store {
     explicit etcd_store(etcd_options options)
         : store(strategy_name, etcd_capabilities), options_(std::move(options)) {
         for (const auto& e : options_.endpoints) endpoints_.push_back(parse_endpoint(e));
+        if (endpoints_.front().tls)
+            tls_ = std::make_shared<const tls::tls_context>(
+                tls::tls_options{options_.ca_file, options_.cert_file, options_.key_file,
+                                 options_.server_name},
+                strategy_name);
         // One request now, so that a wrong endpoint or a server that is not etcd fails here.
         call("/v3/maintenance/status", json::object(), "asking for the server's status");
     }
@@ -721,12 +726,14 @@ class etcd_store final : public store {
         for (std::size_t i = 0; i < n; ++i) {
             const std::size_t at = (start + i) % n;
             try {
-                auto c = std::make_unique<http_connection>(endpoints_[at], options_.dial_timeout);
+                auto c = std::make_unique<http_connection>(endpoints_[at], options_.dial_timeout,
+                                                           tls_);
                 preferred_.store(at);
                 return c;
             } catch (const backend_error& e) {
                 failures += std::string(failures.empty() ? "" : "; ") + e.what();
-                if (n == 1) throw;
+                // A refused certificate is the same at every member: said once, not hidden.
+                if (n == 1 || e.native_code() == "tls") throw;
             }
         }
         throw backend_error(strategy_name, "unreachable",
@@ -770,6 +777,7 @@ class etcd_store final : public store {
 
     const etcd_options options_;
     std::vector<endpoint> endpoints_;
+    std::shared_ptr<const tls::tls_context> tls_;  // for https:// endpoints
     std::atomic<std::size_t> preferred_{0};
     std::mutex mutex_;
     std::vector<std::unique_ptr<http_connection>> idle_;
@@ -817,6 +825,24 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
     }
     if (auto v = r.string("user")) o.user = *v;
     if (auto v = r.string("password")) o.password = *v;
+    for (auto [name, target] : {std::pair{"ca_file", &o.ca_file}, {"cert_file", &o.cert_file},
+                                {"key_file", &o.key_file}, {"server_name", &o.server_name}})
+        if (auto v = r.string(name)) *target = *v;
+    const bool tls = o.endpoints.front().starts_with("https://");
+    for (const auto& e : o.endpoints)
+        if (e.starts_with("https://") != tls)
+            throw config_error("config.value", "/endpoints",
+                               "option 'endpoints' mixes http:// and https:// (all members of a "
+                               "cluster are reached alike)");
+    if (!tls && !(o.ca_file + o.cert_file + o.key_file + o.server_name).empty())
+        throw config_error("config.value", "/endpoints",
+                           "TLS options (ca_file, cert_file, key_file, server_name) need "
+                           "https:// endpoints; these are http://, which would send everything "
+                           "in clear text");
+    if (o.cert_file.empty() != o.key_file.empty())
+        throw config_error("config.value", o.cert_file.empty() ? "/cert_file" : "/key_file",
+                           "options 'cert_file' and 'key_file' go together (a client "
+                           "certificate and its private key)");
     if (!o.password.empty() && o.user.empty())
         throw config_error("config.value", "/password", "option 'password' needs 'user'");
     r.finish();
