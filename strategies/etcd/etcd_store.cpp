@@ -726,8 +726,8 @@ class etcd_store final : public store {
         for (std::size_t i = 0; i < n; ++i) {
             const std::size_t at = (start + i) % n;
             try {
-                auto c = std::make_unique<http_connection>(endpoints_[at], options_.dial_timeout,
-                                                           tls_);
+                auto c =
+                    std::make_unique<http_connection>(endpoints_[at], options_.dial_timeout, tls_);
                 preferred_.store(at);
                 return c;
             } catch (const backend_error& e) {
@@ -825,8 +825,10 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
     }
     if (auto v = r.string("user")) o.user = *v;
     if (auto v = r.string("password")) o.password = *v;
-    for (auto [name, target] : {std::pair{"ca_file", &o.ca_file}, {"cert_file", &o.cert_file},
-                                {"key_file", &o.key_file}, {"server_name", &o.server_name}})
+    for (auto [name, target] : {std::pair{"ca_file", &o.ca_file},
+                                {"cert_file", &o.cert_file},
+                                {"key_file", &o.key_file},
+                                {"server_name", &o.server_name}})
         if (auto v = r.string(name)) *target = *v;
     const bool tls = o.endpoints.front().starts_with("https://");
     for (const auto& e : o.endpoints)

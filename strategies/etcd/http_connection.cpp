@@ -92,8 +92,9 @@ endpoint parse_endpoint(std::string_view url) {
             throw invalid_argument_error("etcd endpoint '" + shown +
                                          "': the port is not a number in [1, 65535]");
     }
-    e.text = std::string(e.tls ? "https://" : "http://") + (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) +
-             ":" + std::to_string(e.port);
+    e.text = std::string(e.tls ? "https://" : "http://") +
+             (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" +
+             std::to_string(e.port);
     return e;
 }
 
@@ -115,9 +116,11 @@ http_connection::http_connection(const endpoint& to, milliseconds dial_timeout,
 }
 
 http_connection::http_connection(int fd, std::string address)
-    : address_(std::move(address)), host_(host_of(address_)),
+    : address_(std::move(address)),
+      host_(host_of(address_)),
       stream_(std::make_unique<tls::tls_stream>(fd, nullptr, std::string(), deadline())),
-      generation_(fork_generation()), in_(8192) {}
+      generation_(fork_generation()),
+      in_(8192) {}
 
 http_connection::~http_connection() = default;
 
@@ -134,10 +137,9 @@ void http_connection::connect(const endpoint& to, milliseconds dial_timeout,
             stream_ = std::make_unique<tls::tls_stream>(c.fd, std::move(tls), to.host, until);
         } catch (const tls::stream_error& e) {
             fail(what, e.code(),
-                 e.code() == "timeout"
-                     ? std::string(e.what()) + " (within dial_timeout_s, " +
-                           std::to_string(dial_timeout.count()) + " ms)"
-                     : std::string(e.what()),
+                 e.code() == "timeout" ? std::string(e.what()) + " (within dial_timeout_s, " +
+                                             std::to_string(dial_timeout.count()) + " ms)"
+                                       : std::string(e.what()),
                  e.kind());
         }
         return;
@@ -367,8 +369,8 @@ bool http_connection::fill(deadline until, std::string_view what, bool soft) {
     return true;
 }
 
-std::optional<std::size_t> http_connection::read_some(char* data, std::size_t size,
-                                                      deadline until, std::string_view what) {
+std::optional<std::size_t> http_connection::read_some(char* data, std::size_t size, deadline until,
+                                                      std::string_view what) {
     try {
         return stream_->read_some(data, size, until);
     } catch (const tls::stream_error& e) {

@@ -30,9 +30,9 @@
 //  - Consensus: etcd's raft; a grant survives the loss of a minority of members.
 //  - Endpoints: tried in order; a connection that fails is replaced by one to the first endpoint
 //    that answers (failover: a killed member's requests, keep-alives included, move to the next
-//    member within one request_timeout). A request whose connection broke is sent once more on a fresh connection
-//    (every request the store makes is safe to repeat). While waiting, errors of a server that
-//    is restarting are retried until the waiter's lease could have expired.
+//    member within one request_timeout). A request whose connection broke is sent once more on a
+//    fresh connection (every request the store makes is safe to repeat). While waiting, errors of a
+//    server that is restarting are retried until the waiter's lease could have expired.
 //  - A broken or hostile endpoint: a reply or watch message longer than 1 MiB, nested deeper
 //    than 32 levels, or not HTTP/JSON as the gateway sends it is a backend_error (protocol,
 //    permanent), never parsed further; a request ends within request_timeout whatever the
@@ -93,7 +93,8 @@ struct etcd_options {
     // Reads {"endpoints": "http://h:2379[,http://h2:2379...]", "dial_timeout_s": 2,
     // "request_timeout_s": 5, "prefix": "locksmith/", "user": "...", "password": "...",
     // "ca_file": "...", "cert_file": "...", "key_file": "...", "server_name": "..."};
-    // "endpoints" is required; the TLS options need https:// endpoints. Throws config_error (never naming the password).
+    // "endpoints" is required; the TLS options need https:// endpoints. Throws config_error (never
+    // naming the password).
     static etcd_options from_json(const nlohmann::json& options);
 };
 

@@ -53,7 +53,8 @@ int bio_create(BIO* bio) {
 
 BIO_METHOD* socket_method() {
     static BIO_METHOD* method = [] {
-        BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "locksmith socket");
+        BIO_METHOD* m =
+            BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "locksmith socket");
         if (m == nullptr) return m;
         BIO_meth_set_write(m, bio_write);
         BIO_meth_set_read(m, bio_read);
@@ -120,12 +121,15 @@ tls_context::tls_context(const tls_options& options, std::string_view who) : opt
                 throw invalid_argument_error(prefix + "cannot load cert_file '" +
                                              options_.cert_file + "': " + openssl_errors() +
                                              " (a readable PEM certificate?)");
-            if (SSL_CTX_use_PrivateKey_file(ctx_, options_.key_file.c_str(), SSL_FILETYPE_PEM) !=
-                1)
-                throw invalid_argument_error(
-                    prefix + "cannot load key_file '" + options_.key_file + "': " +
-                    openssl_errors() + " (a readable, unencrypted PEM private key?)");
-            if (SSL_CTX_check_private_key(ctx_) != 1)
+            const bool key_loaded =
+                SSL_CTX_use_PrivateKey_file(ctx_, options_.key_file.c_str(), SSL_FILETYPE_PEM) == 1;
+            const bool mismatch =
+                !key_loaded && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+            if (!key_loaded && !mismatch)
+                throw invalid_argument_error(prefix + "cannot load key_file '" + options_.key_file +
+                                             "': " + openssl_errors() +
+                                             " (a readable, unencrypted PEM private key?)");
+            if (mismatch || SSL_CTX_check_private_key(ctx_) != 1)
                 throw invalid_argument_error(prefix + "key_file '" + options_.key_file +
                                              "' is not the key of cert_file '" +
                                              options_.cert_file + "'");
@@ -226,10 +230,10 @@ std::optional<std::size_t> tls_stream::read_some(char* data, std::size_t size, d
                 continue;
             }
             const int err = errno;
-            throw stream_error("errno " + std::to_string(err),
-                               std::string(std::strerror(err)) + " (errno " +
-                                   std::to_string(err) + ")",
-                               errno_kind(err));
+            throw stream_error(
+                "errno " + std::to_string(err),
+                std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")",
+                errno_kind(err));
         }
         ERR_clear_error();
         const int n = SSL_read(ssl_, data, int(std::min<std::size_t>(size, INT_MAX)));
@@ -260,10 +264,10 @@ bool tls_stream::write_all(std::string_view data, deadline until) {
                 continue;
             }
             const int err = errno;
-            throw stream_error("errno " + std::to_string(err),
-                               std::string(std::strerror(err)) + " (errno " +
-                                   std::to_string(err) + ")",
-                               errno_kind(err));
+            throw stream_error(
+                "errno " + std::to_string(err),
+                std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")",
+                errno_kind(err));
         }
         ERR_clear_error();
         const int n = SSL_write(ssl_, from, int(std::min<std::size_t>(left, INT_MAX)));
@@ -347,8 +351,9 @@ void tls_stream::fail_tls(int ssl_error, std::string_view step) {
     else if (reason == SSL_R_TLSV1_ALERT_UNKNOWN_CA ||
              reason == SSL_R_SSLV3_ALERT_BAD_CERTIFICATE ||
              reason == SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN)
-        hint = " (the server does not accept our client certificate: is it signed by a CA the "
-               "server trusts?)";
+        hint =
+            " (the server does not accept our client certificate: is it signed by a CA the "
+            "server trusts?)";
     else if (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG)
         hint = " (is this a TLS port? it answers in plain text)";
     throw stream_error("tls",
