@@ -276,6 +276,12 @@ BOOST_AUTO_TEST_CASE(a_client_without_certificate_or_trust_is_refused_clearly) {
         expect_refused(wrong_name, "not for 'etcd.example.org'");
     }
     {
+        // An address is checked against the certificate's IP entries (127.0.0.1 only).
+        auto wrong_address = o;
+        wrong_address.server_name = "127.0.0.2";
+        expect_refused(wrong_address, "not for '127.0.0.2'");
+    }
+    {
         // A name the certificate has (its DNS entry) passes where the URL holds the address.
         auto right_name = o;
         right_name.server_name = "localhost";
