@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -231,11 +232,24 @@ class silent_listener {
     int port_ = 0;
 };
 
+// Why the failover case's holder lost its lock, for the failure message.
+std::mutex lost_mutex;
+std::string lost_reason;
+
 named_lock make_lock(std::shared_ptr<store> s, const std::string& name, bool auto_refresh) {
     lock_options o;
     o.ttl = 4s;
     o.auto_refresh = auto_refresh;
+    o.on_lost = [](const error& e) {
+        std::lock_guard guard(lost_mutex);
+        lost_reason = e.what();
+    };
     return named_lock(std::move(s), std::make_shared<key>(name), o);
+}
+
+std::string lost() {
+    std::lock_guard guard(lost_mutex);
+    return "lost: " + lost_reason;
 }
 
 }  // namespace
@@ -332,24 +346,43 @@ BOOST_AUTO_TEST_CASE(a_server_that_never_completes_the_handshake_costs_the_dial_
     }
 }
 
-// A holder in this process and a waiter in another, through the kill of the member the client
-// talks to (the first endpoint) and then of the leader: the holder keeps its lock (keep-alives
-// move to a live member before the 4 s lease runs out), the waiter is granted after the release,
-// with a greater fencing token.
+// A holder in this process and a waiter in another, through (1) a hang (SIGSTOP) of the member
+// the client talks to, (2) the kill of the member it then talks to, (3) the kill of the leader:
+// the holder keeps its lock (keep-alives move to a live member before the 4 s lease runs out),
+// and the waiter, queued throughout, is granted after the release with a greater fencing token.
+// The hung member is a follower: etcd 3.4.23 itself revokes the leases when a paused *leader*
+// resumes (seen here: keep-alives sent to the other members all along, then answered TTL 0), a
+// server behaviour no client can mend (README, Production deployments).
 BOOST_AUTO_TEST_CASE(a_lock_is_held_through_member_and_leader_kills_and_the_waiter_served) {
     wait_healthy();
+    const auto all = cluster_endpoints();
+    int leader = -1;
+    for (int i = 0; i < 50 && leader < 0; ++i) {
+        leader = leader_index();
+        if (leader < 0) std::this_thread::sleep_for(100ms);
+    }
+    BOOST_REQUIRE(leader >= 0);
+    // The client's endpoints in the order it tries them: two followers, then the leader.
+    std::vector<int> order;
+    for (int i = 0; i < int(all.size()); ++i)
+        if (i != leader) order.push_back(i);
+    order.push_back(leader);
+    auto o = cluster_options();
+    o.request_timeout = 1s;
+    o.endpoints.clear();
+    for (int i : order) o.endpoints.push_back(all[std::size_t(i)]);
+
     const auto name = test::unique_resource("failover");
-    auto holder = make_lock(strategies::make_etcd_store(cluster_options()), name, true);
+    auto holder = make_lock(strategies::make_etcd_store(o), name, true);
     BOOST_REQUIRE(holder.try_lock());
     const auto holder_token = holder.fencing_token();
     BOOST_REQUIRE(holder_token);
 
-    test::byte_pipe waiting, result;
+    test::byte_pipe waiting;
     const pid_t child = test::fork_child(
         [&] {
             waiting.close_read();
-            result.close_read();
-            auto waiter = make_lock(strategies::make_etcd_store(cluster_options()), name, true);
+            auto waiter = make_lock(strategies::make_etcd_store(o), name, true);
             waiting.put('w');
             if (!waiter.try_lock_for(60s)) return 2;
             const auto token = waiter.fencing_token();
@@ -361,14 +394,24 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_member_and_leader_kills_and_the_wait
     BOOST_REQUIRE(waiting.get(20s) == 'w');
     std::this_thread::sleep_for(500ms);  // the waiter's key is queued
 
-    // The member the holder's connections go to: the first endpoint.
-    auto argv = kill_member(0);
-    std::this_thread::sleep_for(6s);  // longer than the lease: keep-alives must have moved
-    BOOST_TEST(holder.is_acquired());
-    restart_member(0, argv);
+    // (1) The member both talk to hangs: it accepts connections and answers nothing. A
+    // keep-alive times out once (request_timeout 1 s); its retry goes to the next member.
+    const pid_t hung = member_pid(order[0]);
+    ::kill(hung, SIGSTOP);
+    std::this_thread::sleep_for(6s);
+    ::kill(hung, SIGCONT);
+    BOOST_TEST(holder.is_acquired(), lost());
     wait_healthy();
 
-    int leader = -1;
+    // (2) The member they talk to now (the next one) is killed.
+    auto argv = kill_member(order[1]);
+    std::this_thread::sleep_for(6s);  // longer than the lease: keep-alives must have moved
+    BOOST_TEST(holder.is_acquired(), lost());
+    restart_member(order[1], argv);
+    wait_healthy();
+
+    // (3) The leader is killed.
+    leader = -1;
     for (int i = 0; i < 50 && leader < 0; ++i) {
         leader = leader_index();
         if (leader < 0) std::this_thread::sleep_for(100ms);
@@ -376,11 +419,11 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_member_and_leader_kills_and_the_wait
     BOOST_REQUIRE(leader >= 0);
     argv = kill_member(leader);
     std::this_thread::sleep_for(6s);
-    BOOST_TEST(holder.is_acquired());
+    BOOST_TEST(holder.is_acquired(), lost());
     restart_member(leader, argv);
     wait_healthy();
 
-    BOOST_TEST(holder.is_acquired());
+    BOOST_TEST(holder.is_acquired(), lost());
     holder.unlock();
     BOOST_TEST(test::wait_child(child, 60s) == 0);
 }
