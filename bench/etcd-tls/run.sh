@@ -65,7 +65,7 @@ row() {
   local id=$1 shown=$2 out=()
   for _ in 1 2 3 4 5; do
     out+=("$("$bench" --strategy "$id" --scenario 1 --seconds 2 --only ours --dir "$work/b" --id "b$$" |
-      /usr/bin/python3 -c 'import json,sys; f=json.load(sys.stdin)["figures"]; print(f.get("ours", f.get("pairs_per_s", f)))')")
+      /usr/bin/python3 -c 'import json,sys; f=json.load(sys.stdin)["figures"]; print(round(f.get("ours", f.get("pairs_per_s", 0))))')")
   done
   echo "| $id | $shown | $(printf '%s\n' "${out[@]}" | median) |"
 }
