@@ -30,7 +30,10 @@
 //  - Consensus: etcd's raft; a grant survives the loss of a minority of members.
 //  - Endpoints: tried in order; a connection that fails is replaced by one to the first endpoint
 //    that answers (failover: a killed member's requests, keep-alives included, move to the next
-//    member within one request_timeout). A request whose connection broke is sent once more on a
+//    member within one request_timeout); a member that timed out or answered 5xx (no leader) is
+//    left for the next endpoint. A keep-alive the server failed (the gateway's {"error"} reply
+//    of the keep-alive stream, e.g. during a leader change) is a transient backend_error, never
+//    a lost lease. A request whose connection broke is sent once more on a
 //    fresh connection (every request the store makes is safe to repeat). While waiting, errors of a
 //    server that is restarting are retried until the waiter's lease could have expired.
 //  - A broken or hostile endpoint: a reply or watch message longer than 1 MiB, nested deeper
