@@ -221,8 +221,10 @@ json strategy_options() {
                             ? std::string(std::getenv("LOCKSMITH_TEST_ETCD_TLS"))
                             : endpoints.substr(0, endpoints.find(','));
         const std::string tls = endpoint("LOCKSMITH_TEST_TLS_DIR");
-        return {{"endpoints", endpoints},       {"prefix", remote_prefix()},
-                {"ca_file", tls + "/ca.pem"},   {"cert_file", tls + "/client.pem"},
+        return {{"endpoints", endpoints},
+                {"prefix", remote_prefix()},
+                {"ca_file", tls + "/ca.pem"},
+                {"cert_file", tls + "/client.pem"},
                 {"key_file", tls + "/client.key"}};
     }
     if (s == "combined") {
