@@ -24,7 +24,7 @@
 
 #include <locksmith/errors.hpp>
 
-#include "tls_stream.hpp"
+#include "../common/tls/tls_stream.hpp"
 
 namespace locksmith::strategies::etcd_detail {
 
