@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts and stops the servers the integration tests talk to: redis-server, memcached,
-# PostgreSQL, MariaDB, ZooKeeper, etcd and three more redis-servers (members of the `combined`
-# strategy's quorum), on 127.0.0.1 only, on non-default ports, with their data, logs and PID
+# PostgreSQL, MariaDB, ZooKeeper, etcd, a 3-member etcd cluster with TLS and client certificates,
+# three more redis-servers (members of the `combined` strategy's quorum), Redis behind Sentinel
+# and a Redis Cluster, on 127.0.0.1 only, on non-default ports, with their data, logs and PID
 # files in one state directory. Test settings only: PostgreSQL trusts every local connection and
 # runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. With the
 # certificates (`certs`), PostgreSQL and MariaDB also serve TLS and each has a user that may only
@@ -18,12 +19,18 @@
 # Environment: LOCKSMITH_SERVICES_DIR (default /tmp/locksmith-services), LOCKSMITH_REDIS_PORT
 # (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
 # LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_ZOOKEEPER_PORT (12181), LOCKSMITH_ETCD_PORT (12379;
-# its peer port is the next one), LOCKSMITH_REDIS_QUORUM_PORT (16380; the three members use it
-# and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its replica, then three
-# Sentinels on the next four), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres
-# mariadb zookeeper etcd redis-quorum redis-sentinel redis-cluster"; `certs` makes the test
-# certificates the TLS servers use), LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes of a Redis
-# Cluster, three masters and a replica of each, on it and the next five; bus ports 1000 above).
+# its peer port is the next one), LOCKSMITH_ETCD_CLUSTER_PORT (12479; the members' client ports
+# are it and the next two, their peer ports the three after), LOCKSMITH_REDIS_QUORUM_PORT (16380;
+# the three members use it and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its
+# replica, then three Sentinels on the next four), LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes
+# of a Redis Cluster, three masters and a replica of each, on it and the next five; bus ports 1000
+# above), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb zookeeper etcd
+# etcd-cluster redis-quorum redis-sentinel redis-cluster"; `certs` makes the test certificates the
+# TLS servers use and goes before them).
+#
+# The etcd-cluster members are etcd-cluster-0..2 (PID files etcd-cluster-N.pid, data in
+# etcd-cluster-N/): a test that kills one restarts it with `scripts/services.sh start` (only
+# what is not running is started) or with the command line the member ran.
 # As root, PostgreSQL runs as the user postgres and MariaDB as mysql (both refuse root).
 # A port held by a process we did not start is reported and left alone.
 set -euo pipefail
@@ -35,10 +42,11 @@ postgres_port=${LOCKSMITH_POSTGRES_PORT:-15432}
 mariadb_port=${LOCKSMITH_MARIADB_PORT:-13306}
 zookeeper_port=${LOCKSMITH_ZOOKEEPER_PORT:-12181}
 etcd_port=${LOCKSMITH_ETCD_PORT:-12379}
+etcd_cluster_port=${LOCKSMITH_ETCD_CLUSTER_PORT:-12479}
 quorum_port=${LOCKSMITH_REDIS_QUORUM_PORT:-16380}
 sentinel_port=${LOCKSMITH_REDIS_SENTINEL_PORT:-16390}
 cluster_port=${LOCKSMITH_REDIS_CLUSTER_PORT:-16400}
-services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper etcd redis-quorum redis-sentinel redis-cluster}
+services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper etcd etcd-cluster redis-quorum redis-sentinel redis-cluster}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -129,6 +137,20 @@ etcd_ping() {
     >/dev/null 2>&1
 }
 
+# The TLS cluster: client URLs https://127.0.0.1:(port + i), peer URLs (port + 3 + i).
+etcd_cluster_endpoints() {
+  echo "https://127.0.0.1:$etcd_cluster_port,https://127.0.0.1:$((etcd_cluster_port + 1)),https://127.0.0.1:$((etcd_cluster_port + 2))"
+}
+
+etcd_cluster_ping() {
+  local tls=$state_dir/tls
+  etcdctl --endpoints="$(etcd_cluster_endpoints)" --cacert "$tls/ca.pem" --cert "$tls/client.pem"     --key "$tls/client.key" --dial-timeout=2s endpoint health >/dev/null 2>&1
+}
+
+# A member answers only once the cluster has a quorum: while starting, its peer port listening
+# is enough (start_etcd_cluster then waits for the whole cluster).
+etcd_member_listening() { port_busy "$etcd_member_peer_port"; }
+
 port_busy() {
   { exec 4<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
   exec 4<&- 4>&-
@@ -217,6 +239,7 @@ env_lines() {
           echo "export LOCKSMITH_TEST_MARIADB_TLS_DSN='mysql://locktest_tls:locktest-tls-pw@127.0.0.1:$mariadb_port/locktest?sslmode=verify-full&sslrootcert=$state_dir/tls/ca.pem'" ;;
       zookeeper) echo "export LOCKSMITH_TEST_ZOOKEEPER=127.0.0.1:$zookeeper_port" ;;
       etcd) echo "export LOCKSMITH_TEST_ETCD=http://127.0.0.1:$etcd_port" ;;
+      etcd-cluster) echo "export LOCKSMITH_TEST_ETCD_CLUSTER=$(etcd_cluster_endpoints)" ;;
       redis-sentinel)
         echo "export LOCKSMITH_TEST_REDIS_SENTINELS=127.0.0.1:$((sentinel_port + 2)),127.0.0.1:$((sentinel_port + 3)),127.0.0.1:$((sentinel_port + 4))"
         echo "export LOCKSMITH_TEST_REDIS_SENTINEL_MASTER=$sentinel_master"
@@ -393,6 +416,35 @@ start_etcd() {
   # until it compacts, which slows the queue reads of a busy name down over a long run.
 }
 
+# Three etcd members on 127.0.0.1 that form one cluster, with TLS on client and peer URLs and
+# client certificates required on both (as Kubernetes runs its etcd). Every member presents
+# server.pem, which has clientAuth too: a member's gRPC gateway connects to the member itself
+# with it. Clients use client.pem, which has no CommonName: etcd 3.4's JSON gateway answers
+# HTTP 400 to one that has (its CN-as-user rule, CVE-2018-16886; checked by hand on 3.4.23).
+start_etcd_cluster() {
+  need etcd etcd-server && need etcdctl etcd-client || return 1
+  local tls=$state_dir/tls i rc=0 initial=""
+  [ -s "$tls/client.pem" ] || make_certs || return 1
+  for i in 0 1 2; do
+    initial+="${initial:+,}etcd-cluster-$i=https://127.0.0.1:$((etcd_cluster_port + 3 + i))"
+  done
+  for i in 0 1 2; do
+    etcd_member_peer_port=$((etcd_cluster_port + 3 + i))
+    start_one "etcd-cluster-$i" etcd etcd_member_listening "$((etcd_cluster_port + i))"       etcd --name "etcd-cluster-$i" --data-dir "$state_dir/etcd-cluster-$i/data"       --listen-client-urls "https://127.0.0.1:$((etcd_cluster_port + i))"       --advertise-client-urls "https://127.0.0.1:$((etcd_cluster_port + i))"       --listen-peer-urls "https://127.0.0.1:$etcd_member_peer_port"       --initial-advertise-peer-urls "https://127.0.0.1:$etcd_member_peer_port"       --initial-cluster "$initial" --initial-cluster-state new       --initial-cluster-token locksmith-test-cluster       --cert-file "$tls/server.pem" --key-file "$tls/server.key"       --client-cert-auth --trusted-ca-file "$tls/ca.pem"       --peer-cert-file "$tls/server.pem" --peer-key-file "$tls/server.key"       --peer-client-cert-auth --peer-trusted-ca-file "$tls/ca.pem"       --log-level warn --auto-compaction-mode revision --auto-compaction-retention 10000 || rc=1
+  done
+  [ $rc -eq 0 ] || return 1
+  for i in $(seq 1 150); do
+    if etcd_cluster_ping; then
+      log "etcd-cluster ready ($(etcd_cluster_endpoints))"
+      return 0
+    fi
+    sleep 0.1
+  done
+  log "etcd-cluster did not become healthy within 15 s; last log lines:"
+  tail -n 10 "$state_dir"/etcd-cluster-*.log >&2 || true
+  return 1
+}
+
 # Three independent redis-servers: the members of a `combined` quorum.
 start_redis_quorum() {
   need redis-server redis-server && need redis-cli redis-tools || return 1
@@ -517,6 +569,7 @@ start() {
       mariadb) start_mariadb || rc=1 ;;
       zookeeper) start_zookeeper || rc=1 ;;
       etcd) start_etcd || rc=1 ;;
+      etcd-cluster) start_etcd_cluster || rc=1 ;;
       redis-quorum) start_redis_quorum || rc=1 ;;
       redis-sentinel) start_redis_sentinel || rc=1 ;;
       redis-cluster) start_redis_cluster || rc=1 ;;
@@ -538,6 +591,7 @@ stop() {
       mariadb) stop_one mariadb mariadbd ;;
       zookeeper) stop_one zookeeper java ;;
       etcd) stop_one etcd etcd ;;
+      etcd-cluster) for i in 0 1 2; do stop_one "etcd-cluster-$i" etcd; done ;;
       redis-quorum) for i in 0 1 2; do stop_one "redis-quorum-$i" redis-server; done ;;
       redis-sentinel)
         for i in 0 1 2; do stop_one "redis-sentinel-$i" redis-server; done
@@ -565,6 +619,11 @@ status() {
         echo "zookeeper: running (pid $pid, port $zookeeper_port)" || echo "zookeeper: not running" ;;
       etcd) pid=$(pid_of etcd); alive "$pid" etcd && etcd_ping &&
         echo "etcd: running (pid $pid, port $etcd_port)" || echo "etcd: not running" ;;
+      etcd-cluster) for i in 0 1 2; do
+          pid=$(pid_of "etcd-cluster-$i")
+          alive "$pid" etcd && echo "etcd-cluster-$i: running (pid $pid, port $((etcd_cluster_port + i)))" ||
+            echo "etcd-cluster-$i: not running"
+        done ;;
       redis-quorum) for i in 0 1 2; do
           quorum_member_port=$((quorum_port + i)); pid=$(pid_of "redis-quorum-$i")
           alive "$pid" redis-server && quorum_ping &&

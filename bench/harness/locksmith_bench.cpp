@@ -211,6 +211,22 @@ json strategy_options() {
                 {"root", zookeeper_root()}};
     if (s == "etcd")
         return {{"endpoints", endpoint("LOCKSMITH_TEST_ETCD")}, {"prefix", remote_prefix()}};
+    // TLS with a client certificate (services.sh's certificates): etcd-tls on one https
+    // endpoint (LOCKSMITH_TEST_ETCD_TLS, else the cluster's first member), etcd-cluster on the
+    // whole TLS cluster (LOCKSMITH_TEST_ETCD_CLUSTER).
+    if (s == "etcd-tls" || s == "etcd-cluster") {
+        std::string endpoints = endpoint("LOCKSMITH_TEST_ETCD_CLUSTER");
+        if (s == "etcd-tls")
+            endpoints = std::getenv("LOCKSMITH_TEST_ETCD_TLS")
+                            ? std::string(std::getenv("LOCKSMITH_TEST_ETCD_TLS"))
+                            : endpoints.substr(0, endpoints.find(','));
+        const std::string tls = endpoint("LOCKSMITH_TEST_TLS_DIR");
+        return {{"endpoints", endpoints},
+                {"prefix", remote_prefix()},
+                {"ca_file", tls + "/ca.pem"},
+                {"cert_file", tls + "/client.pem"},
+                {"key_file", tls + "/client.key"}};
+    }
     if (s == "combined") {
         json members = json::array();
         for (const auto& url : quorum_urls())

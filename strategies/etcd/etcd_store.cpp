@@ -199,6 +199,11 @@ class etcd_store final : public store {
     explicit etcd_store(etcd_options options)
         : store(strategy_name, etcd_capabilities), options_(std::move(options)) {
         for (const auto& e : options_.endpoints) endpoints_.push_back(parse_endpoint(e));
+        if (endpoints_.front().tls)
+            tls_ = std::make_shared<const tls::tls_context>(
+                tls::tls_options{options_.ca_file, options_.cert_file, options_.key_file,
+                                 options_.server_name},
+                strategy_name);
         // One request now, so that a wrong endpoint or a server that is not etcd fails here.
         call("/v3/maintenance/status", json::object(), "asking for the server's status");
     }
@@ -604,6 +609,17 @@ class etcd_store final : public store {
     bool keep_alive(std::int64_t lease) {
         const auto r =
             call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}, "renewing the lease");
+        // Keep-alive is a stream at etcd: the gateway reports the stream's failure (a leader
+        // change, a member without a leader) as HTTP 200 with {"error": ...} and no result. That
+        // is a failed request, not a lease that is gone (which is a result with TTL 0): taking it
+        // for the latter dropped held locks at every leader change.
+        if (const auto& e = field(r, "error"); !e.is_null())
+            throw backend_error(strategy_name, "grpc " + std::to_string(number(e, "grpc_code")),
+                                "etcd: renewing the lease failed: " +
+                                    server_text(field(e, "message").is_string()
+                                                    ? field(e, "message").get<std::string>()
+                                                    : e.dump()),
+                                error_kind::transient);
         return number(field(r, "result"), "TTL") > 0;
     }
 
@@ -640,6 +656,10 @@ class etcd_store final : public store {
             try {
                 r = c.first->post(path, text, auth_header(), until, what);
             } catch (const backend_error& e) {
+                // A member that failed (a timeout: hung, cut off, without a leader) is left for
+                // the next endpoint, so that the next request, a keep-alive's retry included,
+                // goes elsewhere instead of waiting on it again.
+                if (e.native_code() == "timeout") avoid(c.first->address());
                 // A kept-alive connection the server closed meanwhile (a restart): once more.
                 if (reused && attempt == 0 && e.kind() != error_kind::permanent &&
                     steady_clock::now() < until)
@@ -651,7 +671,12 @@ class etcd_store final : public store {
                 give_back(std::move(c.first));
                 continue;
             }
-            if (r.status != 200) http_error(r.status, r.body, what, *c.first);
+            if (r.status != 200) {
+                // etcd's "unavailable" (no leader, a member cut off from the others) or
+                // "deadline exceeded": the next request tries another member.
+                if (r.status >= 500) avoid(c.first->address());
+                http_error(r.status, r.body, what, *c.first);
+            }
             auto reply = parse_reply(r.body, what, c.first->address());
             give_back(std::move(c.first));
             if (reply.is_discarded()) protocol_error(what);
@@ -672,6 +697,10 @@ class etcd_store final : public store {
         std::string hint;
         if (status == 404)
             hint = " (is this an etcd >= 3.4 client URL? the v3 gateway answers at /v3/)";
+        if (status == 400 && message.find("CommonName") != std::string::npos)
+            hint =
+                " (etcd 3.4's JSON gateway refuses a client certificate with a CommonName "
+                "while authentication is enabled: use one without a CN, and user/password)";
         if (code == 16 || code == 7)
             hint = " (check the etcd user, password and the user's role on the key prefix)";
         throw backend_error(
@@ -708,6 +737,20 @@ class etcd_store final : public store {
         return {open_connection(), false};
     }
 
+    // After a failure at `address`: new connections start at the endpoint after it, and the idle
+    // connections to it are dropped. With one endpoint, nothing changes.
+    void avoid(const std::string& address) {
+        const std::size_t n = endpoints_.size();
+        if (n < 2) return;
+        for (std::size_t i = 0; i < n; ++i)
+            if (endpoints_[i].text == address) {
+                std::size_t expected = i;
+                preferred_.compare_exchange_strong(expected, (i + 1) % n);
+            }
+        std::lock_guard guard(mutex_);
+        std::erase_if(idle_, [&](const auto& c) { return c->address() == address; });
+    }
+
     void give_back(std::unique_ptr<http_connection> c) {
         if (c->broken() || c->generation() != fork_generation()) return;
         std::lock_guard guard(mutex_);
@@ -721,12 +764,14 @@ class etcd_store final : public store {
         for (std::size_t i = 0; i < n; ++i) {
             const std::size_t at = (start + i) % n;
             try {
-                auto c = std::make_unique<http_connection>(endpoints_[at], options_.dial_timeout);
+                auto c =
+                    std::make_unique<http_connection>(endpoints_[at], options_.dial_timeout, tls_);
                 preferred_.store(at);
                 return c;
             } catch (const backend_error& e) {
                 failures += std::string(failures.empty() ? "" : "; ") + e.what();
-                if (n == 1) throw;
+                // A refused certificate is the same at every member: said once, not hidden.
+                if (n == 1 || e.native_code() == "tls") throw;
             }
         }
         throw backend_error(strategy_name, "unreachable",
@@ -770,6 +815,7 @@ class etcd_store final : public store {
 
     const etcd_options options_;
     std::vector<endpoint> endpoints_;
+    std::shared_ptr<const tls::tls_context> tls_;  // for https:// endpoints
     std::atomic<std::size_t> preferred_{0};
     std::mutex mutex_;
     std::vector<std::unique_ptr<http_connection>> idle_;
@@ -817,6 +863,26 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
     }
     if (auto v = r.string("user")) o.user = *v;
     if (auto v = r.string("password")) o.password = *v;
+    for (auto [name, target] : {std::pair{"ca_file", &o.ca_file},
+                                {"cert_file", &o.cert_file},
+                                {"key_file", &o.key_file},
+                                {"server_name", &o.server_name}})
+        if (auto v = r.string(name)) *target = *v;
+    const bool tls = o.endpoints.front().starts_with("https://");
+    for (const auto& e : o.endpoints)
+        if (e.starts_with("https://") != tls)
+            throw config_error("config.value", "/endpoints",
+                               "option 'endpoints' mixes http:// and https:// (all members of a "
+                               "cluster are reached alike)");
+    if (!tls && !(o.ca_file + o.cert_file + o.key_file + o.server_name).empty())
+        throw config_error("config.value", "/endpoints",
+                           "TLS options (ca_file, cert_file, key_file, server_name) need "
+                           "https:// endpoints; these are http://, which would send everything "
+                           "in clear text");
+    if (o.cert_file.empty() != o.key_file.empty())
+        throw config_error("config.value", o.cert_file.empty() ? "/cert_file" : "/key_file",
+                           "options 'cert_file' and 'key_file' go together (a client "
+                           "certificate and its private key)");
     if (!o.password.empty() && o.user.empty())
         throw config_error("config.value", "/password", "option 'password' needs 'user'");
     r.finish();

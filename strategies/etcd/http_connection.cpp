@@ -47,23 +47,19 @@ std::string_view trim(std::string_view s) {
 
 endpoint parse_endpoint(std::string_view url) {
     const auto shown = redact_url(url);
-    if (url.starts_with("https://"))
+    endpoint e;
+    e.tls = url.starts_with("https://");
+    if (!e.tls && !url.starts_with("http://"))
         throw invalid_argument_error(
             "etcd endpoint '" + shown +
-            "': https (TLS) is not supported by this build's HTTP client (it links no TLS "
-            "library); use an http:// endpoint on a trusted network, or a local TLS-terminating "
-            "proxy in front of etcd");
-    if (!url.starts_with("http://"))
-        throw invalid_argument_error("etcd endpoint '" + shown +
-                                     "' is not an http:// URL (expected http://host:port)");
-    std::string_view rest = url.substr(7);
+            "' is not an http:// or https:// URL (expected https://host:port)");
+    std::string_view rest = url.substr(e.tls ? 8 : 7);
     if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
     if (rest.find_first_of("@/?#") != std::string_view::npos)
         throw invalid_argument_error(
             "etcd endpoint '" + shown +
-            "' must be http://host:port only (no user, path or query; give user and password "
-            "as options)");
-    endpoint e;
+            "' must be http[s]://host:port only (no user, path or query; give user and "
+            "password as options)");
     std::string_view port;
     if (!rest.empty() && rest.front() == '[') {
         const auto close = rest.find(']');
@@ -96,30 +92,56 @@ endpoint parse_endpoint(std::string_view url) {
             throw invalid_argument_error("etcd endpoint '" + shown +
                                          "': the port is not a number in [1, 65535]");
     }
-    e.text = "http://" + (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) +
-             ":" + std::to_string(e.port);
+    e.text = std::string(e.tls ? "https://" : "http://") +
+             (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" +
+             std::to_string(e.port);
     return e;
 }
 
-http_connection::http_connection(const endpoint& to, milliseconds dial_timeout)
-    : address_(to.text), generation_(fork_generation()), in_(8192) {
-    connect(to, dial_timeout);
+namespace {
+
+std::string host_of(const std::string& address) {
+    const auto scheme = address.find("://");
+    return scheme == std::string::npos ? address : address.substr(scheme + 3);
+}
+
+}  // namespace
+
+http_connection::http_connection(const endpoint& to, milliseconds dial_timeout,
+                                 std::shared_ptr<const tls::tls_context> tls)
+    : address_(to.text), host_(host_of(to.text)), generation_(fork_generation()), in_(8192) {
+    if (to.tls && !tls)
+        throw invalid_argument_error("etcd endpoint '" + to.text + "': https needs TLS settings");
+    connect(to, dial_timeout, to.tls ? std::move(tls) : nullptr);
 }
 
 http_connection::http_connection(int fd, std::string address)
-    : address_(std::move(address)), fd_(fd), generation_(fork_generation()), in_(8192) {}
+    : address_(std::move(address)),
+      host_(host_of(address_)),
+      stream_(std::make_unique<tls::tls_stream>(fd, nullptr, std::string(), deadline())),
+      generation_(fork_generation()),
+      in_(8192) {}
 
-http_connection::~http_connection() {
-    if (fd_ >= 0) ::close(fd_);
-}
+http_connection::~http_connection() = default;
 
-void http_connection::connect(const endpoint& to, milliseconds dial_timeout) {
+void http_connection::connect(const endpoint& to, milliseconds dial_timeout,
+                              std::shared_ptr<const tls::tls_context> tls) {
     const std::string_view what = "connecting";
     const deadline until = steady_clock::now() + dial_timeout;
     const auto c = connect_tcp(to.host, to.port, until);
     if (!c.resolve_failure.empty()) fail(what, "resolve", c.resolve_failure, c.resolve_kind);
     if (c.fd >= 0) {
-        fd_ = c.fd;
+        // The handshake shares the dial deadline: a server that accepts and then says nothing
+        // costs dial_timeout, as one that never accepts does.
+        try {
+            stream_ = std::make_unique<tls::tls_stream>(c.fd, std::move(tls), to.host, until);
+        } catch (const tls::stream_error& e) {
+            fail(what, e.code(),
+                 e.code() == "timeout" ? std::string(e.what()) + " (within dial_timeout_s, " +
+                                             std::to_string(dial_timeout.count()) + " ms)"
+                                       : std::string(e.what()),
+                 e.kind());
+        }
         return;
     }
     if (c.connect_errno == ETIMEDOUT)
@@ -157,9 +179,9 @@ int http_connection::open_stream(std::string_view path, std::string_view body,
 
 std::optional<std::string> http_connection::next_message(deadline until, std::string_view what) {
     for (;;) {
-        if (const auto newline = stream_.find('\n'); newline != std::string::npos) {
-            std::string message = stream_.substr(0, newline);
-            stream_.erase(0, newline + 1);
+        if (const auto newline = messages_.find('\n'); newline != std::string::npos) {
+            std::string message = messages_.substr(0, newline);
+            messages_.erase(0, newline + 1);
             if (!trim(message).empty()) return message;
             continue;
         }
@@ -167,7 +189,7 @@ std::optional<std::string> http_connection::next_message(deadline until, std::st
         // chunk's header and data come together in practice; one still incomplete at `until`
         // (a server that trickles) fails the stream, so no wait outlasts its deadline.
         if (head_ == tail_ && !fill(until, what, true)) return std::nullopt;
-        if (!read_chunk(until, what, stream_))
+        if (!read_chunk(until, what, messages_))
             fail(what, "eof", "the server ended the stream", error_kind::transient);
     }
 }
@@ -176,8 +198,10 @@ int http_connection::wait_readable(const std::vector<http_connection*>& streams,
     std::vector<pollfd> fds;
     for (std::size_t i = 0; i < streams.size(); ++i) {
         const auto* c = streams[i];
-        if (c->stream_.find('\n') != std::string::npos || c->head_ != c->tail_) return int(i);
-        fds.push_back({c->fd_, POLLIN, 0});
+        if (c->messages_.find('\n') != std::string::npos || c->head_ != c->tail_ ||
+            c->stream_->buffered())
+            return int(i);
+        fds.push_back({c->stream_->fd(), POLLIN, 0});
     }
     for (;;) {
         const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
@@ -201,32 +225,20 @@ void http_connection::send_request(std::string_view path, std::string_view body,
     out_ += "POST ";
     out_ += path;
     out_ += " HTTP/1.1\r\nHost: ";
-    out_ += address_.substr(7);
+    out_ += host_;
     out_ += "\r\nContent-Type: application/json\r\nContent-Length: ";
     out_ += std::to_string(body.size());
     out_ += "\r\n";
     out_ += headers;
     out_ += "\r\n";
     out_ += body;
-    std::size_t sent = 0;
-    while (sent < out_.size()) {
-        const ssize_t n = ::send(fd_, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);
-        if (n >= 0) {
-            sent += std::size_t(n);
-            continue;
-        }
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) fail_errno(what, errno);
-        for (;;) {
-            const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
-            if (left <= milliseconds(0))
-                fail(what, "timeout", "could not send the request in time", error_kind::transient);
-            pollfd p{fd_, POLLOUT, 0};
-            const int r = ::poll(&p, 1, int(std::min<long long>(left.count(), INT_MAX)));
-            if (r > 0) break;
-            if (r < 0 && errno != EINTR) fail_errno(what, errno);
-        }
+    bool sent = false;
+    try {
+        sent = stream_->write_all(out_, until);
+    } catch (const tls::stream_error& e) {
+        fail(what, e.code(), e.what(), e.kind());
     }
+    if (!sent) fail(what, "timeout", "could not send the request in time", error_kind::transient);
 }
 
 int http_connection::read_head(deadline until, std::string_view what) {
@@ -283,17 +295,10 @@ void http_connection::read_body(deadline until, std::string_view what, std::stri
             if (out.size() > max_reply_bytes)
                 fail(what, "protocol", "a reply longer than " + max_reply_text(),
                      error_kind::permanent);
-            pollfd p{fd_, POLLIN, 0};
-            const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
-            if (left <= milliseconds(0))
-                fail(what, "timeout", "the reply did not end in time", error_kind::transient);
-            if (::poll(&p, 1, int(std::min<long long>(left.count(), INT_MAX))) <= 0) continue;
-            const ssize_t n = ::recv(fd_, in_.data(), in_.size(), 0);
-            if (n == 0) return;
-            if (n > 0)
-                tail_ = std::size_t(n);
-            else if (errno != EINTR && errno != EAGAIN)
-                fail_errno(what, errno);
+            const auto n = read_some(in_.data(), in_.size(), until, what);
+            if (!n) fail(what, "timeout", "the reply did not end in time", error_kind::transient);
+            if (*n == 0) return;
+            tail_ = *n;
         }
     }
     while (tail_ - head_ < *content_length_) fill(until, what);
@@ -352,33 +357,31 @@ bool http_connection::fill(deadline until, std::string_view what, bool soft) {
         }
         if (tail_ == in_.size()) in_.resize(in_.size() * 2);
     }
-    for (;;) {
-        const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
-        if (left <= milliseconds(0)) {
-            if (soft) return false;
-            fail(what, "timeout", "no reply in time (request_timeout_s)", error_kind::transient);
-        }
-        pollfd p{fd_, POLLIN, 0};
-        const int n = ::poll(&p, 1, int(std::min<long long>(left.count(), INT_MAX)));
-        if (n < 0 && errno != EINTR) fail_errno(what, errno);
-        if (n <= 0) continue;
-        const ssize_t got = ::recv(fd_, in_.data() + tail_, in_.size() - tail_, 0);
-        if (got > 0) {
-            tail_ += std::size_t(got);
-            return true;
-        }
-        if (got == 0)
-            fail(what, "eof", "the server closed the connection (stopped or restarting?)",
-                 error_kind::transient);
-        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) fail_errno(what, errno);
+    const auto got = read_some(in_.data() + tail_, in_.size() - tail_, until, what);
+    if (!got) {
+        if (soft) return false;
+        fail(what, "timeout", "no reply in time (request_timeout_s)", error_kind::transient);
+    }
+    if (*got == 0)
+        fail(what, "eof", "the server closed the connection (stopped or restarting?)",
+             error_kind::transient);
+    tail_ += *got;
+    return true;
+}
+
+std::optional<std::size_t> http_connection::read_some(char* data, std::size_t size, deadline until,
+                                                      std::string_view what) {
+    try {
+        return stream_->read_some(data, size, until);
+    } catch (const tls::stream_error& e) {
+        fail(what, e.code(), e.what(), e.kind());
     }
 }
 
 bool http_connection::stale() const noexcept {
-    if (broken_ || fd_ < 0 || head_ != tail_) return true;
-    pollfd p{fd_, POLLIN, 0};
+    if (broken_ || !stream_ || head_ != tail_) return true;
     // An idle connection never has anything to read: data means EOF, an error or garbage.
-    return ::poll(&p, 1, 0) != 0;
+    return stream_->idle_has_input();
 }
 
 void http_connection::fail(std::string_view what, const std::string& native_code,

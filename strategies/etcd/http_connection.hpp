@@ -1,10 +1,11 @@
 // Private to the etcd strategy: one blocking HTTP/1.1 connection to one etcd member's v3 JSON
 // gateway, and the one place where transport failures become backend_errors.
 //
-//   endpoint         a parsed "http://host:port" (no TLS: see
-//   include/locksmith/strategies/etcd.hpp) http_response    a status code and the whole body
+//   endpoint         a parsed "http://host:port" or "https://host:port"
+//   http_response    a status code and the whole body
 //   http_connection  connect (getaddrinfo, non-blocking connect bounded by the dial timeout,
-//                    TCP_NODELAY, close-on-exec), then one POST at a time on a keep-alive
+//                    TCP_NODELAY, close-on-exec; for https the TLS handshake, bounded by the
+//                    same deadline: strategies/common/tls), then one POST at a time on a keep-alive
 //                    connection (Content-Length request; Content-Length or chunked reply), or
 //                    one streamed POST (watch) whose chunked reply is read message by message
 //                    (wait_readable: the first of several streams with something to read)
@@ -15,12 +16,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <locksmith/errors.hpp>
+
+#include "../common/tls/tls_stream.hpp"
 
 namespace locksmith::strategies::etcd_detail {
 
@@ -29,10 +33,11 @@ using deadline = std::chrono::steady_clock::time_point;
 struct endpoint {
     std::string host;
     int port = 2379;
-    std::string text;  // "http://host:port", as given (already free of userinfo)
+    bool tls = false;  // https://
+    std::string text;  // "http[s]://host:port", as given (already free of userinfo)
 };
 
-// Parses "http://host[:port]" (IPv6 as [addr]); "https://" is refused. Throws
+// Parses "http://host[:port]" or "https://host[:port]" (IPv6 as [addr]). Throws
 // invalid_argument_error.
 endpoint parse_endpoint(std::string_view url);
 
@@ -48,8 +53,10 @@ struct http_response {
 
 class http_connection {
   public:
-    // Throws backend_error ("etcd: connecting to http://host:port failed: ...").
-    http_connection(const endpoint& to, std::chrono::milliseconds dial_timeout);
+    // Throws backend_error ("etcd: connecting at https://host:port failed: ..."). An https
+    // endpoint needs `tls` (the store's certificates; null for http).
+    http_connection(const endpoint& to, std::chrono::milliseconds dial_timeout,
+                    std::shared_ptr<const tls::tls_context> tls = nullptr);
     // Takes over `fd`, a connected stream socket (a test's or the fuzz target's socketpair; the
     // destructor closes it), named `address` ("http://host:port") in messages and the Host
     // header. The reply parsing is the same code, without a server to reach.
@@ -87,7 +94,11 @@ class http_connection {
     std::uint64_t generation() const noexcept { return generation_; }
 
   private:
-    void connect(const endpoint& to, std::chrono::milliseconds dial_timeout);
+    void connect(const endpoint& to, std::chrono::milliseconds dial_timeout,
+                 std::shared_ptr<const tls::tls_context> tls);
+    // Bytes from the stream (see tls::tls_stream::read_some); its errors become backend_errors.
+    std::optional<std::size_t> read_some(char* data, std::size_t size, deadline until,
+                                         std::string_view what);
     void send_request(std::string_view path, std::string_view body, std::string_view headers,
                       deadline until, std::string_view what);
     // Reads the status line and headers; returns the status.
@@ -103,7 +114,8 @@ class http_connection {
     [[noreturn]] void fail_errno(std::string_view what, int err);
 
     std::string address_;
-    int fd_ = -1;
+    std::string host_;  // the Host header: address_ without the scheme
+    std::unique_ptr<tls::tls_stream> stream_;
     bool broken_ = false;
     std::uint64_t generation_ = 0;
     // The current reply's framing.
@@ -114,7 +126,7 @@ class http_connection {
     std::vector<char> in_;  // received bytes; [head_, tail_) not yet parsed
     std::size_t head_ = 0;
     std::size_t tail_ = 0;
-    std::string stream_;  // decoded stream data not yet returned as a message
+    std::string messages_;  // decoded stream data not yet returned as a message
 };
 
 }  // namespace locksmith::strategies::etcd_detail

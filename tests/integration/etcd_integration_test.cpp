@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -324,7 +325,9 @@ BOOST_AUTO_TEST_CASE(unreachable_and_bad_endpoints_fail_cleanly) {
         BOOST_TEST((e.kind() == error_kind::transient));
     }
     for (const char* bad :
-         {"https://127.0.0.1:2379", "127.0.0.1:2379", "http://u:pw@h:1", "http://h:99999",
+         {"https://u:pw@127.0.0.1:2379", "127.0.0.1:2379", "http://u:pw@h:1", "http://h:99999",
+          // Mixed schemes; TLS options on a clear-text endpoint.
+          "https://127.0.0.1:1,http://127.0.0.1:2",
           // An IPv6 address without brackets (found by fuzz_etcd_endpoint: "http://fe80::1" was
           // host "fe80:" on port 1, and the endpoint's text named another endpoint).
           "http://fe80::1", "http://::1:2379",
@@ -335,9 +338,14 @@ BOOST_AUTO_TEST_CASE(unreachable_and_bad_endpoints_fail_cleanly) {
             BOOST_FAIL(std::string("accepted ") + bad);
         } catch (const config_error& e) {
             BOOST_TEST(std::string(e.what()).find("pw") == std::string::npos, e.what());
-            if (std::string(bad).starts_with("https"))
-                BOOST_TEST(std::string(e.what()).find("TLS") != std::string::npos, e.what());
         }
+    }
+    try {
+        strategies::etcd_options::from_json(
+            {{"endpoints", "http://127.0.0.1:2379"}, {"ca_file", "/etc/ssl/ca.pem"}});
+        BOOST_FAIL("TLS options accepted on an http:// endpoint");
+    } catch (const config_error& e) {
+        BOOST_TEST(std::string(e.what()).find("https://") != std::string::npos, e.what());
     }
 }
 
@@ -530,6 +538,77 @@ BOOST_AUTO_TEST_CASE(a_broken_or_hostile_endpoint_gets_a_clear_error_in_time_and
 // Found by tests/fuzz/fuzz_etcd_replies: a server's error text went into messages as sent, so a
 // broken or hostile server that echoes the password showed it. A stand-in on 127.0.0.1 (no etcd
 // needed) grants a token, then answers the status request with the password in its error.
+// A fake etcd that grants lease 7 and its key at once; keep-alives are answered by `keep_alive`.
+test::http_answer granting_etcd(const test::http_request& r,
+                                const std::function<test::http_answer()>& keep_alive) {
+    test::http_answer a;
+    if (r.path == "/v3/lease/keepalive") return keep_alive();
+    if (r.path == "/v3/lease/grant")
+        a.bytes = test::json_reply(R"({"header":{"revision":"1"},"ID":"7","TTL":"30"})");
+    else if (r.path == "/v3/kv/txn")
+        a.bytes = test::json_reply(
+            R"({"header":{"revision":"10"},"succeeded":true,"responses":[{},)"
+            R"({"response_range":{"kvs":[{"key":"bWluZQ==","create_revision":"10"}]}},)"
+            R"({"response_range":{"kvs":[{"key":"bWluZQ==","create_revision":"10"}]}}]})");
+    else
+        a.bytes = test::json_reply(R"({"header":{"revision":"10"}})");  // status, revoke
+    return a;
+}
+
+test::http_answer keep_alive_ok() {
+    test::http_answer a;
+    a.bytes = test::json_reply(R"({"result":{"ID":"7","TTL":"30"}})");
+    return a;
+}
+
+// Keep-alive is a stream at etcd, and the gateway reports a failed one (no leader, a leader
+// change) as HTTP 200 with {"error": ...}: a failed refresh, not a lost lock.
+BOOST_AUTO_TEST_CASE(a_keep_alive_the_server_failed_is_an_error_not_a_lost_lock) {
+    test::hostile_http_server fake([](const test::http_request& r) {
+        return granting_etcd(r, [] {
+            test::http_answer a;
+            a.bytes = test::json_reply(
+                R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader",)"
+                R"("http_status":"Service Unavailable"}})");
+            return a;
+        });
+    });
+    auto lock = make_lock(strategies::make_etcd_store(options_for(fake.url())), "ka");
+    BOOST_REQUIRE(lock.try_lock());
+    try {
+        lock.refresh();
+        BOOST_FAIL("a failed keep-alive renewed the lock");
+    } catch (const acquire_error& e) {
+        BOOST_FAIL(std::string("a failed keep-alive was taken for a lost lock: ") + e.what());
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("no leader") != std::string::npos, e.what());
+        BOOST_TEST((e.kind() == error_kind::transient));
+    }
+}
+
+// A member that hangs (accepts, never answers the keep-alive) is left after one timeout: the
+// next refresh goes to the next endpoint instead of waiting on the same member again.
+BOOST_AUTO_TEST_CASE(a_member_that_timed_out_is_left_for_the_next_endpoint) {
+    test::hostile_http_server hung([](const test::http_request& r) {
+        return granting_etcd(r, [] {
+            test::http_answer a;
+            a.then_silent = true;
+            return a;
+        });
+    });
+    test::hostile_http_server good(
+        [](const test::http_request& r) { return granting_etcd(r, keep_alive_ok); });
+    auto o = options_for(hung.url());
+    o.endpoints.push_back(good.url());
+    o.request_timeout = 500ms;
+    auto lock = make_lock(strategies::make_etcd_store(o), "hung");
+    BOOST_REQUIRE(lock.try_lock());
+    BOOST_CHECK_THROW(lock.refresh(), backend_error);  // the hung member's timeout
+    const auto started = std::chrono::steady_clock::now();
+    BOOST_CHECK_NO_THROW(lock.refresh());  // at the next member
+    BOOST_TEST((std::chrono::steady_clock::now() - started < 400ms));
+}
+
 BOOST_AUTO_TEST_CASE(a_server_that_echoes_the_password_does_not_get_it_shown) {
     const std::string password = "Echoed-Pw-4711";
     for (const std::string& error_body :

@@ -125,6 +125,25 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"etcd", std::nullopt,
                        "LOCKSMITH_TEST_ETCD is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    // The same over the 3-member cluster with TLS and client certificates (services.sh's
+    // etcd-cluster, the certificates of its `certs`).
+    {
+        const auto endpoints = env("LOCKSMITH_TEST_ETCD_CLUSTER");
+        const auto tls = env("LOCKSMITH_TEST_TLS_DIR");
+        if (endpoints && tls)
+            all.push_back({"etcd",
+                           nlohmann::json{{"endpoints", *endpoints},
+                                          {"prefix", remote_test_prefix()},
+                                          {"ca_file", *tls + "/ca.pem"},
+                                          {"cert_file", *tls + "/client.pem"},
+                                          {"key_file", *tls + "/client.key"}},
+                           "", false, std::chrono::milliseconds(2000), "etcd.tls_cluster"});
+        else
+            all.push_back({"etcd", std::nullopt,
+                           "LOCKSMITH_TEST_ETCD_CLUSTER or LOCKSMITH_TEST_TLS_DIR is unset (run "
+                           "scripts/services.sh start, then eval \"$(scripts/services.sh env)\")",
+                           false, std::chrono::milliseconds(2000), "etcd.tls_cluster"});
+    }
     if (auto hosts = env("LOCKSMITH_TEST_ZOOKEEPER"))
         // A short session timeout, so that a killed holder frees its locks within seconds.
         all.push_back({"zookeeper",

@@ -29,17 +29,28 @@
 //    refresh(ttl) with another TTL moves the key to a new lease (same key, same create revision).
 //  - Consensus: etcd's raft; a grant survives the loss of a minority of members.
 //  - Endpoints: tried in order; a connection that fails is replaced by one to the first endpoint
-//    that answers. A request whose connection broke is sent once more on a fresh connection
-//    (every request the store makes is safe to repeat). While waiting, errors of a server that
-//    is restarting are retried until the waiter's lease could have expired.
+//    that answers (failover: a killed member's requests, keep-alives included, move to the next
+//    member within one request_timeout); a member that timed out or answered 5xx (no leader) is
+//    left for the next endpoint. A keep-alive the server failed (the gateway's {"error"} reply
+//    of the keep-alive stream, e.g. during a leader change) is a transient backend_error, never
+//    a lost lease. A request whose connection broke is sent once more on a
+//    fresh connection (every request the store makes is safe to repeat). While waiting, errors of a
+//    server that is restarting are retried until the waiter's lease could have expired.
 //  - A broken or hostile endpoint: a reply or watch message longer than 1 MiB, nested deeper
 //    than 32 levels, or not HTTP/JSON as the gateway sends it is a backend_error (protocol,
 //    permanent), never parsed further; a request ends within request_timeout whatever the
 //    server does (trickles, never answers; a second attempt on a fresh connection included),
 //    and a wait at its deadline.
-//  - No TLS (https:// endpoints are refused with a message saying so: TLS would need a TLS
-//    library in the statically linked locksmith command). With `user`, the store authenticates
-//    (POST /v3/auth/authenticate) and sends the token with every request.
+//  - TLS: https:// endpoints (all or none of them) speak TLS >= 1.2 (OpenSSL). The server's
+//    certificate chain is verified against ca_file (or the system's CA store) and its name
+//    against server_name, or else the endpoint's host (an IP address against the certificate's
+//    IP entries); neither check can be turned off. cert_file/key_file present a client
+//    certificate (etcd's --client-cert-auth). etcd 3.4's JSON gateway answers HTTP 400 to a
+//    client certificate that has a CommonName (its CN-as-user rule, CVE-2018-16886): give one
+//    without a CN (README, etcd). A refused certificate, host name or handshake is a
+//    backend_error (code "tls", permanent) naming the endpoint and what failed, never a key.
+//    With `user`, the store authenticates (POST /v3/auth/authenticate) and sends the token with
+//    every request.
 //  - Leaves behind: nothing once released; a killed holder's key and lease until its TTL ends.
 #pragma once
 
@@ -60,8 +71,16 @@ inline constexpr capability etcd_capabilities =
     capability::distributed | capability::fencing | capability::fair | capability::consensus;
 
 struct etcd_options {
-    // http://host:port of the cluster's members; at least one; tried in order.
+    // http://host:port or https://host:port of the cluster's members; at least one; tried in
+    // order; all of one scheme.
     std::vector<std::string> endpoints;
+    // TLS (https:// endpoints only): CA certificates (PEM) that sign the servers' certificates
+    // (empty: the system's store); a client certificate and its unencrypted key (PEM; both or
+    // neither); the name the servers' certificates must have (empty: each endpoint's host).
+    std::string ca_file;
+    std::string cert_file;
+    std::string key_file;
+    std::string server_name;
     // Longest wait for a TCP connection to one endpoint. Must be > 0.
     std::chrono::milliseconds dial_timeout{std::chrono::seconds(2)};
     // Longest wait for the reply to one request, and for a watch to be confirmed (a watch
@@ -75,8 +94,10 @@ struct etcd_options {
     std::string password;
 
     // Reads {"endpoints": "http://h:2379[,http://h2:2379...]", "dial_timeout_s": 2,
-    // "request_timeout_s": 5, "prefix": "locksmith/", "user": "...", "password": "..."};
-    // "endpoints" is required. Throws config_error (never naming the password).
+    // "request_timeout_s": 5, "prefix": "locksmith/", "user": "...", "password": "...",
+    // "ca_file": "...", "cert_file": "...", "key_file": "...", "server_name": "..."};
+    // "endpoints" is required; the TLS options need https:// endpoints. Throws config_error (never
+    // naming the password).
     static etcd_options from_json(const nlohmann::json& options);
 };
 

@@ -1,0 +1,120 @@
+// The byte stream of the strategies that speak their server's protocol themselves over TCP
+// (etcd now; redis, whose hiredis 0.14 has no TLS, later): a connected socket, plain or TLS
+// (OpenSSL), every operation bounded by a deadline.
+//
+//   tls_options   the options a strategy reads: ca_file, cert_file, key_file, server_name
+//   tls_context   the loaded certificates and verification settings, shared by the connections
+//                 of one store
+//   stream_error  a transport failure, for the strategy to name in its own backend_error
+//   tls_stream    a non-blocking socket, with a TLS session on it when given a context
+//
+// Security defaults (not options): the server's certificate chain is verified against ca_file
+// (or the system's store) AND its name against server_name or the endpoint's host (an IP address
+// against the certificate's IP entries); TLS 1.2 at least; SNI for host names. A key file must
+// be unencrypted (a passphrase is never asked for on the terminal). No message holds key
+// material: OpenSSL's errors name files and reasons, never contents.
+//
+// Fork: a child must not use its parent's sessions; destroying one never writes to the socket
+// (no close_notify), so a child that drops the connections it inherited leaves the parent's
+// sessions intact.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <locksmith/errors.hpp>
+
+struct ssl_ctx_st;
+struct ssl_st;
+
+namespace locksmith::strategies::tls {
+
+using deadline = std::chrono::steady_clock::time_point;
+
+struct tls_options {
+    std::string ca_file;      // PEM CA certificates; empty: the system's store
+    std::string cert_file;    // PEM client certificate (chain); needs key_file
+    std::string key_file;     // its unencrypted PEM private key
+    std::string server_name;  // the name checked and sent (SNI); empty: the endpoint's host
+};
+
+// A transport failure: `code` is short ("tls", "timeout", "eof", "errno 104"), the message a
+// sentence without the endpoint (the caller adds it), `kind` whether a retry may help.
+class stream_error : public std::runtime_error {
+  public:
+    stream_error(std::string code, const std::string& detail, error_kind kind)
+        : std::runtime_error(detail), code_(std::move(code)), kind_(kind) {}
+    const std::string& code() const noexcept { return code_; }
+    error_kind kind() const noexcept { return kind_; }
+
+  private:
+    std::string code_;
+    error_kind kind_;
+};
+
+class tls_context {
+  public:
+    // Loads the files now, so that a wrong path or a key that does not match the certificate
+    // fails at configuration. `who` names the caller in errors ("etcd"). Throws
+    // invalid_argument_error naming the option and the file.
+    tls_context(const tls_options& options, std::string_view who);
+    ~tls_context();
+    tls_context(const tls_context&) = delete;
+    tls_context& operator=(const tls_context&) = delete;
+    const tls_options& options() const noexcept { return options_; }
+    ssl_ctx_st* native() const noexcept { return ctx_; }
+
+  private:
+    tls_options options_;
+    ssl_ctx_st* ctx_ = nullptr;
+};
+
+class tls_stream {
+  public:
+    // Takes over `fd`, a connected stream socket (made non-blocking here; closed by the
+    // destructor). With a context, completes the TLS handshake with `host` before `until`:
+    // a server that accepts and never answers costs no more than that. Throws stream_error:
+    // "tls" (permanent) when the certificate or host name is refused or the server refuses the
+    // handshake, "timeout" (transient) when `until` passed first.
+    tls_stream(int fd, std::shared_ptr<const tls_context> context, const std::string& host,
+               deadline until);
+    ~tls_stream();
+    tls_stream(const tls_stream&) = delete;
+    tls_stream& operator=(const tls_stream&) = delete;
+
+    // Reads what is there (at most `size` bytes), waiting until `until` for the first byte.
+    // Returns the count (> 0), 0 at the end of the stream, nullopt when `until` passed first.
+    // Throws stream_error (errno, or "tls" for a refusal that TLS 1.3 reports only now: a
+    // missing or untrusted client certificate).
+    std::optional<std::size_t> read_some(char* data, std::size_t size, deadline until);
+    // Sends all of `data`; false when `until` passed first. Throws stream_error.
+    bool write_all(std::string_view data, deadline until);
+    // True when bytes were received and decrypted but not yet read (poll(2) does not see them).
+    bool buffered() const noexcept;
+    // For an idle connection: true when the server sent something (data, a hang-up, an error),
+    // which means the connection must not be used again. TLS records that are no data (TLS 1.3
+    // session tickets, sent after the handshake) are consumed and do not count.
+    bool idle_has_input() noexcept;
+    int fd() const noexcept { return fd_; }
+    bool secure() const noexcept { return ssl_ != nullptr; }
+
+  private:
+    // Waits for what SSL_get_error asked for; false when `until` passed first.
+    bool wait_for(int ssl_error, deadline until);
+    [[noreturn]] void fail_tls(int ssl_error, std::string_view step);
+
+    int fd_ = -1;
+    ssl_st* ssl_ = nullptr;
+    std::shared_ptr<const tls_context> context_;
+    std::string checked_name_;
+};
+
+// "OpenSSL 3.0.x": for benchmarks and `locksmith version`-style reports.
+std::string openssl_version();
+
+}  // namespace locksmith::strategies::tls
