@@ -144,7 +144,8 @@ void against_every_behaviour(const strategy_under_test& entry,
                     return foreign_exception;
                 }
             },
-            std::chrono::duration_cast<std::chrono::seconds>(attempt_bound + bound) + test::patience(20s));
+            std::chrono::duration_cast<std::chrono::seconds>(attempt_bound + bound) +
+                test::patience(20s));
         runs.push_back(std::move(r));
     }
     for (auto& r : runs) {
