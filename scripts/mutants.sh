@@ -15,8 +15,8 @@
 # most of a fault's time is spent in tests that wait (for a TTL, a session, a wake-up), not on the
 # CPU. Each further lane has its own copy of the source tree and of the build, mounted over the
 # original paths in a mount namespace of its own (unshare -m), so that nothing is rebuilt for it
-# and its tests find everything where they expect it. Entries of one folder share a lane, so that
-# the same tests never run twice at once; the test servers are shared, as in a parallel ctest.
+# and its tests find everything where they expect it. Entries that change one folder or run the
+# same tests share a lane; the test servers are shared, as in a parallel ctest.
 #
 # Environment: BUILD_DIR (default build-mutants, its own Ninja build), JOBS (default 2),
 # the LOCKSMITH_TEST_* endpoints of scripts/services.sh env (when LOCKSMITH_TEST_REDIS_URL is
@@ -102,12 +102,30 @@ unknown = only - set(names)
 if unknown:
     sys.exit(f"unknown entries: {' '.join(sorted(unknown))}")
 selected = [e for e in entries if not only or e["name"] in only]
+# Lane groups: entries that run the same test command share a lane, so that no test runs twice
+# at once; so do entries whose tests use the same integration test program: those talk to shared
+# servers, and some stop or kill them (a cluster member), which must not happen beside another
+# test of that server. (Each lane has its own copy of the tree: faults in one file may run side
+# by side.)
+parent = {}
+def find(k):
+    while parent.setdefault(k, k) != k:
+        k = parent[k]
+    return k
+def test_key(command):
+    program = command.split()[0]
+    return f"program:{program}" if program.startswith("tests/integration/") else f"test:{command}"
+for e in selected:
+    keys = [test_key(t) for t in e["test"]]
+    for k in keys[1:]:
+        parent[find(k)] = find(keys[0])
 os.makedirs(out)
 for i, e in enumerate(selected):
     d = os.path.join(out, f"{i:03d}")
     os.makedirs(d)
     for f in ("name", "file", "find", "replace", "bug"):
         open(os.path.join(d, f), "w", encoding="utf-8").write(e[f])
+    open(os.path.join(d, "group"), "w", encoding="utf-8").write(find(test_key(e["test"][0])) + "\n")
     open(os.path.join(d, "tests"), "w", encoding="utf-8").write("\n".join(e["test"]) + "\n")
 EOF
 
@@ -265,7 +283,7 @@ if [ -n "$lane_dir" ]; then
   exit
 fi
 
-# Lanes: entries grouped by folder, the largest groups first, each to the lane with the fewest
+# Lanes: the groups (see the parser above), the largest first, each to the lane with the fewest
 # entries so far.
 lanes=${MUTANT_LANES:-}
 if [ -z "$lanes" ]; then
@@ -279,8 +297,7 @@ while read -r group; do
     [ "$(wc -w <<<"${lane_entries[$i]:-}")" -ge "$(wc -w <<<"${lane_entries[$best]:-}")" ] || best=$i
   done
   lane_entries[$best]+=" $(grep -lxF "$group" "$work"/entries/*/group | xargs -n1 dirname | tr '\n' ' ')"
-done < <(for dir in "$work"/entries/*/; do dirname "$(cat "$dir/file")" >"$dir/group"; cat "$dir/group"; done |
-  sort | uniq -c | sort -rn | awk '{print $2}')
+done < <(cat "$work"/entries/*/group | sort | uniq -c | sort -rn | sed 's/^ *[0-9]* //')
 
 : >"$work/results"
 for ((i = 1; i < lanes; i++)); do
