@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts and stops the servers the integration tests talk to: redis-server, memcached,
-# PostgreSQL, MariaDB, ZooKeeper, etcd and three more redis-servers (members of the `combined`
-# strategy's quorum), on 127.0.0.1 only, on non-default ports, with their data, logs and PID
+# PostgreSQL, MariaDB, ZooKeeper (one standalone server, and an ensemble of three), etcd and three
+# more redis-servers (members of the `combined` strategy's quorum), on 127.0.0.1 only, on non-default ports, with their data, logs and PID
 # files in one state directory. Test settings only: PostgreSQL trusts every local connection and
 # runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. Installs nothing (scripts/install-deps.sh does, from scripts/packages-servers.txt); it only
 # checks that the binaries exist.
@@ -16,8 +16,14 @@
 # (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
 # LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_ZOOKEEPER_PORT (12181), LOCKSMITH_ETCD_PORT (12379;
 # its peer port is the next one), LOCKSMITH_REDIS_QUORUM_PORT (16380; the three members use it
-# and the next two), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb
-# zookeeper etcd redis-quorum"; `certs` makes the test certificates the TLS servers use).
+# and the next two), LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT (12281: the client ports of the three
+# members are it and the next two, their quorum ports the next three, their election ports the
+# three after), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb
+# zookeeper zookeeper-ensemble etcd redis-quorum"; `certs` makes the test certificates the TLS
+# servers use).
+# Ensemble members are zookeeper-ensemble-1..3 (myid 1..3); their PIDs are in
+# $LOCKSMITH_SERVICES_DIR/zookeeper-ensemble-N.pid, so that a test can kill one; `start` again
+# (LOCKSMITH_SERVICES=zookeeper-ensemble) starts only the members that are not running.
 # As root, PostgreSQL runs as the user postgres and MariaDB as mysql (both refuse root).
 # A port held by a process we did not start is reported and left alone.
 set -euo pipefail
@@ -30,7 +36,8 @@ mariadb_port=${LOCKSMITH_MARIADB_PORT:-13306}
 zookeeper_port=${LOCKSMITH_ZOOKEEPER_PORT:-12181}
 etcd_port=${LOCKSMITH_ETCD_PORT:-12379}
 quorum_port=${LOCKSMITH_REDIS_QUORUM_PORT:-16380}
-services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper etcd redis-quorum}
+ensemble_port=${LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT:-12281}
+services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper zookeeper-ensemble etcd redis-quorum}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -106,10 +113,13 @@ service_dir() {
   chmod 700 "$state_dir/$1"
 }
 
-# ZooKeeper's four-letter word `srvr` (allowed in zoo.cfg) answers with "Mode: standalone".
-zookeeper_ping() {
+# ZooKeeper's four-letter word `srvr` (allowed in zoo.cfg) answers with "Mode: standalone" (or
+# leader, follower), and without a Mode while an ensemble member has no quorum.
+zookeeper_ping() { zookeeper_ping_port "$zookeeper_port"; }
+ensemble_ping() { zookeeper_ping_port "$ensemble_member_port"; }
+zookeeper_ping_port() {
   local reply=""
-  { exec 3<>"/dev/tcp/127.0.0.1/$zookeeper_port"; } 2>/dev/null || return 1
+  { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
   printf 'srvr' >&3
   reply=$(timeout 2 cat <&3 2>/dev/null || true)
   exec 3<&- 3>&-
@@ -135,12 +145,27 @@ need() {
 
 # start_one NAME COMM PROBE PORT CMD...: starts CMD detached unless our instance answers already.
 start_one() {
+  launch_one "$@" || return 1
+  [ -n "$launched" ] || return 0
+  wait_one "$1" "$3" "$4" 100
+}
+
+# launch_one NAME COMM PROBE PORT CMD...: start_one without the wait; sets `launched` to the
+# new PID (empty when our instance answered already).
+launch_one() {
   local name=$1 comm=$2 probe=$3 port=$4
   shift 4
   local pid
+  launched=
   pid=$(pid_of "$name")
-  if alive "$pid" "$comm" && $probe; then
-    log "$name already running (pid $pid, port $port)"
+  if alive "$pid" "$comm"; then
+    if $probe; then
+      log "$name already running (pid $pid, port $port)"
+      return 0
+    fi
+    # Ours, not answering yet (an ensemble member during an election): waited for, not
+    # started twice.
+    launched=$pid
     return 0
   fi
   if port_busy "$port"; then
@@ -151,10 +176,15 @@ start_one() {
   touch "$state_dir/$name.log"
   [ -z "${log_owner:-}" ] || chown "$log_owner:" "$state_dir/$name.log"
   setsid "$@" </dev/null >>"$state_dir/$name.log" 2>&1 &
-  pid=$!
-  echo "$pid" >"$state_dir/$name.pid"
-  local i
-  for i in $(seq 1 100); do
+  launched=$!
+  echo "$launched" >"$state_dir/$name.pid"
+}
+
+# wait_one NAME PROBE PORT TRIES: waits (TRIES × 0.1 s at most) until PROBE answers.
+wait_one() {
+  local name=$1 probe=$2 port=$3 tries=$4 pid i
+  pid=$(pid_of "$name")
+  for i in $(seq 1 "$tries"); do
     if ! starting "$pid"; then
       log "$name died at start; last log lines:"
       tail -n 20 "$state_dir/$name.log" >&2 || true
@@ -167,7 +197,7 @@ start_one() {
     fi
     sleep 0.1
   done
-  log "$name did not answer within 10 s; last log lines:"
+  log "$name did not answer within $((tries / 10)) s; last log lines:"
   tail -n 20 "$state_dir/$name.log" >&2 || true
   return 1
 }
@@ -202,6 +232,7 @@ env_lines() {
       postgres) echo "export LOCKSMITH_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$postgres_port/locktest" ;;
       mariadb) echo "export LOCKSMITH_TEST_MARIADB_DSN=mysql://locktest:locktest-pw@127.0.0.1:$mariadb_port/locktest" ;;
       zookeeper) echo "export LOCKSMITH_TEST_ZOOKEEPER=127.0.0.1:$zookeeper_port" ;;
+      zookeeper-ensemble) echo "export LOCKSMITH_TEST_ZOOKEEPER_ENSEMBLE=127.0.0.1:$ensemble_port,127.0.0.1:$((ensemble_port + 1)),127.0.0.1:$((ensemble_port + 2))" ;;
       etcd) echo "export LOCKSMITH_TEST_ETCD=http://127.0.0.1:$etcd_port" ;;
       redis-quorum) echo "export LOCKSMITH_TEST_REDIS_QUORUM=redis://127.0.0.1:$quorum_port/0,redis://127.0.0.1:$((quorum_port + 1))/0,redis://127.0.0.1:$((quorum_port + 2))/0" ;;
     esac
@@ -320,6 +351,50 @@ CFG
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$state_dir/zookeeper/zoo.cfg"
 }
 
+# Three ZooKeeper servers in one ensemble (myid 1..3), configured as the standalone one above,
+# started together: a member answers only once a quorum (two) has elected a leader.
+start_zookeeper_ensemble() {
+  need java default-jre-headless || return 1
+  [ -r /usr/share/java/zookeeper.jar ] ||
+    { log "zookeeper.jar not found; install it with scripts/install-deps.sh (package zookeeper)"; return 1; }
+  local i dir members="" rc=0 pids=()
+  for i in 1 2 3; do
+    members+="server.$i=127.0.0.1:$((ensemble_port + 2 + i)):$((ensemble_port + 5 + i))"$'\n'
+  done
+  for i in 1 2 3; do
+    dir=$state_dir/zookeeper-ensemble-$i
+    mkdir -p "$dir/data"
+    echo "$i" >"$dir/data/myid"
+    cat >"$dir/zoo.cfg" <<CFG
+tickTime=500
+initLimit=20
+syncLimit=4
+minSessionTimeout=1000
+maxSessionTimeout=60000
+dataDir=$dir/data
+clientPort=$((ensemble_port + i - 1))
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr,conf,cons,wchc,wchs,wchp
+forceSync=no
+maxClientCnxns=0
+$members
+CFG
+    ensemble_member_port=$((ensemble_port + i - 1))
+    launch_one "zookeeper-ensemble-$i" java ensemble_ping "$ensemble_member_port" \
+      java -Xms32m -Xmx256m -XX:+UseSerialGC -Dzookeeper.log.dir="$dir" \
+      -cp "$dir:/usr/share/java/zookeeper.jar" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" || rc=1
+    pids+=("$launched")
+  done
+  for i in 1 2 3; do
+    [ -n "${pids[$((i - 1))]}" ] || continue
+    ensemble_member_port=$((ensemble_port + i - 1))
+    wait_one "zookeeper-ensemble-$i" ensemble_ping "$ensemble_member_port" 300 || rc=1
+  done
+  return $rc
+}
+
 start_etcd() {
   need etcd etcd-server && need etcdctl etcd-client || return 1
   start_one etcd etcd etcd_ping "$etcd_port" \
@@ -373,6 +448,7 @@ start() {
       postgres) start_postgres || rc=1 ;;
       mariadb) start_mariadb || rc=1 ;;
       zookeeper) start_zookeeper || rc=1 ;;
+      zookeeper-ensemble) start_zookeeper_ensemble || rc=1 ;;
       etcd) start_etcd || rc=1 ;;
       redis-quorum) start_redis_quorum || rc=1 ;;
       *) log "unknown service '$s'"; rc=1 ;;
@@ -392,6 +468,7 @@ stop() {
       postgres) stop_one postgres postgres INT ;;
       mariadb) stop_one mariadb mariadbd ;;
       zookeeper) stop_one zookeeper java ;;
+      zookeeper-ensemble) for i in 1 2 3; do stop_one "zookeeper-ensemble-$i" java & done; wait ;;
       etcd) stop_one etcd etcd ;;
       redis-quorum) for i in 0 1 2; do stop_one "redis-quorum-$i" redis-server; done ;;
     esac
@@ -414,6 +491,12 @@ status() {
         echo "mariadb: running (pid $pid, port $mariadb_port)" || echo "mariadb: not running" ;;
       zookeeper) pid=$(pid_of zookeeper); alive "$pid" java && zookeeper_ping &&
         echo "zookeeper: running (pid $pid, port $zookeeper_port)" || echo "zookeeper: not running" ;;
+      zookeeper-ensemble) for i in 1 2 3; do
+          ensemble_member_port=$((ensemble_port + i - 1)); pid=$(pid_of "zookeeper-ensemble-$i")
+          alive "$pid" java && ensemble_ping &&
+            echo "zookeeper-ensemble-$i: running (pid $pid, port $ensemble_member_port)" ||
+            echo "zookeeper-ensemble-$i: not running"
+        done ;;
       etcd) pid=$(pid_of etcd); alive "$pid" etcd && etcd_ping &&
         echo "etcd: running (pid $pid, port $etcd_port)" || echo "etcd: not running" ;;
       redis-quorum) for i in 0 1 2; do
