@@ -61,6 +61,15 @@ lock_request make_request(const lock_factory& factory, const selection_flags& fl
     return request;
 }
 
+std::vector<std::string> warn_about_options(const lock_factory& factory,
+                                            const std::string& strategy) {
+    const auto info = factory.registry().info(strategy);
+    if (!info.descriptor.warnings || !info.configured) return {};
+    auto warnings = info.descriptor.warnings(info.options);
+    for (const auto& w : warnings) print_note("warning: strategy '" + strategy + "': " + w);
+    return warnings;
+}
+
 bool warn_if_locking_off(const lock_factory& factory, const std::string& strategy,
                          const std::string& what) {
     const auto descriptor = factory.registry().find(strategy);

@@ -47,6 +47,11 @@ lock_request make_request(const lock_factory& factory, const selection_flags& fl
 bool warn_if_locking_off(const lock_factory& factory, const std::string& strategy,
                          const std::string& what);
 
+// The cautions of `strategy`'s descriptor about its effective options (strategy_descriptor::
+// warnings), each said on stderr as "warning: strategy '<name>': ...". Returns them.
+std::vector<std::string> warn_about_options(const lock_factory& factory,
+                                            const std::string& strategy);
+
 // Parses --require text. Throws cli_error(EX_USAGE) naming the unknown word and listing the known
 // capability names.
 capability parse_require(const std::string& text);

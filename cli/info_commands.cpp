@@ -9,6 +9,7 @@
 
 #include <locksmith/author/module.hpp>
 #include <locksmith/errors.hpp>
+#include <locksmith/options.hpp>
 #include <locksmith/registry.hpp>
 
 #include "cli_common.hpp"
@@ -222,6 +223,8 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
     const bool locking_off =
         chosen &&
         warn_if_locking_off(*factory, chosen->strategy, "locks that require " + to_string(wanted));
+    const auto warnings =
+        chosen ? warn_about_options(*factory, chosen->strategy) : std::vector<std::string>();
     if (json_output) {
         json entries = json::array();
         for (const auto& e : report.entries) {
@@ -236,6 +239,7 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
             {"starts", start && chosen ? json(report.start_error.empty()) : json(nullptr)},
             {"start_error", report.start_error.empty() ? json(nullptr) : json(report.start_error)},
             {"excludes_nothing", locking_off},
+            {"warnings", warnings},
             {"entries", entries}};
         put_bytes(out, "config", factory->settings().origin);
         std::cout << dump_line(out) << '\n';
@@ -260,6 +264,18 @@ int config_check_command(const std::string& file, bool json_output) {
     }
     std::vector<config_error> problems = default_registry().check(text);
     problems.insert(problems.end(), plugin_problems.begin(), plugin_problems.end());
+    // A valid config may still leave a hole (strategy_descriptor::warnings): said, not an error.
+    std::vector<std::pair<std::string, std::string>> warnings;  // pointer, message
+    if (problems.empty()) {
+        for (const auto& [name, settings] : config::parse(text, file).strategies) {
+            const auto d = default_registry().find(name);
+            if (!d || !d->warnings || settings.options.is_null() || settings.enabled == false)
+                continue;
+            for (auto& w : d->warnings(settings.options))
+                warnings.emplace_back("/strategies/" + json_pointer_token(name) + "/options",
+                                      std::move(w));
+        }
+    }
     if (json_output) {
         json list = json::array();
         for (const auto& p : problems) {
@@ -270,11 +286,16 @@ int config_check_command(const std::string& file, bool json_output) {
             }
             list.push_back(item);
         }
-        json out{{"valid", problems.empty()}, {"errors", list}};
+        json warning_list = json::array();
+        for (const auto& [pointer, message] : warnings)
+            warning_list.push_back({{"pointer", pointer}, {"message", message}});
+        json out{{"valid", problems.empty()}, {"errors", list}, {"warnings", warning_list}};
         put_bytes(out, "file", file);
         std::cout << dump_line(out) << '\n';
     } else if (problems.empty()) {
         std::cout << file << ": OK\n";
+        for (const auto& [pointer, message] : warnings)
+            std::cout << file << ": " << pointer << ": warning: " << message << '\n';
     } else {
         // The compiler's "file:line:column: message" form, so editors can jump to the error;
         // errors about values carry their JSON pointer instead of a position.

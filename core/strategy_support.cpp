@@ -26,6 +26,8 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 
+#include "trusted_path.hpp"
+
 namespace locksmith {
 namespace {
 
@@ -393,6 +395,56 @@ std::string scrub_secret(std::string text, std::string_view secret) {
     if (secret.empty()) return text;
     for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3))
         text.replace(at, secret.size(), "***");
+    return text;
+}
+
+std::string read_secret_file(const std::string& path, std::string_view option) {
+    const auto refuse = [&](const std::string& why) {
+        return invalid_argument_error(std::string(option) + ": '" + path + "' " + why);
+    };
+    if (path.empty()) throw invalid_argument_error(std::string(option) + " is empty");
+    // Who can change the file or a folder on its way could swap in a secret of their own (and
+    // read ours, since a swapped file can be a FIFO they read from): the rule of every trusted
+    // file, then the file itself, opened by its resolved path.
+    const path_trust trust = check_trusted_path(path);
+    if (trust.error == ENOENT || trust.error == ENOTDIR) throw refuse("does not exist");
+    if (trust.error != 0) throw refuse("cannot be read: " + trust.problem);
+    if (!trust.problem.empty())
+        throw refuse("is not safe to use: " + trust.problem +
+                     ". A secret file, and every folder and symlink on its path, must be owned "
+                     "by you or root and writable by no one else");
+    const int fd =
+        ::open(trust.resolved.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) throw refuse("cannot be read: " + std::string(std::strerror(errno)));
+    struct closer {
+        int fd;
+        ~closer() { ::close(fd); }
+    } close_fd{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw refuse("cannot be read: " + std::string(std::strerror(errno)));
+    if (!S_ISREG(st.st_mode)) throw refuse("is not a regular file");
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+        throw refuse("is readable or usable by group or others (mode " + std::string(mode) +
+                     "): a secret file must be its owner's alone (chmod 600)");
+    }
+    constexpr std::size_t max_bytes = 64 * 1024;
+    std::string text(max_bytes + 1, '\0');
+    std::size_t length = 0;
+    while (length < text.size()) {
+        const ssize_t n = ::read(fd, text.data() + length, text.size() - length);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw refuse("cannot be read: " + std::string(std::strerror(errno)));
+        if (n == 0) break;
+        length += std::size_t(n);
+    }
+    if (length > max_bytes) throw refuse("is larger than 64 KiB: is it the right file?");
+    text.resize(length);
+    // Editors end the last line; the newline is not part of the secret.
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.empty()) throw refuse("is empty");
     return text;
 }
 

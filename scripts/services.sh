@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts and stops the servers the integration tests talk to: redis-server, memcached,
-# PostgreSQL, MariaDB, ZooKeeper, etcd, a 3-member etcd cluster with TLS and client certificates,
-# three more redis-servers (members of the `combined` strategy's quorum), Redis behind Sentinel
-# and a Redis Cluster, on 127.0.0.1 only, on non-default ports, with their data, logs and PID
+# PostgreSQL, MariaDB, ZooKeeper (one standalone server, and an ensemble of three), etcd, a
+# 3-member etcd cluster with TLS and client certificates, three more redis-servers (members of the
+# `combined` strategy's quorum), Redis behind Sentinel and a Redis Cluster, on 127.0.0.1 only, on
+# non-default ports, with their data, logs and PID
 # files in one state directory. Test settings only: PostgreSQL trusts every local connection and
 # runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. With the
 # certificates (`certs`), PostgreSQL and MariaDB also serve TLS and each has a user that may only
@@ -20,17 +21,20 @@
 # (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
 # LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_ZOOKEEPER_PORT (12181), LOCKSMITH_ETCD_PORT (12379;
 # its peer port is the next one), LOCKSMITH_ETCD_CLUSTER_PORT (12479; the members' client ports
-# are it and the next two, their peer ports the three after), LOCKSMITH_REDIS_QUORUM_PORT (16380;
-# the three members use it and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its
+# are it and the next two, their peer ports the three after), LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT
+# (12281: the client ports of the three members are it and the next two, their quorum ports the
+# next three, their election ports the three after), LOCKSMITH_REDIS_QUORUM_PORT (16380; the
+# three members use it and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its
 # replica, then three Sentinels on the next four), LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes
 # of a Redis Cluster, three masters and a replica of each, on it and the next five; bus ports 1000
-# above), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb zookeeper etcd
-# etcd-cluster redis-quorum redis-sentinel redis-cluster"; `certs` makes the test certificates the
-# TLS servers use and goes before them).
+# above), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb zookeeper
+# zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster"; `certs` makes
+# the test certificates the TLS servers use and goes before them).
 #
-# The etcd-cluster members are etcd-cluster-0..2 (PID files etcd-cluster-N.pid, data in
-# etcd-cluster-N/): a test that kills one restarts it with `scripts/services.sh start` (only
-# what is not running is started) or with the command line the member ran.
+# Members that a test may kill, and restart with `scripts/services.sh start` (only what is not
+# running is started; LOCKSMITH_SERVICES narrows it) or with the command line they ran:
+# etcd-cluster-0..2 (PID files etcd-cluster-N.pid, data in etcd-cluster-N/) and
+# zookeeper-ensemble-1..3 (myid 1..3, PID files zookeeper-ensemble-N.pid).
 # As root, PostgreSQL runs as the user postgres and MariaDB as mysql (both refuse root).
 # A port held by a process we did not start is reported and left alone.
 set -euo pipefail
@@ -46,7 +50,8 @@ etcd_cluster_port=${LOCKSMITH_ETCD_CLUSTER_PORT:-12479}
 quorum_port=${LOCKSMITH_REDIS_QUORUM_PORT:-16380}
 sentinel_port=${LOCKSMITH_REDIS_SENTINEL_PORT:-16390}
 cluster_port=${LOCKSMITH_REDIS_CLUSTER_PORT:-16400}
-services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper etcd etcd-cluster redis-quorum redis-sentinel redis-cluster}
+ensemble_port=${LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT:-12281}
+services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -122,10 +127,13 @@ service_dir() {
   chmod 700 "$state_dir/$1"
 }
 
-# ZooKeeper's four-letter word `srvr` (allowed in zoo.cfg) answers with "Mode: standalone".
-zookeeper_ping() {
+# ZooKeeper's four-letter word `srvr` (allowed in zoo.cfg) answers with "Mode: standalone" (or
+# leader, follower), and without a Mode while an ensemble member has no quorum.
+zookeeper_ping() { zookeeper_ping_port "$zookeeper_port"; }
+ensemble_ping() { zookeeper_ping_port "$ensemble_member_port"; }
+zookeeper_ping_port() {
   local reply=""
-  { exec 3<>"/dev/tcp/127.0.0.1/$zookeeper_port"; } 2>/dev/null || return 1
+  { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
   printf 'srvr' >&3
   reply=$(timeout 2 cat <&3 2>/dev/null || true)
   exec 3<&- 3>&-
@@ -165,12 +173,27 @@ need() {
 
 # start_one NAME COMM PROBE PORT CMD...: starts CMD detached unless our instance answers already.
 start_one() {
+  launch_one "$@" || return 1
+  [ -n "$launched" ] || return 0
+  wait_one "$1" "$3" "$4" 100
+}
+
+# launch_one NAME COMM PROBE PORT CMD...: start_one without the wait; sets `launched` to the
+# new PID (empty when our instance answered already).
+launch_one() {
   local name=$1 comm=$2 probe=$3 port=$4
   shift 4
   local pid
+  launched=
   pid=$(pid_of "$name")
-  if alive "$pid" "$comm" && $probe; then
-    log "$name already running (pid $pid, port $port)"
+  if alive "$pid" "$comm"; then
+    if $probe; then
+      log "$name already running (pid $pid, port $port)"
+      return 0
+    fi
+    # Ours, not answering yet (an ensemble member during an election): waited for, not
+    # started twice.
+    launched=$pid
     return 0
   fi
   if port_busy "$port"; then
@@ -181,10 +204,15 @@ start_one() {
   touch "$state_dir/$name.log"
   [ -z "${log_owner:-}" ] || chown "$log_owner:" "$state_dir/$name.log"
   setsid "$@" </dev/null >>"$state_dir/$name.log" 2>&1 &
-  pid=$!
-  echo "$pid" >"$state_dir/$name.pid"
-  local i
-  for i in $(seq 1 100); do
+  launched=$!
+  echo "$launched" >"$state_dir/$name.pid"
+}
+
+# wait_one NAME PROBE PORT TRIES: waits (TRIES × 0.1 s at most) until PROBE answers.
+wait_one() {
+  local name=$1 probe=$2 port=$3 tries=$4 pid i
+  pid=$(pid_of "$name")
+  for i in $(seq 1 "$tries"); do
     if ! starting "$pid"; then
       log "$name died at start; last log lines:"
       tail -n 20 "$state_dir/$name.log" >&2 || true
@@ -197,7 +225,7 @@ start_one() {
     fi
     sleep 0.1
   done
-  log "$name did not answer within 10 s; last log lines:"
+  log "$name did not answer within $((tries / 10)) s; last log lines:"
   tail -n 20 "$state_dir/$name.log" >&2 || true
   return 1
 }
@@ -238,6 +266,7 @@ env_lines() {
         [ ! -s "$state_dir/tls/ca.pem" ] ||
           echo "export LOCKSMITH_TEST_MARIADB_TLS_DSN='mysql://locktest_tls:locktest-tls-pw@127.0.0.1:$mariadb_port/locktest?sslmode=verify-full&sslrootcert=$state_dir/tls/ca.pem'" ;;
       zookeeper) echo "export LOCKSMITH_TEST_ZOOKEEPER=127.0.0.1:$zookeeper_port" ;;
+      zookeeper-ensemble) echo "export LOCKSMITH_TEST_ZOOKEEPER_ENSEMBLE=127.0.0.1:$ensemble_port,127.0.0.1:$((ensemble_port + 1)),127.0.0.1:$((ensemble_port + 2))" ;;
       etcd) echo "export LOCKSMITH_TEST_ETCD=http://127.0.0.1:$etcd_port" ;;
       etcd-cluster) echo "export LOCKSMITH_TEST_ETCD_CLUSTER=$(etcd_cluster_endpoints)" ;;
       redis-sentinel)
@@ -399,6 +428,50 @@ CFG
     java -Xms32m -Xmx256m -XX:+UseSerialGC -Dzookeeper.log.dir="$state_dir/zookeeper" \
     -cp "$state_dir/zookeeper:/usr/share/java/zookeeper.jar" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$state_dir/zookeeper/zoo.cfg"
+}
+
+# Three ZooKeeper servers in one ensemble (myid 1..3), configured as the standalone one above,
+# started together: a member answers only once a quorum (two) has elected a leader.
+start_zookeeper_ensemble() {
+  need java default-jre-headless || return 1
+  [ -r /usr/share/java/zookeeper.jar ] ||
+    { log "zookeeper.jar not found; install it with scripts/install-deps.sh (package zookeeper)"; return 1; }
+  local i dir members="" rc=0 pids=()
+  for i in 1 2 3; do
+    members+="server.$i=127.0.0.1:$((ensemble_port + 2 + i)):$((ensemble_port + 5 + i))"$'\n'
+  done
+  for i in 1 2 3; do
+    dir=$state_dir/zookeeper-ensemble-$i
+    mkdir -p "$dir/data"
+    echo "$i" >"$dir/data/myid"
+    cat >"$dir/zoo.cfg" <<CFG
+tickTime=500
+initLimit=20
+syncLimit=4
+minSessionTimeout=1000
+maxSessionTimeout=60000
+dataDir=$dir/data
+clientPort=$((ensemble_port + i - 1))
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr,conf,cons,wchc,wchs,wchp
+forceSync=no
+maxClientCnxns=0
+$members
+CFG
+    ensemble_member_port=$((ensemble_port + i - 1))
+    launch_one "zookeeper-ensemble-$i" java ensemble_ping "$ensemble_member_port" \
+      java -Xms32m -Xmx256m -XX:+UseSerialGC -Dzookeeper.log.dir="$dir" \
+      -cp "$dir:/usr/share/java/zookeeper.jar" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" || rc=1
+    pids+=("$launched")
+  done
+  for i in 1 2 3; do
+    [ -n "${pids[$((i - 1))]}" ] || continue
+    ensemble_member_port=$((ensemble_port + i - 1))
+    wait_one "zookeeper-ensemble-$i" ensemble_ping "$ensemble_member_port" 300 || rc=1
+  done
+  return $rc
 }
 
 start_etcd() {
@@ -568,6 +641,7 @@ start() {
       postgres) start_postgres || rc=1 ;;
       mariadb) start_mariadb || rc=1 ;;
       zookeeper) start_zookeeper || rc=1 ;;
+      zookeeper-ensemble) start_zookeeper_ensemble || rc=1 ;;
       etcd) start_etcd || rc=1 ;;
       etcd-cluster) start_etcd_cluster || rc=1 ;;
       redis-quorum) start_redis_quorum || rc=1 ;;
@@ -590,6 +664,7 @@ stop() {
       postgres) stop_one postgres postgres INT ;;
       mariadb) stop_one mariadb mariadbd ;;
       zookeeper) stop_one zookeeper java ;;
+      zookeeper-ensemble) for i in 1 2 3; do stop_one "zookeeper-ensemble-$i" java & done; wait ;;
       etcd) stop_one etcd etcd ;;
       etcd-cluster) for i in 0 1 2; do stop_one "etcd-cluster-$i" etcd; done ;;
       redis-quorum) for i in 0 1 2; do stop_one "redis-quorum-$i" redis-server; done ;;
@@ -617,6 +692,12 @@ status() {
         echo "mariadb: running (pid $pid, port $mariadb_port)" || echo "mariadb: not running" ;;
       zookeeper) pid=$(pid_of zookeeper); alive "$pid" java && zookeeper_ping &&
         echo "zookeeper: running (pid $pid, port $zookeeper_port)" || echo "zookeeper: not running" ;;
+      zookeeper-ensemble) for i in 1 2 3; do
+          ensemble_member_port=$((ensemble_port + i - 1)); pid=$(pid_of "zookeeper-ensemble-$i")
+          alive "$pid" java && ensemble_ping &&
+            echo "zookeeper-ensemble-$i: running (pid $pid, port $ensemble_member_port)" ||
+            echo "zookeeper-ensemble-$i: not running"
+        done ;;
       etcd) pid=$(pid_of etcd); alive "$pid" etcd && etcd_ping &&
         echo "etcd: running (pid $pid, port $etcd_port)" || echo "etcd: not running" ;;
       etcd-cluster) for i in 0 1 2; do

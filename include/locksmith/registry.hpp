@@ -58,6 +58,10 @@ struct strategy_descriptor {
     // True only for a strategy that grants every request and excludes nothing (`null`): tools
     // warn that locking is off wherever it is chosen.
     bool excludes_nothing = false;
+    // Cautions about options that work but leave a hole (zookeeper without auth: any client of
+    // the ensemble can delete a lock): `config check` and `explain` print each as a warning.
+    // Cheap, no I/O; must not throw. Empty = none.
+    std::function<std::vector<std::string>(const nlohmann::json& options)> warnings;
     // Whether the strategy works on this system. Empty = always. Called at most once per
     // registry (the answer is cached), so it should be cheap and leave nothing behind.
     std::function<support_status()> supported;

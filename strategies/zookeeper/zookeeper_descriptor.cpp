@@ -18,7 +18,18 @@ strategy_descriptor zookeeper_metadata() {
     d.capabilities = zookeeper_capabilities;
     d.needs_configuration = true;
     d.example_options = {{"hosts", "127.0.0.1:2181"}};
+    d.warnings = &zookeeper_warnings;
     return d;
+}
+
+std::vector<std::string> zookeeper_warnings(const nlohmann::json& options) {
+    if (options.is_object() && (options.contains("auth") || options.contains("auth_file")))
+        return {};
+    return {
+        "zookeeper has no 'auth': its lock nodes are open (world:anyone), so any client of "
+        "the ensemble can delete a holder's node and a second process gets the lock; give "
+        "'auth' or 'auth_file' (digest:USER:PASSWORD) so that only that identity can change or "
+        "delete them"};
 }
 
 strategy_descriptor zookeeper_strategy() {

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -41,10 +42,68 @@ bool transient_rc(int rc) {
 }
 
 [[noreturn]] void fail(const std::string& hosts, const std::string& what, int rc) {
-    throw backend_error(
-        strategy_name, "ZOO " + std::to_string(rc),
-        std::string(strategy_name) + ": " + what + " on '" + hosts + "' failed: " + zerror(rc),
-        transient_rc(rc) ? error_kind::transient : error_kind::permanent);
+    // ZNOAUTH: a node made by another identity (or by one with auth, when this store has none).
+    const std::string hint =
+        rc == ZNOAUTH ? " (the node's ACL does not let this client's identity do that: give the "
+                        "'auth' of the identity that made it, or use another root)"
+                      : "";
+    throw backend_error(strategy_name, "ZOO " + std::to_string(rc),
+                        std::string(strategy_name) + ": " + what + " on '" + hosts +
+                            "' failed: " + zerror(rc) + hint,
+                        transient_rc(rc) ? error_kind::transient : error_kind::permanent);
+}
+
+// "digest:USER:PASSWORD", split; nullopt for any other form. USER has no ':' (the server splits
+// the credentials at the first one).
+struct digest_auth {
+    std::string user;
+    std::string credentials;  // "USER:PASSWORD", what zoo_add_auth takes: the secret
+};
+
+std::optional<digest_auth> parse_auth(std::string_view text) {
+    constexpr std::string_view scheme = "digest:";
+    if (text.substr(0, scheme.size()) != scheme) return std::nullopt;
+    const auto credentials = text.substr(scheme.size());
+    const auto colon = credentials.find(':');
+    if (colon == 0 || colon == std::string_view::npos || colon + 1 == credentials.size() ||
+        credentials.find_first_of(std::string_view("\0\n\r", 3)) != std::string_view::npos)
+        return std::nullopt;
+    return digest_auth{std::string(credentials.substr(0, colon)), std::string(credentials)};
+}
+constexpr const char* auth_form = "digest:USER:PASSWORD (USER without ':', neither empty)";
+
+// The ACL of every node a store with auth creates: all for the session's authenticated identity
+// (ZooKeeper's "auth" id stands for it at create), read for anyone, so that `status` and
+// monitoring of other identities can list and read the requests.
+struct ACL protected_entries[] = {{0x1f /* ZOO_PERM_ALL */, ZOO_AUTH_IDS},
+                                  {0x01 /* ZOO_PERM_READ */, ZOO_ANYONE_ID_UNSAFE}};
+struct ACL_vector protected_acl = {2, protected_entries};
+
+// Why `acl` (a node's, as the server has it) does not protect the locks under it from clients
+// of other identities than `user`'s digest, or empty when it does: any entry of another id with
+// more than read. The digest id is "USER:<hash of the password>"; only the user part is
+// compared (a second password for one user name is not told apart) and shown (the hash is not
+// for messages).
+std::string open_acl_problem(const ACL_vector& acl, const std::string& user) {
+    std::string open;
+    for (int i = 0; i < acl.count; ++i) {
+        const auto& entry = acl.data[i];
+        const std::string scheme = entry.id.scheme ? entry.id.scheme : "";
+        const std::string id = entry.id.id ? entry.id.id : "";
+        if ((entry.perms & ~ZOO_PERM_READ) == 0) continue;
+        if (scheme == "digest" && id.compare(0, user.size() + 1, user + ":") == 0) continue;
+        const auto shown = scheme == "digest" ? "digest:" + id.substr(0, id.find(':')) + ":..."
+                                              : scheme + ":" + id;
+        std::string perms;
+        for (auto [bit, letter] : {std::pair{ZOO_PERM_CREATE, 'c'},
+                                   {ZOO_PERM_DELETE, 'd'},
+                                   {ZOO_PERM_READ, 'r'},
+                                   {ZOO_PERM_WRITE, 'w'},
+                                   {ZOO_PERM_ADMIN, 'a'}})
+            if (entry.perms & bit) perms += letter;
+        open += (open.empty() ? "" : ", ") + shown + ":" + perms;
+    }
+    return open;
 }
 
 // The C client logs connection failures to stderr by default; errors reach callers as
@@ -136,6 +195,11 @@ class session {
         }
         id_ = zoo_client_id(zh_)->client_id;
         timeout_ = milliseconds(zoo_recv_timeout(zh_));
+        // Every session, before its first request: a session without it would create nodes no
+        // one can protect (the server refuses the auth ACL without an identity) or be refused
+        // under ours. The client sends it again by itself at every reconnect of this session.
+        guard.unlock();
+        if (!o.auth.empty()) add_auth(o.auth, until);
     }
     ~session() {
         // A fork()ed child must not close the parent's session (the close would reach the server).
@@ -143,6 +207,28 @@ class session {
     }
     session(const session&) = delete;
     session& operator=(const session&) = delete;
+
+    // Adds the identity of `auth` (digest:USER:PASSWORD) and waits for the server's answer.
+    void add_auth(const std::string& auth, clock::time_point until) {
+        const auto parsed = parse_auth(auth);
+        if (!parsed)
+            throw invalid_argument_error(std::string(strategy_name) + ": auth must be " +
+                                         auth_form);
+        int rc = zoo_add_auth(zh_, "digest", parsed->credentials.data(),
+                              int(parsed->credentials.size()), &session::on_auth, this);
+        if (rc == ZOK) {
+            std::unique_lock guard(mutex_);
+            if (!cv_.wait_until(guard, until, [&] { return auth_rc_.has_value() || expired_; }))
+                rc = ZOPERATIONTIMEOUT;
+            else
+                rc = expired_ ? ZAUTHFAILED : *auth_rc_;
+        }
+        if (rc != ZOK) {
+            zookeeper_close(zh_);
+            zh_ = nullptr;
+            fail(hosts_, "adding the identity of 'auth'", rc);
+        }
+    }
 
     // Runs one call of the C client on the handle; ZSESSIONEXPIRED once abandoned.
     template <class F>
@@ -231,6 +317,13 @@ class session {
     }
 
   private:
+    static void on_auth(int rc, const void* context) {
+        auto* self = static_cast<session*>(const_cast<void*>(context));
+        std::lock_guard guard(self->mutex_);
+        self->auth_rc_ = rc;
+        self->cv_.notify_all();
+    }
+
     static void on_event(zhandle_t*, int type, int state, const char* path, void* context) {
         auto* self = static_cast<session*>(context);
         std::lock_guard guard(self->mutex_);
@@ -271,6 +364,7 @@ class session {
     std::condition_variable cv_;
     bool connected_ = false;
     std::atomic<bool> expired_{false};
+    std::optional<int> auth_rc_;  // the server's answer to add_auth
     std::uint64_t state_events_ = 0;
     std::map<std::string, watch, std::less<>> watches_;
     std::map<std::string, int, std::less<>> loss_watches_;  // node -> its grant's eventfd
@@ -297,6 +391,13 @@ class zookeeper_store final : public store {
   public:
     explicit zookeeper_store(const zookeeper_options& options)
         : store(strategy_name, zookeeper_capabilities), options_(options) {
+        if (!options_.auth.empty()) {
+            const auto parsed = parse_auth(options_.auth);
+            if (!parsed)
+                throw invalid_argument_error(std::string(strategy_name) + ": auth must be " +
+                                             auth_form);
+            user_ = parsed->user;
+        }
         char host[256] = {};
         ::gethostname(host, sizeof host - 1);
         host_ = host;
@@ -438,11 +539,47 @@ class zookeeper_store final : public store {
             slash = options_.root.find('/', slash + 1);
             const auto path = options_.root.substr(0, slash);
             rc = s.call([&](zhandle_t* zh) {
-                return zoo_create(zh, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
-                                  ZOO_PERSISTENT, nullptr, 0);
+                return zoo_create(zh, path.c_str(), nullptr, -1, node_acl(), ZOO_PERSISTENT,
+                                  nullptr, 0);
             });
             if (rc != ZOK && rc != ZNODEEXISTS) fail(s.hosts(), "creating root '" + path + "'", rc);
         }
+        if (user_.empty()) return;
+        check_acl(s, options_.root, "the root");
+        // A child only this identity can delete keeps the root from being emptied, deleted and
+        // made again, open, by another identity (deleting needs only the permission of the
+        // root's parent, often "/", open to all), behind the check above and the parents that
+        // checked_parents_ remembers.
+        const auto guard = options_.root + "/" + root_guard;
+        rc = s.call([&](zhandle_t* zh) {
+            return zoo_create(zh, guard.c_str(), nullptr, -1, node_acl(), ZOO_PERSISTENT, nullptr,
+                              0);
+        });
+        if (rc != ZOK && rc != ZNODEEXISTS) fail(s.hosts(), "creating '" + guard + "'", rc);
+    }
+
+    // Throws when the ACL of `path` lets an identity other than ours change what is under it
+    // (open_acl_problem); `what` names it ("the root").
+    void check_acl(session& s, const std::string& path, const std::string& what) {
+        ACL_vector acl{};
+        struct Stat stat;
+        const int rc =
+            s.call([&](zhandle_t* zh) { return zoo_get_acl(zh, path.c_str(), &acl, &stat); });
+        if (rc == ZNONODE) return;  // gone: made again by create(), with our ACL
+        if (rc != ZOK) fail(s.hosts(), "reading the ACL of '" + path + "'", rc);
+        const auto open = open_acl_problem(acl, user_);
+        deallocate_ACL_vector(&acl);
+        if (open.empty()) return;
+        throw backend_error(
+            strategy_name, "ZOO acl",
+            std::string(strategy_name) + ": " + what + " '" + path + "' on '" + s.hosts() +
+                "' lets clients of other identities than '" + user_ +
+                "' change or delete the lock nodes under it (" + open +
+                "): made without auth (by a locksmith without it, or another client), it "
+                "protects no lock. Set its ACL and its children's (zkCli.sh: addauth digest " +
+                user_ + ":PASSWORD; setAcl -R " + path +
+                " auth::cdrwa,world:anyone:r), delete it, or use another root",
+            error_kind::permanent);
     }
 
     // k's grant, for an acquire: null when k has none (a grant of the parent of a fork()ed
@@ -496,16 +633,15 @@ class zookeeper_store final : public store {
             std::vector<char> path(prefix.size() + 16);
             struct Stat stat;
             int rc = s.call([&](zhandle_t* zh) {
-                return zoo_create2(zh, prefix.c_str(), data.data(), int(data.size()),
-                                   &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, path.data(),
-                                   int(path.size()), &stat);
+                return zoo_create2(zh, prefix.c_str(), data.data(), int(data.size()), node_acl(),
+                                   ZOO_EPHEMERAL_SEQUENTIAL, path.data(), int(path.size()), &stat);
             });
             if (rc == ZOK) return {path.data(), stat.czxid};
             if (rc == ZNONODE && attempt < 8) {
                 // The parent is missing (first use, or the server removed the empty container).
                 rc = s.call([&](zhandle_t* zh) {
-                    return zoo_create(zh, parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
-                                      ZOO_CONTAINER, nullptr, 0);
+                    return zoo_create(zh, parent.c_str(), nullptr, -1, node_acl(), ZOO_CONTAINER,
+                                      nullptr, 0);
                 });
                 if (rc == ZNONODE)
                     make_root(s);  // someone removed the root
@@ -552,6 +688,9 @@ class zookeeper_store final : public store {
         const auto own = node.substr(parent.size() + 1);
         const std::string kept = held ? held->node.substr(parent.size() + 1) : std::string();
         try {
+            // After the create: the parent exists then (made by create() with our ACL, or
+            // before, by anyone). A refusal removes the request (catch below).
+            check_parent_once(*s, parent);
             for (;;) {
                 const auto now = clock::now();
                 const auto list_until = until ? std::max(*until, now) : now + s->timeout();
@@ -605,7 +744,30 @@ class zookeeper_store final : public store {
         return true;
     }
 
+    // The ACL of every node this store creates: open without auth.
+    const ACL_vector* node_acl() const noexcept {
+        return user_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &protected_acl;
+    }
+
+    // With auth, checks the ACL of `parent` the first time this store uses it: a parent under
+    // the checked root can be made only by this identity, with its ACL, so one check per path
+    // is enough; what it catches is a parent left open from before the root was protected.
+    void check_parent_once(session& s, const std::string& parent) {
+        if (user_.empty()) return;
+        {
+            std::lock_guard guard(mutex_);
+            if (checked_parents_.count(parent)) return;
+        }
+        check_acl(s, parent, "the parent node");
+        std::lock_guard guard(mutex_);
+        if (checked_parents_.size() >= 100000) checked_parents_.clear();  // bounded memory
+        checked_parents_.insert(parent);
+    }
+
+    static constexpr const char* root_guard = "locksmith-acl-guard";
     const zookeeper_options options_;
+    std::string user_;  // the digest user of options_.auth; empty without auth
+    std::set<std::string, std::less<>> checked_parents_;  // guarded by mutex_
     std::string host_;  // this machine's name, in every request's data
     std::mutex mutex_;
     std::shared_ptr<session> session_;
@@ -659,6 +821,22 @@ zookeeper_options zookeeper_options::from_json(const nlohmann::json& options) {
                                    *root + "'");
         o.root = *root;
     }
+    if (auto auth = r.string("auth")) {
+        // The value is a secret: the message names the form, never what was given.
+        if (!parse_auth(*auth))
+            throw config_error("config.value", "/auth",
+                               std::string("option 'auth' must be ") + auth_form);
+        o.auth = *auth;
+    }
+    if (auto file = r.string("auth_file")) {
+        if (file->empty() || file->front() != '/')
+            throw config_error("config.value", "/auth_file",
+                               "option 'auth_file' must be an absolute path, got '" + *file + "'");
+        o.auth_file = *file;
+    }
+    if (!o.auth.empty() && !o.auth_file.empty())
+        throw config_error("config.value", "/auth_file",
+                           "give option 'auth' or 'auth_file', not both");
     r.finish();
     return o;
 }
@@ -669,7 +847,15 @@ std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options) {
     if (!valid_path(options.root))
         throw invalid_argument_error("zookeeper: root must be an absolute znode path, got '" +
                                      options.root + "'");
-    return std::make_shared<zookeeper_store>(options);
+    if (!options.auth.empty() && !options.auth_file.empty())
+        throw invalid_argument_error("zookeeper: give auth or auth_file, not both");
+    if (options.auth_file.empty()) return std::make_shared<zookeeper_store>(options);
+    auto with_auth = options;
+    with_auth.auth = read_secret_file(options.auth_file, "zookeeper option 'auth_file'");
+    if (!parse_auth(with_auth.auth))
+        throw invalid_argument_error("zookeeper option 'auth_file': '" + options.auth_file +
+                                     "' must hold " + auth_form);
+    return std::make_shared<zookeeper_store>(with_auth);
 }
 
 }  // namespace locksmith::strategies

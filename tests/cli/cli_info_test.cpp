@@ -146,6 +146,39 @@ BOOST_AUTO_TEST_CASE(config_check_valid_malformed_and_invalid) {
     expect_clean_error(r, EX_NOINPUT, "does not exist");
 }
 
+// Issue 24: zookeeper without auth leaves every lock deletable by any client of the ensemble;
+// `config check` and `explain` say so (a warning: the config is valid), and not with auth.
+BOOST_AUTO_TEST_CASE(config_check_and_explain_warn_of_zookeeper_without_auth) {
+    const std::string warning = "any client of the ensemble can delete";
+    const json open = json::parse(
+        R"({"strategies": {"zookeeper": {"priority": 100,
+                                         "options": {"hosts": "127.0.0.1:1"}}}})");
+    cli_sandbox box(open);
+    auto r = box.run({"config", "check", box.config_path().string()});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("/strategies/zookeeper/options: warning: ") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find(warning) != std::string::npos, r.out);
+    r = box.run({"config", "check", "--json", box.config_path().string()});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    const auto warnings = json::parse(r.out).at("warnings");
+    BOOST_TEST(warnings.size() == 1u);
+    BOOST_TEST(warnings.dump().find(warning) != std::string::npos, r.out);
+    r = box.run_with_config("explain", {"--require", "consensus"});
+    BOOST_TEST(r.err.find("warning: strategy 'zookeeper': ") != std::string::npos, describe(r));
+    BOOST_TEST(r.err.find(warning) != std::string::npos, describe(r));
+
+    json with_auth = open;
+    with_auth["strategies"]["zookeeper"]["options"]["auth"] = "digest:u:Hunter2Secret";
+    cli_sandbox protected_box(with_auth);
+    r = protected_box.run({"config", "check", "--json", protected_box.config_path().string()});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(json::parse(r.out).at("warnings").empty(), r.out);
+    r = protected_box.run_with_config("explain", {"--require", "consensus", "--json"});
+    BOOST_TEST(r.err.find(warning) == std::string::npos, describe(r));
+    BOOST_TEST(r.out.find("Hunter2") == std::string::npos, r.out);
+    BOOST_TEST(r.err.find("Hunter2") == std::string::npos, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(status_free_and_held) {
     cli_sandbox box;
     auto r = box.run_with_config("status", {"st"});

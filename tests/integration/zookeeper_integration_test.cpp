@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,16 +73,42 @@ double ms_since(clock_type::time_point t) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
 
-// A session of the test's own, to look at the server from outside the strategy.
+// A session of the test's own, to look at the server from outside the strategy; with `auth`
+// (digest:USER:PASSWORD), of that identity, else of none (an attacker on a shared ensemble).
 class admin {
   public:
-    explicit admin(const std::string& hosts) {
+    explicit admin(const std::string& hosts, const std::string& auth = "",
+                   std::string root = test_root)
+        : root_(std::move(root)) {
         zoo_set_debug_level(ZooLogLevel(0));  // quiet
         zh_ = zookeeper_init(hosts.c_str(), nullptr, 10000, nullptr, nullptr, 0);
         BOOST_REQUIRE(zh_);
         const auto until = clock_type::now() + must_happen;
         while (zoo_state(zh_) != ZOO_CONNECTED_STATE && clock_type::now() < until)
             std::this_thread::sleep_for(10ms);
+        if (auth.empty()) return;
+        const auto credentials = auth.substr(auth.find(':') + 1);
+        std::promise<int> added;
+        BOOST_REQUIRE_EQUAL(zoo_add_auth(zh_, "digest", credentials.data(), int(credentials.size()),
+                                         &admin::on_auth, &added),
+                            ZOK);
+        auto answer = added.get_future();
+        BOOST_REQUIRE(answer.wait_for(must_happen) == std::future_status::ready);
+        BOOST_REQUIRE_EQUAL(answer.get(), ZOK);
+    }
+    zhandle_t* handle() const noexcept { return zh_; }
+    // The ACL of `path` as "scheme:id:perms" entries (perms as a number), or the error code.
+    std::vector<std::string> acl_of(const std::string& path) {
+        ACL_vector acl{};
+        struct Stat stat;
+        const int rc = zoo_get_acl(zh_, path.c_str(), &acl, &stat);
+        if (rc != ZOK) return {"error " + std::to_string(rc)};
+        std::vector<std::string> out;
+        for (int i = 0; i < acl.count; ++i)
+            out.push_back(std::string(acl.data[i].id.scheme) + ":" + acl.data[i].id.id + ":" +
+                          std::to_string(acl.data[i].perms));
+        deallocate_ACL_vector(&acl);
+        return out;
     }
     ~admin() { zookeeper_close(zh_); }
     admin(const admin&) = delete;
@@ -89,7 +116,7 @@ class admin {
     // How many requests queue for `name` (holders and waiters).
     int requests(const std::string& name) {
         String_vector children{};
-        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        const auto parent = strategies::zookeeper_lock_parent(root_, name);
         if (zoo_get_children(zh_, parent.c_str(), 0, &children) != ZOK) return 0;
         const int n = children.count;
         deallocate_String_vector(&children);
@@ -98,7 +125,7 @@ class admin {
     // The paths of the requests for `name`, in queue order (by their sequence number, the
     // last 10 characters).
     std::vector<std::string> request_paths(const std::string& name) {
-        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        const auto parent = strategies::zookeeper_lock_parent(root_, name);
         std::vector<std::string> paths;
         String_vector children{};
         if (zoo_get_children(zh_, parent.c_str(), 0, &children) != ZOK) return paths;
@@ -120,7 +147,7 @@ class admin {
     }
     // Creates the parent node of `name`'s requests (a container, as the store would).
     void create_parent(const std::string& name) {
-        const auto parent = strategies::zookeeper_lock_parent(test_root, name);
+        const auto parent = strategies::zookeeper_lock_parent(root_, name);
         BOOST_REQUIRE_EQUAL(zoo_create(zh_, parent.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
                                        ZOO_CONTAINER, nullptr, 0),
                             ZOK);
@@ -136,6 +163,10 @@ class admin {
     }
 
   private:
+    static void on_auth(int rc, const void* promise) {
+        static_cast<std::promise<int>*>(const_cast<void*>(promise))->set_value(rc);
+    }
+    std::string root_;
     zhandle_t* zh_ = nullptr;
 };
 
@@ -515,10 +546,283 @@ BOOST_AUTO_TEST_CASE(unreachable_hosts_fail_within_the_connect_timeout) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// Access control on a shared ensemble (issue 24): with auth, a client of another identity (or
+// of none) can read the lock nodes but not delete or change them, nor their parents'
+// children; without auth it can, and a second process then gets the lock.
+
+namespace {
+
+const std::string acl_password = "Pw-" + std::to_string(::getpid()) + "-Secret";
+const std::string acl_auth = "digest:locksmith-it:" + acl_password;
+
+strategies::zookeeper_options acl_options(const std::string& hosts, const std::string& root) {
+    auto o = options_for(hosts);
+    o.root = root;
+    o.auth = acl_auth;
+    return o;
+}
+
+// What a client without our identity manages to do to the lock `name` held under `root`:
+// each call's return code, by what it tried.
+std::map<std::string, int> attack(admin& attacker, const std::string& root,
+                                  const std::string& name) {
+    std::map<std::string, int> rc;
+    const auto paths = attacker.request_paths(name);
+    BOOST_REQUIRE_EQUAL(paths.size(), 1u);
+    const auto node = paths.front();
+    const auto parent = strategies::zookeeper_lock_parent(root, name);
+    zhandle_t* zh = attacker.handle();
+    rc["set data"] = zoo_set(zh, node.c_str(), "x", 1, -1);
+    rc["set acl"] = zoo_set_acl(zh, node.c_str(), -1, &ZOO_OPEN_ACL_UNSAFE);
+    // A request of sequence 0 would queue before every other (and stay: it is persistent).
+    const auto planted = parent + "/x-write-0000000000";
+    rc["create under the parent"] =
+        zoo_create(zh, planted.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0);
+    if (rc["create under the parent"] == ZOK) zoo_delete(zh, planted.c_str(), -1);
+    rc["set the parent's acl"] = zoo_set_acl(zh, parent.c_str(), -1, &ZOO_OPEN_ACL_UNSAFE);
+    rc["delete the node"] = zoo_delete(zh, node.c_str(), -1);
+    return rc;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(zk_acl, *boost::unit_test::precondition(locksmith::test::server_precondition{
+                                  hosts_variable}))
+
+BOOST_AUTO_TEST_CASE(without_auth_any_client_deletes_a_holders_node_and_a_second_gets_the_lock) {
+    // What auth is for: the same attack as below, on the open nodes of a store without auth.
+    const auto hosts = endpoint(hosts_variable);
+    const auto root = test_root + "-open";
+    auto o = options_for(hosts);
+    o.root = root;
+    const auto name = test::unique_resource("acl-open");
+    auto holder = make_lock(strategies::make_zookeeper_store(o), name);
+    BOOST_REQUIRE(holder.try_lock());
+    admin attacker(hosts, "", root);
+    const auto rc = attack(attacker, root, name);
+    BOOST_TEST(rc.at("set data") == ZOK);
+    BOOST_TEST(rc.at("delete the node") == ZOK);
+    auto second = make_lock(strategies::make_zookeeper_store(o), name);
+    BOOST_TEST(second.try_lock());  // two holders: what the open ACL allows
+    second.unlock();
+    BOOST_TEST(!holder.is_acquired());
+}
+
+BOOST_AUTO_TEST_CASE(with_auth_another_identity_can_read_but_not_delete_or_change_a_lock) {
+    const auto hosts = endpoint(hosts_variable);
+    const auto root = test_root + "-acl";
+    const auto name = test::unique_resource("acl");
+    auto holder = make_lock(strategies::make_zookeeper_store(acl_options(hosts, root)), name);
+    BOOST_REQUIRE(holder.try_lock());
+    for (const std::string identity : {"", "digest:mallory:guess"}) {
+        BOOST_TEST_CONTEXT("attacker of identity '" << identity << "'") {
+            admin attacker(hosts, identity, root);
+            for (const auto& [what, rc] : attack(attacker, root, name))
+                BOOST_TEST(rc == ZNOAUTH, what << ": " << rc);
+            // Deleting the parent or the root needs the delete permission of their parents.
+            const auto parent = strategies::zookeeper_lock_parent(root, name);
+            BOOST_TEST(zoo_delete(attacker.handle(), parent.c_str(), -1) == ZNOAUTH);
+            BOOST_TEST(zoo_create(attacker.handle(), (root + "/planted").c_str(), nullptr, -1,
+                                  &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0) == ZNOAUTH);
+            // Reading stays open: status and monitoring of other identities.
+            char data[512];
+            int len = sizeof data;
+            BOOST_TEST(zoo_get(attacker.handle(), attacker.request_paths(name).front().c_str(), 0,
+                               data, &len, nullptr) == ZOK);
+        }
+    }
+    BOOST_TEST(holder.is_acquired());
+    // The lock is still the holder's: a second process of our identity queues behind it.
+    auto second = make_lock(strategies::make_zookeeper_store(acl_options(hosts, root)), name);
+    BOOST_TEST(!second.try_lock());
+    // A store without auth reads the holder (status), and cannot queue: a clear refusal.
+    auto o = options_for(hosts);
+    o.root = root;
+    auto open_store = strategies::make_zookeeper_store(o);
+    BOOST_TEST(open_store->status(name).held == lock_status::state::held_exclusive);
+    try {
+        (void)make_lock(open_store, name).try_lock();
+        BOOST_FAIL("a store without auth queued under a protected parent");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("ACL") != std::string::npos, e.what());
+    }
+    holder.unlock();
+    BOOST_TEST(second.try_lock());
+    second.unlock();
+    // Every node the store made has the ACL: ours all, anyone read.
+    admin ours(hosts, acl_auth, root);
+    for (const auto& path : {root, strategies::zookeeper_lock_parent(root, name)}) {
+        const auto acl = ours.acl_of(path);
+        BOOST_TEST_CONTEXT(path) {
+            BOOST_TEST(acl.size() == 2u);
+            BOOST_TEST((std::count(acl.begin(), acl.end(), "world:anyone:1") == 1));
+            BOOST_TEST((std::count_if(acl.begin(), acl.end(), [](const std::string& e) {
+                            return e.rfind("digest:locksmith-it:", 0) == 0 &&
+                                   e.substr(e.size() - 3) == ":31";
+                        }) == 1));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(an_open_root_or_parent_is_refused_and_the_message_says_how_to_fix_it) {
+    const auto hosts = endpoint(hosts_variable);
+    // A root made without auth (an older locksmith, another client): refused at the start.
+    const auto root = test_root + "-openroot";
+    admin old(hosts, "", root);
+    BOOST_REQUIRE_EQUAL(
+        zoo_create(old.handle(), root.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0),
+        ZOK);
+    try {
+        (void)strategies::make_zookeeper_store(acl_options(hosts, root));
+        BOOST_FAIL("a store with auth started on an open root");
+    } catch (const backend_error& e) {
+        const std::string m = e.what();
+        BOOST_TEST(m.find("world:anyone:cdrwa") != std::string::npos, m);
+        BOOST_TEST(m.find("setAcl -R " + root) != std::string::npos, m);
+        BOOST_TEST(m.find(acl_password) == std::string::npos, m);
+        BOOST_TEST((e.kind() == error_kind::permanent));
+    }
+    // The root fixed, a parent left open from before: the first request under it is refused
+    // and leaves no node behind.
+    const auto fixed = test_root + "-openparent";
+    auto s = strategies::make_zookeeper_store(acl_options(hosts, fixed));
+    const auto name = test::unique_resource("acl-legacy");
+    admin ours(hosts, acl_auth, fixed);
+    ours.create_parent(name);  // with the open ACL, as a locksmith without auth made it
+    try {
+        (void)make_lock(s, name).try_lock();
+        BOOST_FAIL("a request went under an open parent");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("world:anyone:cdrwa") != std::string::npos, e.what());
+    }
+    BOOST_TEST(ours.requests(name) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_new_session_adds_the_identity_again) {
+    // The holder's session expires (SIGSTOP past its timeout); its store's next session must add
+    // the identity before its first request, else its nodes could not be made (or be open).
+    const auto hosts = endpoint(hosts_variable);
+    const auto root = test_root + "-acl";
+    const auto name = test::unique_resource("acl-new-session");
+    test::byte_pipe to_parent, to_child;
+    pid_t child = test::fork_child([&] {
+        auto o = acl_options(hosts, root);
+        o.session_timeout = 1s;
+        auto s = strategies::make_zookeeper_store(o);
+        key k(name);
+        if (!s->try_acquire(k, lock_mode::exclusive, 0ms)) return 2;
+        to_parent.put('H');
+        if (to_child.get(must_happen) != 'C') return 3;
+        const auto until = clock_type::now() + must_happen;
+        while (s->loss_fd(k).value_or(0) >= 0 && clock_type::now() < until)
+            std::this_thread::sleep_for(5ms);
+        s->release(k);
+        char outcome = 'F';
+        try {
+            if (s->try_acquire(k, lock_mode::exclusive, 0ms)) outcome = 'T';
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "child: %s\n", e.what());
+            outcome = 'E';
+        }
+        to_parent.put(outcome);
+        if (to_child.get(must_happen) != 'D') return 4;
+        s->release(k);
+        return 0;
+    });
+    BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
+    ::kill(child, SIGSTOP);
+    admin attacker(hosts, "", root);
+    BOOST_REQUIRE(attacker.eventually_requests(name, 0));  // the session expired
+    ::kill(child, SIGCONT);
+    to_child.put('C');
+    BOOST_TEST(to_parent.get(must_happen).value_or('?') == 'T');
+    if (attacker.requests(name) == 1)
+        for (const auto& [what, rc] : attack(attacker, root, name))
+            BOOST_TEST(rc == ZNOAUTH, what << ": " << rc);
+    to_child.put('D');
+    BOOST_TEST(test::wait_child(child) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(auth_from_a_file_of_its_owners_alone) {
+    const auto hosts = endpoint(hosts_variable);
+    const auto root = test_root + "-acl";
+    // In a folder of its own: a secret file's own folder may not be writable by others (/tmp).
+    const std::string dir = "/tmp/locksmith-zk-auth-" + std::to_string(::getpid());
+    const std::string file = dir + "/auth";
+    BOOST_REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    {
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        BOOST_REQUIRE(f);
+        std::fputs((acl_auth + "\n").c_str(), f);
+        std::fclose(f);
+    }
+    auto o = options_for(hosts);
+    o.root = root;
+    o.auth_file = file;
+    ::chmod(file.c_str(), 0640);
+    try {
+        (void)strategies::make_zookeeper_store(o);
+        BOOST_FAIL("a secret file readable by its group was used");
+    } catch (const invalid_argument_error& e) {
+        const std::string m = e.what();
+        BOOST_TEST(m.find("0640") != std::string::npos, m);
+        BOOST_TEST(m.find(file) != std::string::npos, m);
+        BOOST_TEST(m.find(acl_password) == std::string::npos, m);
+    }
+    ::chmod(file.c_str(), 0600);
+    const auto name = test::unique_resource("acl-file");
+    auto holder = make_lock(strategies::make_zookeeper_store(o), name);
+    BOOST_REQUIRE(holder.try_lock());
+    admin attacker(hosts, "", root);
+    BOOST_TEST(attack(attacker, root, name).at("delete the node") == ZNOAUTH);
+    holder.unlock();
+    // A file whose content is not digest:USER:PASSWORD: named, its content not quoted.
+    {
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        std::fputs(acl_password.c_str(), f);
+        std::fclose(f);
+    }
+    try {
+        (void)strategies::make_zookeeper_store(o);
+        BOOST_FAIL("a secret file of the wrong form was used");
+    } catch (const invalid_argument_error& e) {
+        BOOST_TEST(std::string(e.what()).find(acl_password) == std::string::npos, e.what());
+    }
+    ::unlink(file.c_str());
+    ::rmdir(dir.c_str());
+    BOOST_CHECK_THROW((void)strategies::zookeeper_options::from_json(
+                          {{"hosts", hosts}, {"auth", acl_auth}, {"auth_file", file}}),
+                      config_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 // Faults: a private ZooKeeper, started and stopped with scripts/services.sh in a state folder
 // and on a port of this test's own.
 
 namespace {
+
+// The answer of the server on `port` to a four-letter word (services.sh allows those the tests
+// use); empty when it does not answer.
+std::string four_letter_word(int port, const char* word) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(std::uint16_t(port));
+    std::string reply;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::write(fd, word, 4) == 4) {
+        char buf[4096];
+        for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, n);
+    }
+    ::close(fd);
+    BOOST_REQUIRE_MESSAGE(reply.find("not in the whitelist") == std::string::npos,
+                          "zookeeper refuses '" << word
+                                                << "': add it to 4lw.commands.whitelist in "
+                                                   "scripts/services.sh");
+    return reply;
+}
 
 class private_zookeeper {
   public:
@@ -531,26 +835,7 @@ class private_zookeeper {
         std::system(("rm -rf '" + dir_ + "'").c_str());
     }
     std::string hosts() const { return "127.0.0.1:" + std::to_string(port_); }
-    // The server's answer to a four-letter word (services.sh allows those the tests use).
-    std::string ask(const char* word) const {
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(std::uint16_t(port_));
-        std::string reply;
-        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-            ::write(fd, word, 4) == 4) {
-            char buf[4096];
-            for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, n);
-        }
-        ::close(fd);
-        BOOST_REQUIRE_MESSAGE(reply.find("not in the whitelist") == std::string::npos,
-                              "zookeeper refuses '" << word
-                                                    << "': add it to 4lw.commands.whitelist in "
-                                                       "scripts/services.sh");
-        return reply;
-    }
+    std::string ask(const char* word) const { return four_letter_word(port_, word); }
     // A number of `mntr`'s answer (0 when absent).
     long long metric(const std::string& name) const {
         const auto reply = ask("mntr");
@@ -638,6 +923,169 @@ BOOST_AUTO_TEST_CASE(server_down_past_the_session_timeout_loses_the_lock) {
     // Back: the store starts a new session; the old one's lock is gone.
     BOOST_TEST(fresh.try_lock_for(must_happen));
     fresh.unlock();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Failover: a private ensemble of three servers (scripts/services.sh zookeeper-ensemble, in a
+// state folder and on ports of this test's own, so that killing its members disturbs no other
+// test), with auth as in production. A member is killed (SIGKILL) by the PID services.sh keeps
+// in zookeeper-ensemble-N.pid, and started again before the case ends.
+
+namespace {
+
+class private_ensemble {
+  public:
+    private_ensemble() : dir_("/tmp/locksmith-zk-ensemble-" + std::to_string(::getpid())) {
+        // Nine ports from the base (services.sh): retried when one of them is taken.
+        for (int attempt = 0; attempt < 5; ++attempt) {
+            base_ = test::free_port();
+            if (base_ > 65000) continue;
+            if (run("start") == 0) return;
+            run("stop");
+        }
+        BOOST_FAIL("could not start a zookeeper ensemble (see " << dir_ << ")");
+    }
+    ~private_ensemble() {
+        run("stop");
+        std::system(("rm -rf '" + dir_ + "' '" + dir_ + ".log'").c_str());
+    }
+    private_ensemble(const private_ensemble&) = delete;
+    private_ensemble& operator=(const private_ensemble&) = delete;
+    std::string hosts() const {
+        std::string out;
+        for (int i = 0; i < 3; ++i)
+            out += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(base_ + i);
+        return out;
+    }
+    // The member (1..3) that is the leader, or 0.
+    int leader() const {
+        for (int m = 1; m <= 3; ++m)
+            if (four_letter_word(base_ + m - 1, "srvr").find("Mode: leader") != std::string::npos)
+                return m;
+        return 0;
+    }
+    // The member (1..3) that session `id` is connected to (`cons` lists each connection's
+    // sid), or 0.
+    int member_of_session(std::int64_t id) const {
+        char sid[32];
+        std::snprintf(sid, sizeof sid, "sid=0x%llx", static_cast<unsigned long long>(id));
+        for (int m = 1; m <= 3; ++m) {
+            const auto cons = four_letter_word(base_ + m - 1, "cons");
+            // "sid=0x1234," or "sid=0x1234)": not a prefix of a longer id.
+            for (auto at = cons.find(sid); at != std::string::npos; at = cons.find(sid, at + 1)) {
+                const char next = cons[at + std::strlen(sid)];
+                if (next == ',' || next == ')') return m;
+            }
+        }
+        return 0;
+    }
+    void kill_member(int m) {
+        std::FILE* f =
+            std::fopen((dir_ + "/zookeeper-ensemble-" + std::to_string(m) + ".pid").c_str(), "r");
+        BOOST_REQUIRE(f);
+        long pid = 0;
+        BOOST_REQUIRE(std::fscanf(f, "%ld", &pid) == 1);
+        std::fclose(f);
+        BOOST_REQUIRE(::kill(pid_t(pid), SIGKILL) == 0);
+    }
+    // Starts the members that are not running (and waits until they serve).
+    void heal() { BOOST_REQUIRE_MESSAGE(run("start") == 0, "could not restart the members"); }
+
+  private:
+    int run(const char* what) const {
+        const std::string cmd =
+            "LOCKSMITH_SERVICES_DIR='" + dir_ +
+            "' LOCKSMITH_SERVICES=zookeeper-ensemble LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT=" +
+            std::to_string(base_) + " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >>'" + dir_ +
+            ".log' 2>&1";
+        return std::system(cmd.c_str());
+    }
+    std::string dir_;
+    int base_ = 0;
+};
+
+private_ensemble& ensemble() {
+    static private_ensemble e;
+    return e;
+}
+
+// The session that holds the single request for `name` under `root` (its node's ephemeral
+// owner).
+std::int64_t holder_session(admin& a, const std::string& name) {
+    const auto paths = a.request_paths(name);
+    BOOST_REQUIRE_EQUAL(paths.size(), 1u);
+    struct Stat stat;
+    BOOST_REQUIRE_EQUAL(zoo_exists(a.handle(), paths.front().c_str(), 0, &stat), ZOK);
+    return stat.ephemeralOwner;
+}
+
+// Holds `name` while `kill` takes a member down: the holder keeps the lock and hears of no loss,
+// a second session cannot take it, a waiter is served after the release, with a larger token.
+template <class Choose>
+void hold_through_the_loss_of_a_member(const std::string& label, Choose choose_member) {
+    auto& e = ensemble();
+    const auto root = test_root + "-ensemble";
+    auto o = acl_options(e.hosts(), root);
+    o.session_timeout = 10s;  // the members' reconnection happens well within it
+    o.connect_timeout = 10s;  // a store made during the election waits for its end
+    const auto name = test::unique_resource(label);
+    std::atomic<int> losses{0};
+    lock_options lo;
+    lo.on_lost = [&](const error&) { ++losses; };
+    auto holder = make_lock(strategies::make_zookeeper_store(o), name, lo);
+    BOOST_REQUIRE(holder.try_lock());
+    const auto first_token = holder.fencing_token();
+    BOOST_REQUIRE(first_token);
+    admin a(e.hosts(), acl_auth, root);
+    const int victim = choose_member(e, holder_session(a, name));
+    BOOST_REQUIRE(victim != 0);
+    BOOST_TEST_MESSAGE(label << ": killing member " << victim << " (leader: " << e.leader() << ")");
+    auto other = strategies::make_zookeeper_store(o);
+    auto waiter = make_lock(other, name);
+    e.kill_member(victim);
+    const auto killed = clock_type::now();
+    BOOST_TEST(holder.is_acquired());
+    auto second = make_lock(strategies::make_zookeeper_store(o), name);
+    BOOST_TEST(!second.try_lock());
+    auto waited = std::async(std::launch::async, [&] { return waiter.try_lock_for(must_happen); });
+    BOOST_REQUIRE(a.eventually_requests(name, 2));
+    BOOST_TEST((waited.wait_for(500ms) == std::future_status::timeout));
+    BOOST_TEST(holder.is_acquired());
+    BOOST_TEST_MESSAGE(label << ": the holder confirmed its lock " << ms_since(killed)
+                             << " ms after the kill");
+    holder.unlock();
+    BOOST_TEST(waited.get());
+    BOOST_TEST(waiter.fencing_token().value_or(0) > *first_token);
+    waiter.unlock();
+    BOOST_TEST(losses.load() == 0);
+    e.heal();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(zk_failover,
+                      *boost::unit_test::precondition(locksmith::test::server_precondition{
+                          hosts_variable}))
+
+BOOST_AUTO_TEST_CASE(the_server_of_the_holders_session_killed_keeps_the_lock) {
+    hold_through_the_loss_of_a_member("failover-own", [](private_ensemble& e, std::int64_t id) {
+        int m = 0;
+        const auto until = clock_type::now() + must_happen;
+        while ((m = e.member_of_session(id)) == 0 && clock_type::now() < until)
+            std::this_thread::sleep_for(20ms);
+        return m;
+    });
+}
+
+BOOST_AUTO_TEST_CASE(the_leader_killed_keeps_the_lock_and_tokens_increase) {
+    hold_through_the_loss_of_a_member("failover-leader", [](private_ensemble& e, std::int64_t) {
+        int m = 0;
+        const auto until = clock_type::now() + must_happen;
+        while ((m = e.leader()) == 0 && clock_type::now() < until)
+            std::this_thread::sleep_for(20ms);
+        return m;
+    });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -155,6 +155,19 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"zookeeper", std::nullopt,
                        "LOCKSMITH_TEST_ZOOKEEPER is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    // zookeeper on the three-server ensemble, with auth (the production form: issue 24).
+    if (auto hosts = env("LOCKSMITH_TEST_ZOOKEEPER_ENSEMBLE"))
+        all.push_back({"zookeeper",
+                       nlohmann::json{{"hosts", *hosts},
+                                      {"session_timeout_ms", 2000},
+                                      {"root", "/" + remote_test_prefix() + "-ensemble"},
+                                      {"auth", "digest:locksmith-test:" + remote_test_prefix()}},
+                       "", false, std::chrono::milliseconds(100), "zookeeper.ensemble"});
+    else
+        all.push_back({"zookeeper", std::nullopt,
+                       "LOCKSMITH_TEST_ZOOKEEPER_ENSEMBLE is unset (run scripts/services.sh "
+                       "start, then eval \"$(scripts/services.sh env)\")",
+                       false, std::chrono::milliseconds(100), "zookeeper.ensemble"});
     // sql, once per driver: SQLite in the private lock directory, the servers from the
     // environment, each in a table of its own so that a test run never meets a user's table.
     const std::string run_hint =

@@ -6,9 +6,14 @@
 #define BOOST_TEST_MODULE secrets
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 #include <vector>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/config.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
@@ -171,6 +176,50 @@ BOOST_AUTO_TEST_CASE(keyword_value_dsns) {
         expect_no_secret_anywhere("zookeeper", {{"hosts", dsn}});
         expect_no_secret(redact_url(dsn), dsn + ", redact_url");
     }
+}
+
+// zookeeper's auth (digest:USER:PASSWORD) in every wrong form, and a right one on a server that
+// does not answer; and auth_file: a file of the wrong form or mode, whose content no message
+// quotes (read_secret_file, the helper every strategy's password file goes through).
+BOOST_AUTO_TEST_CASE(zookeeper_auth_forms) {
+    const std::vector<std::string> auths = {
+        "digest:" + secret,
+        "digest::" + secret,
+        "digest:u:" + secret + "\n",
+        "sasl:u:" + secret,
+        secret,
+        "digest:u:" + secret,
+        "digest:" + secret + ":x",
+    };
+    for (const auto& auth : auths)
+        expect_no_secret_anywhere(
+            "zookeeper", {{"hosts", "127.0.0.1:1"}, {"connect_timeout_ms", 50}, {"auth", auth}});
+    const std::string dir = "/tmp/locksmith-secrets-test-" + std::to_string(::getpid());
+    const std::string file = dir + "/auth";  // a secret file's folder is its owner's alone
+    BOOST_REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    for (const auto& [content, mode] :
+         std::vector<std::pair<std::string, mode_t>>{{"digest:u:" + secret, 0644},
+                                                     {"digest:u:" + secret, 0600},
+                                                     {secret, 0600},
+                                                     {"sasl:" + secret + "\n", 0600}}) {
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        BOOST_REQUIRE(f);
+        std::fputs(content.c_str(), f);
+        std::fclose(f);
+        ::chmod(file.c_str(), mode);
+        expect_no_secret_anywhere(
+            "zookeeper",
+            {{"hosts", "127.0.0.1:1"}, {"connect_timeout_ms", 50}, {"auth_file", file}});
+        if (mode != 0600)
+            expect_no_secret(message_of([&] { (void)read_secret_file(file, "test"); }),
+                             "read_secret_file, mode " + std::to_string(mode));
+        else
+            // One trailing newline is not part of the secret.
+            BOOST_TEST(read_secret_file(file, "test") + (content.back() == '\n' ? "\n" : "") ==
+                       content);
+    }
+    ::unlink(file.c_str());
+    ::rmdir(dir.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(json_syntax_errors_do_not_quote_the_document) {

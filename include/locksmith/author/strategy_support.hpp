@@ -13,6 +13,7 @@
 //   open_private_directory        the same for a folder a strategy names otherwise (sql's)
 //   client_library                a C client library (libpq, libmariadb) opened on first use
 //   scrub_secret                  a message with a password replaced by "***"
+//   read_secret_file              a password (or other credential) kept in a file of its own
 //   socket_closed_by_peer         whether the server closed an idle connection
 //   connect_tcp                   a TCP connection within a deadline, every address in turn
 //   json_too_deep_at              where JSON nests too deep to be parsed (config, server replies)
@@ -189,6 +190,15 @@ const Api& load_client_api(const char* soname, const char* package, std::string_
 // `text` with every occurrence of `secret` (when not empty) replaced by "***": a client
 // library's or server's message may quote what the client sent, and no message shows a password.
 std::string scrub_secret(std::string text, std::string_view secret);
+
+// The contents of the secret file `path` (a `password_file`, zookeeper's `auth_file`), so that a
+// config that names it can be readable by all: without one trailing "\n" or "\r\n", at most
+// 64 KiB. The file must be a regular file readable by its owner only (no permission for group
+// or others), owned by the caller or root, on a path nobody else can change (the rule of every
+// file this process trusts: a config, a plugin). `option` names it in messages ("zookeeper
+// option 'auth_file'"), which give the path and what is wrong, never the contents. Throws
+// invalid_argument_error.
+std::string read_secret_file(const std::string& path, std::string_view option);
 
 // True when the idle client socket `fd` has data, a hang-up or an error pending, which on an idle
 // connection means the server closed it (restart, idle timeout, terminated session); also for

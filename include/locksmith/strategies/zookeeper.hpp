@@ -37,6 +37,17 @@
 //    lock: is_acquired() waits for the client to reconnect, for at most the session timeout.
 //    The store then starts a new session for later requests.
 //  - Crash: a holder that dies frees its locks when its session expires (session_timeout).
+//  - Access control: ZooKeeper checks a node's delete permission on its parent, so every node
+//    the store creates (the root and the nodes above it, each name's parent, each request) gets
+//    one ACL. With `auth` (digest:USER:PASSWORD, added to every session, before any request),
+//    it is "auth ids: all, world:anyone: read": only clients of that identity can create,
+//    change or delete them; anyone may read (status). At each session's start the root, and
+//    at a session's first request for a name that name's parent, are checked: one that lets
+//    another identity do more than read (left by a locksmith without auth, or another client)
+//    protects nothing, and the request fails with a permanent backend_error ("ZOO acl") that
+//    says how to fix it. Without `auth` every node is open (world:anyone: all): any client of
+//    the ensemble can delete a holder's node and give the lock to a second holder; the
+//    descriptor's warnings() say so (`config check`, `explain`).
 //  - Errors: backend_error whose native_code is the C client's "ZOO <rc>" (e.g. "ZOO -4" for
 //    ZCONNECTIONLOSS), naming the hosts.
 #pragma once
@@ -45,6 +56,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -69,17 +81,29 @@ struct zookeeper_options {
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
     // Absolute path under which the per-name parents go (created when missing).
     std::string root = "/locksmith";
+    // "digest:USER:PASSWORD" (a secret): the identity every session adds (zoo_add_auth) and
+    // that alone may change the nodes; empty = none (open ACLs). Or `auth_file`: the path of a
+    // file that holds it (read_secret_file: its owner's alone), read when the store starts.
+    // At most one of the two.
+    std::string auth;
+    std::string auth_file;
 
     // Reads {"hosts": "...", "session_timeout_ms": 10000, "connect_timeout_ms": 5000,
-    // "root": "/locksmith"}; only "hosts" is required. Throws config_error.
+    // "root": "/locksmith", "auth": "digest:u:p" | "auth_file": "/path"}; only "hosts" is
+    // required. Throws config_error, which never quotes `auth`.
     static zookeeper_options from_json(const nlohmann::json& options);
 };
 
 // The path of `name`'s parent node under `root`.
 std::string zookeeper_lock_parent(const std::string& root, std::string_view name);
 
-// Connects (waiting for at most connect_timeout) and creates the root, so that unreachable
-// hosts or a chroot that does not exist fail here.
+// The cautions `config check` and `explain` print for these options (strategy_descriptor::
+// warnings): without auth, that any client of the ensemble can delete a lock.
+std::vector<std::string> zookeeper_warnings(const nlohmann::json& options);
+
+// Reads auth_file (when given), connects (waiting for at most connect_timeout) and creates and
+// checks the root, so that unreachable hosts, a chroot that does not exist or an open root
+// fail here.
 // Throws invalid_argument_error for bad options, backend_error otherwise.
 std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options);
 
