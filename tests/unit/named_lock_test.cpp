@@ -1063,6 +1063,10 @@ int plant_board_file(const std::string& path, const test::local_user& user, mode
 BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
     auto user = test::another_local_user_or_skip();
     if (!user) return;
+    if (!test::running_alone()) {  // it forks: away from the renewal thread of the cases above
+        BOOST_TEST(test::run_alone_in_a_fresh_process() == 0);
+        return;
+    }
     const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
     const int fd = plant_board_file(path, *user, 0666);
     const bool written = a_waiter_wrote_into(*user, fd);
@@ -1077,6 +1081,10 @@ BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
 BOOST_AUTO_TEST_CASE(a_hard_linked_wake_up_board_is_never_used) {
     auto user = test::another_local_user_or_skip();
     if (!user) return;
+    if (!test::running_alone()) {  // it forks: away from the renewal thread of the cases above
+        BOOST_TEST(test::run_alone_in_a_fresh_process() == 0);
+        return;
+    }
     const std::string victim = "/dev/shm/locksmith-test-victim-" + std::to_string(::getpid());
     const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
     const int fd = plant_board_file(victim, *user, 0600);
