@@ -150,7 +150,7 @@ run_test() {  # run_test "<command relative to the build dir>" -> its exit statu
     # scripts/fuzz.sh with ASan+UBSan in its own build (FUZZ_BUILD_DIR); a build failure counts
     # as a failure here, as the faults are checked to build in the test build first.
     "fuzz "*)
-      env -u BUILD_DIR FUZZ_ARGS="-runs=0" timeout 900 "$root/scripts/fuzz.sh" 0 ${cmd#fuzz } \
+      FUZZ_ARGS="-runs=0" timeout 900 "$root/scripts/fuzz.sh" 0 ${cmd#fuzz } \
         >"$work/test.log" 2>&1 || rc=$? ;;
     *) (cd "$build" && timeout 900 $cmd >"$work/test.log" 2>&1) || rc=$? ;;
   esac
