@@ -30,11 +30,12 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER="${CXX:-clang++-14}" -DLOCKSMITH_BUILD_FUZZ=ON \
   -DLOCKSMITH_BUILD_TESTS=OFF -DLOCKSMITH_BUILD_EXAMPLES=OFF -DLOCKSMITH_BUILD_BENCH=OFF \
   -DLOCKSMITH_BUILD_CLI=OFF -DLOCKSMITH_BUILD_CONFORMANCE=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target locksmith_fuzz
-
 if [ $# -gt 0 ]; then
   targets=("$@")
+  # Only the targets named (scripts/mutants.sh rebuilds one per fault).
+  cmake --build "$build" -j "$jobs" --target "${targets[@]/#/fuzz_}"
 else
+  cmake --build "$build" -j "$jobs" --target locksmith_fuzz
   mapfile -t targets < "$build/tests/fuzz/targets.txt"
 fi
 

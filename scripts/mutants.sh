@@ -171,7 +171,7 @@ fi
 targets() {  # targets [TESTS_FILE...]
   local tests=("$@")
   [ ${#tests[@]} -gt 0 ] || tests=("$work"/entries/*/tests)
-  cat "${tests[@]}" | awk '{print $1}' | xargs -n1 basename | sort -u
+  cat "${tests[@]}" | grep -v '^fuzz ' | awk '{print $1}' | xargs -r -n1 basename | sort -u
   ninja -C "$build" -t targets all | grep -o 'locksmith-modules/liblocksmith_[a-z_0-9]*\.so' |
     sed 's|.*/lib||; s|\.so$||' | sort -u
   grep -qh '^tests/cli/' "${tests[@]}" && echo locksmith_cli
@@ -187,7 +187,15 @@ build_targets() {  # build_targets [TESTS_FILE...]
 export LOCKSMITH_TEST_PATIENCE=${LOCKSMITH_TEST_PATIENCE:-10}
 run_test() {  # run_test "<command relative to the build dir>" -> its exit status
   local cmd=$1 rc=0
-  (cd "$build" && timeout 900 $cmd >"$work/test.log" 2>&1) || rc=$?
+  case $cmd in
+    # A libFuzzer target over its seed corpus, once, built (only it, incrementally) and run by
+    # scripts/fuzz.sh with ASan+UBSan in its own build (FUZZ_BUILD_DIR); a build failure counts
+    # as a failure here, as the faults are checked to build in the test build first.
+    "fuzz "*)
+      FUZZ_ARGS="-runs=0" timeout 900 "$root/scripts/fuzz.sh" 0 ${cmd#fuzz } \
+        >"$work/test.log" 2>&1 || rc=$? ;;
+    *) (cd "$build" && timeout 900 $cmd >"$work/test.log" 2>&1) || rc=$? ;;
+  esac
   return $rc
 }
 

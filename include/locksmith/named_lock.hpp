@@ -190,3 +190,18 @@ class named_lock {
 };
 
 }  // namespace locksmith
+
+// fork() and the lock objects (the contract above, continued):
+//  - The child holds nothing. The objects it inherits stay the parent's: it must not use them,
+//    only destroy them with auto-release off (their connections and sessions are left to the
+//    parent). It may make new ones, which open their own connections and sessions and start
+//    their own renewal thread.
+//  - The library's threads are not in the child: the renewal thread, a ZooKeeper session's
+//    client threads, and combined's member requests (which may run on after the quorum
+//    answered: see strategies/combined.hpp). A lock one of them held at the fork (a strategy's
+//    mutex, the resolver's, the allocator's under a sanitizer) stays held in the child, which
+//    hangs at its first use of it: after a fork beside threads POSIX allows only
+//    async-signal-safe calls until exec. So a program that forks while such a thread may be
+//    inside a call (it holds a lock with auto_refresh, a zookeeper lock, or has just used a
+//    combined lock) must exec in the child at once (`locksmith run` does); fork before making
+//    the first lock object to use locks in the child.

@@ -449,9 +449,7 @@ BOOST_AUTO_TEST_CASE(a_create_whose_reply_was_lost_is_found_again_not_orphaned) 
 
 BOOST_AUTO_TEST_CASE(status_names_each_holders_pid_host_and_request_time) {
     const auto hosts = endpoint(hosts_variable);
-    auto s = store_for(hosts);
     const auto name = test::unique_resource("status");
-    BOOST_TEST((s->status(name).held == lock_status::state::free));
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     const auto holder_of = [&](pid_t pid) {
@@ -459,14 +457,19 @@ BOOST_AUTO_TEST_CASE(status_names_each_holders_pid_host_and_request_time) {
                           " since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC \\(node "
                           "[0-9a-f]+-(write|read)-\\d{10}\\)");
     };
-    // Another process holds.
+    // Another process holds. Forked before this process opens a session: a session's client
+    // threads must not be beside the fork.
     test::byte_pipe to_parent, to_child;
     const pid_t child = test::fork_child([&] {
+        if (to_child.get(must_happen) != 'G') return 4;
         auto lock = make_lock(store_for(hosts), name);
         if (!lock.try_lock()) return 2;
         to_parent.put('H');
         return to_child.get(must_happen) == 'C' ? 0 : 3;
     });
+    auto s = store_for(hosts);
+    BOOST_TEST((s->status(name).held == lock_status::state::free));
+    to_child.put('G');
     BOOST_REQUIRE(to_parent.get(must_happen) == 'H');
     auto st = s->status(name);
     BOOST_TEST((st.held == lock_status::state::held_exclusive));

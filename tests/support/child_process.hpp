@@ -36,9 +36,25 @@ class byte_pipe {
 // Forks; the child runs `body` and _exit()s with its result (exceptions give 120, so the parent
 // sees them as a failure). The child never returns into the test framework, and an alarm
 // kills it after `limit` so that a stuck child cannot outlive the test.
-// Returns the child's pid in the parent. Throws std::system_error when fork fails.
+// Requires: this process runs no other thread (a child forked beside threads may call only
+// async-signal-safe functions, and `body` calls anything); checked, after waiting up to 15 s
+// for threads that end by themselves (combined's member requests).
+// Returns the child's pid in the parent. Throws std::system_error when fork fails,
+// std::logic_error when this process runs other threads.
 pid_t fork_child(const std::function<int()>& body,
                  std::chrono::seconds limit = std::chrono::seconds(30));
+
+// The threads this process runs now (/proc/self/status), -1 when unknown.
+int threads_of_this_process();
+
+// For a case that needs a process of its own that none of the earlier cases touched (no renewal
+// thread yet, ...), where fork_child cannot help once threads run: the case runs itself alone in
+// a new process (this executable, exec()ed at once after the fork, --run_test=<the case>).
+//   if (!running_alone()) { BOOST_TEST(run_alone_in_a_fresh_process() == 0); return; }
+// running_alone(): this process is that new process.
+bool running_alone();
+// The new process's exit status (0: the case passed), as wait_child() gives it.
+int run_alone_in_a_fresh_process(std::chrono::seconds limit = std::chrono::seconds(60));
 
 // Another local user to act as, for the tests that check what one user can do to another's
 // locks: `nobody`, with its primary group and no supplementary groups.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "support/child_process.hpp"
 #include "support/loopback_listener.hpp"
 
 namespace locksmith::test {
@@ -64,14 +65,22 @@ hostile_http_server::hostile_http_server(answer_function answer) : answer_(std::
     port_ = l.port;
     wake_[0] = l.wake[0];
     wake_[1] = l.wake[1];
-    acceptor_ = std::thread([this] { accept_loop(); });
+    // A process, not a thread: the tests fork their clients (support/child_process.hpp), and a
+    // thread beside the fork could leave a lock held in the child. Ended by the destructor; the
+    // limit only keeps a server whose test crashed from staying.
+    pid_ = fork_child(
+        [this] {
+            accept_loop();
+            for (auto& t : connections_) t.join();
+            return 0;
+        },
+        std::chrono::seconds(900));
 }
 
 hostile_http_server::~hostile_http_server() {
     const char stop = 's';
     (void)!::write(wake_[1], &stop, 1);  // never read: every poll on wake_[0] sees it from now on
-    acceptor_.join();
-    for (auto& t : connections_) t.join();
+    wait_child(pid_, std::chrono::seconds(10));
     ::close(listener_);
     ::close(wake_[0]);
     ::close(wake_[1]);

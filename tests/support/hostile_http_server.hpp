@@ -1,5 +1,5 @@
 // An HTTP/1.1 server for tests of what a client does when its server is broken or hostile. It
-// runs in threads of the test (one per connection), listens on 127.0.0.1 (a port of the
+// runs in a process of its own (a thread per connection there), listens on 127.0.0.1 (a port of the
 // kernel's choice), reads each request (head and Content-Length body) and does what the test's
 // function says for it: answer with any bytes at all (valid, misframed, nested deep, huge),
 // trickle them one at a time, or say nothing and keep the connection open.
@@ -9,6 +9,8 @@
 //   hostile_http_server the server
 //   json_reply, chunked_head, chunk, deeply_nested_json   answers' pieces
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <functional>
@@ -44,7 +46,7 @@ class hostile_http_server {
 
     // Throws std::system_error when it cannot listen.
     explicit hostile_http_server(answer_function answer);
-    // Stops every connection (a trickle or a silence at once) and joins the threads.
+    // Stops every connection (a trickle or a silence at once) and the server's process.
     ~hostile_http_server();
     hostile_http_server(const hostile_http_server&) = delete;
     hostile_http_server& operator=(const hostile_http_server&) = delete;
@@ -65,7 +67,7 @@ class hostile_http_server {
     std::mutex mutex_;
     std::vector<std::thread> connections_;
     std::vector<int> fds_;
-    std::thread acceptor_;
+    pid_t pid_ = -1;  // the server's process
 };
 
 // "HTTP/1.1 200 OK" with a JSON body of `body` (Content-Length).

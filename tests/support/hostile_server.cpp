@@ -4,13 +4,16 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <new>
 #include <system_error>
 
+#include "support/child_process.hpp"
 #include "support/loopback_listener.hpp"
 
 namespace locksmith::test {
@@ -84,13 +87,24 @@ hostile_server::hostile_server(hostile_behaviour behaviour) : behaviour_(behavio
     port_ = l.port;
     wake_[0] = l.wake[0];
     wake_[1] = l.wake[1];
-    thread_ = std::thread([this] { run(); });
+    void* shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
+    connections_ = new (shared) std::atomic<int>(0);
+    // Ended by the destructor; the limit only keeps a server whose test crashed from staying.
+    pid_ = fork_child(
+        [this] {
+            run();
+            return 0;
+        },
+        std::chrono::seconds(900));
 }
 
 hostile_server::~hostile_server() {
     const char stop = 's';
     (void)!::write(wake_[1], &stop, 1);
-    thread_.join();
+    wait_child(pid_, std::chrono::seconds(10));
+    ::munmap(connections_, sizeof(std::atomic<int>));
     ::close(listener_);
     ::close(wake_[0]);
     ::close(wake_[1]);
@@ -114,7 +128,7 @@ void hostile_server::run() {
         if (fds[1].revents & POLLIN) {
             const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
-                ++connections_;
+                ++*connections_;
                 if (behaviour_ == hostile_behaviour::hang_up)
                     ::close(fd);
                 else

@@ -1,11 +1,14 @@
 // A server that misbehaves on purpose, for the hostile-surroundings suite (tests/hostile): it
-// listens on 127.0.0.1 (a port of the kernel's choice) in a thread of the test and treats every
-// connection it accepts alike, whatever protocol the client speaks.
+// listens on 127.0.0.1 (a port of the kernel's choice) in a process of its own and treats every
+// connection it accepts alike, whatever protocol the client speaks. A process, not a thread:
+// the tests fork their clients (support/child_process.hpp), which a thread beside them would
+// make unsafe (a lock it held at the fork, e.g. the allocator's, stays held in the child).
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace locksmith::test {
@@ -28,7 +31,7 @@ class hostile_server {
   public:
     // Throws std::system_error when it cannot listen.
     explicit hostile_server(hostile_behaviour behaviour);
-    // Stops the thread and closes every connection.
+    // Stops the server's process, which closes every connection.
     ~hostile_server();
     hostile_server(const hostile_server&) = delete;
     hostile_server& operator=(const hostile_server&) = delete;
@@ -37,7 +40,7 @@ class hostile_server {
     std::string address() const;
     int port() const noexcept { return port_; }
     // Connections accepted so far.
-    int connections() const noexcept { return connections_.load(); }
+    int connections() const noexcept { return connections_->load(); }
 
   private:
     void run();
@@ -45,9 +48,9 @@ class hostile_server {
     hostile_behaviour behaviour_;
     int listener_ = -1;
     int port_ = 0;
-    int wake_[2] = {-1, -1};  // the destructor's stop signal to run()
-    std::atomic<int> connections_{0};
-    std::thread thread_;
+    int wake_[2] = {-1, -1};                   // the destructor's stop signal to run()
+    std::atomic<int>* connections_ = nullptr;  // in memory shared with the server's process
+    pid_t pid_ = -1;
 };
 
 }  // namespace locksmith::test

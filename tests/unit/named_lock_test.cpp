@@ -626,20 +626,21 @@ BOOST_AUTO_TEST_CASE(auto_refresh_renews_with_the_lock_ttl) {
 
 // The renewal thread blocks every signal: a process signal (the SIGCHLD a program waits for on
 // a signalfd, as the locksmith command does) must never go to it, where it would be dropped. In
-// a child: the thread is one per process, started by the first auto_refresh lock.
+// a process of its own: the thread is one per process, started by the first auto_refresh lock
+// (which the cases above started here; a forked child would run beside it).
 BOOST_AUTO_TEST_CASE(the_renewal_thread_takes_no_process_signals) {
-    const pid_t pid = locksmith::test::fork_child([] {
-        fixture f(expiring);
-        lock_options o;
-        o.ttl = 60s;
-        o.auto_refresh = true;
-        auto lock = f.make("resource", o);
-        const auto masks =
-            locksmith::test::masks_of_threads_started_by([&] { (void)lock.acquire(); });
-        if (masks.size() != 1) return 2;
-        return (masks[0] >> (SIGCHLD - 1) & 1u) == 1u ? 0 : 1;
-    });
-    BOOST_TEST(locksmith::test::wait_child(pid) == 0);
+    if (!locksmith::test::running_alone()) {
+        BOOST_TEST(locksmith::test::run_alone_in_a_fresh_process() == 0);
+        return;
+    }
+    fixture f(expiring);
+    lock_options o;
+    o.ttl = 60s;
+    o.auto_refresh = true;
+    auto lock = f.make("resource", o);
+    const auto masks = locksmith::test::masks_of_threads_started_by([&] { (void)lock.acquire(); });
+    BOOST_REQUIRE_EQUAL(masks.size(), 1u);
+    BOOST_TEST((masks[0] >> (SIGCHLD - 1) & 1u) == 1u, "the renewal thread takes SIGCHLD");
 }
 
 BOOST_AUTO_TEST_CASE(unlock_stops_the_renewals) {
@@ -1062,6 +1063,10 @@ int plant_board_file(const std::string& path, const test::local_user& user, mode
 BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
     auto user = test::another_local_user_or_skip();
     if (!user) return;
+    if (!test::running_alone()) {  // it forks: away from the renewal thread of the cases above
+        BOOST_TEST(test::run_alone_in_a_fresh_process() == 0);
+        return;
+    }
     const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
     const int fd = plant_board_file(path, *user, 0666);
     const bool written = a_waiter_wrote_into(*user, fd);
@@ -1076,6 +1081,10 @@ BOOST_AUTO_TEST_CASE(a_wake_up_board_others_can_write_is_never_used) {
 BOOST_AUTO_TEST_CASE(a_hard_linked_wake_up_board_is_never_used) {
     auto user = test::another_local_user_or_skip();
     if (!user) return;
+    if (!test::running_alone()) {  // it forks: away from the renewal thread of the cases above
+        BOOST_TEST(test::run_alone_in_a_fresh_process() == 0);
+        return;
+    }
     const std::string victim = "/dev/shm/locksmith-test-victim-" + std::to_string(::getpid());
     const std::string path = "/dev/shm/locksmith-wake-" + std::to_string(user->uid);
     const int fd = plant_board_file(victim, *user, 0600);
