@@ -9,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <netinet/in.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -373,24 +375,36 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_member_and_leader_kills_and_the_wait
     for (int i : order) o.endpoints.push_back(all[std::size_t(i)]);
 
     const auto name = test::unique_resource("failover");
-    auto holder = make_lock(strategies::make_etcd_store(o), name, true);
-    BOOST_REQUIRE(holder.try_lock());
-    const auto holder_token = holder.fencing_token();
-    BOOST_REQUIRE(holder_token);
-
-    test::byte_pipe waiting;
+    // The waiter is forked first, while this process has no thread (the holder's renewal thread
+    // comes with its grant), and queues once told that the holder holds; it hands its fencing
+    // token back through a shared page.
+    auto* waiter_token = static_cast<std::uint64_t*>(::mmap(
+        nullptr, sizeof(std::uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    BOOST_REQUIRE(waiter_token != MAP_FAILED);
+    *waiter_token = 0;
+    test::byte_pipe held, waiting;
     const pid_t child = test::fork_child(
         [&] {
             waiting.close_read();
+            held.close_write();
+            if (held.get(30s) != 'h') return 4;
             auto waiter = make_lock(strategies::make_etcd_store(o), name, true);
             waiting.put('w');
             if (!waiter.try_lock_for(60s)) return 2;
             const auto token = waiter.fencing_token();
-            const bool greater = token && *token > *holder_token;
+            if (!token) return 3;
+            *waiter_token = *token;
             waiter.unlock();
-            return greater ? 0 : 3;
+            return 0;
         },
         std::chrono::seconds(90));
+    held.close_read();
+    waiting.close_write();
+    auto holder = make_lock(strategies::make_etcd_store(o), name, true);
+    BOOST_REQUIRE(holder.try_lock());
+    const auto holder_token = holder.fencing_token();
+    BOOST_REQUIRE(holder_token);
+    held.put('h');
     BOOST_REQUIRE(waiting.get(20s) == 'w');
     std::this_thread::sleep_for(500ms);  // the waiter's key is queued
 
@@ -426,6 +440,10 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_member_and_leader_kills_and_the_wait
     BOOST_TEST(holder.is_acquired(), lost());
     holder.unlock();
     BOOST_TEST(test::wait_child(child, 60s) == 0);
+    BOOST_TEST(*waiter_token > *holder_token,
+               "the waiter's token " << *waiter_token << " is not greater than the holder's "
+                                     << *holder_token);
+    ::munmap(waiter_token, sizeof(std::uint64_t));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
