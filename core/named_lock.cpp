@@ -200,6 +200,17 @@ bool ended_by_backend(named_lock::state& s) {
     return !s.store->holds(*s.owner);
 }
 
+// Whether the backend ended s's grant, asked of the store itself whatever its loss descriptor
+// says; false when the store cannot tell (its own error is what the caller reports).
+// The caller holds the state's mutex.
+bool store_says_ended(named_lock::state& s) noexcept {
+    try {
+        return s.store->loss_fd(*s.owner) && !s.store->holds(*s.owner);
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
 // Reports that s's lock, believed held, is gone though it was not released: no longer held,
 // logged as lock_lost, on_lost called without the mutex (the caller's `guard`, taken again
 // after). What a store whose backend ended the grant still keeps of it (a closed session) is
@@ -255,7 +266,20 @@ bool named_lock::acquire_until(lock_mode wanted, deadline until) {
         // A grant the backend ended meanwhile is reported first: what the acquire gets is a new
         // grant, and the owner must not take it for the one it held.
         if (s.held && ended_by_backend(s)) report_lost(s, guard);
-        return acquire_locked(s, wanted, until);
+        // The attempt itself may be where the store first sees that the backend ended the grant
+        // (a session found expired on resume, before its event reached the loss descriptor):
+        // an attempt that fails then reports the loss before it answers, so that the owner
+        // hears of it first, as above.
+        const bool was_held = s.held.has_value();
+        bool granted = false;
+        try {
+            granted = acquire_locked(s, wanted, until);
+        } catch (const std::exception&) {
+            if (was_held && store_says_ended(s)) report_lost(s, guard);
+            throw;
+        }
+        if (!granted && was_held && store_says_ended(s)) report_lost(s, guard);
+        return granted;
     } catch (const std::exception& e) {
         s.log(log_level::error, "acquire_failed",
               "acquiring " + lock_text(s) + " failed: " + e.what(), e.what());

@@ -443,7 +443,9 @@ class zookeeper_store final : public store {
             struct Stat stat;
             const int rc = s.exists(held->node, stat, watched);
             if (rc == ZOK) return stat.ephemeralOwner == s.id();
-            if (rc == ZNONODE || rc == ZSESSIONEXPIRED) return false;
+            // ZINVALIDSTATE: the client has just found its session expired (as a holder does on
+            // waking from a pause past the timeout), and the session's ephemeral node went with it.
+            if (rc == ZNONODE || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) return false;
             if (!transient_rc(rc)) fail(s.hosts(), "looking up '" + held->node + "'", rc);
             if (!s.wait_connected(until)) {
                 s.abandon();

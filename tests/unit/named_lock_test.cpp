@@ -750,6 +750,51 @@ BOOST_AUTO_TEST_CASE(an_ended_grant_is_reported_before_a_fresh_one) {
     BOOST_TEST(!lock.held_mode().has_value());
 }
 
+// A store whose loss descriptor has no news yet while the grant is already gone: a ZooKeeper
+// session found expired on resume, before its event reached the descriptor.
+class news_comes_late : public test::forwarding_store {
+  public:
+    explicit news_comes_late(std::shared_ptr<store> inner) : forwarding_store(std::move(inner)) {
+        BOOST_REQUIRE(::pipe(never_) == 0);
+    }
+    ~news_comes_late() override {
+        ::close(never_[0]);
+        ::close(never_[1]);
+    }
+
+  protected:
+    std::optional<int> do_loss_fd(const key&) override { return never_[0]; }
+
+  private:
+    int never_[2] = {-1, -1};
+};
+
+// The attempt may then be where the store first finds the grant ended: an acquire that fails or
+// is refused reports the loss first, and the object no longer believes it holds.
+BOOST_AUTO_TEST_CASE(a_grant_found_ended_by_the_attempt_is_reported_before_its_answer) {
+    fixture f(basic);
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error&) { ++lost; };
+    named_lock lock(std::make_shared<news_comes_late>(f.store), std::make_shared<key>("resource"),
+                    o);
+    BOOST_REQUIRE(lock.acquire());
+    f.store->clear("resource");  // ended, with no news on the loss descriptor
+    f.store->fail_acquire(true);
+    BOOST_CHECK_THROW(lock.acquire(), error);
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(!lock.held_mode().has_value());
+    f.store->fail_acquire(false);
+
+    BOOST_REQUIRE(lock.acquire());
+    f.store->clear("resource");
+    auto other = f.make("resource");
+    BOOST_REQUIRE(other.acquire());
+    BOOST_TEST(!lock.acquire());
+    BOOST_TEST(lost == 2);
+    BOOST_TEST(!lock.held_mode().has_value());
+}
+
 BOOST_AUTO_TEST_CASE(grants_that_end_only_by_release_or_expiry_have_no_loss_fd) {
     fixture f(basic);
     auto lock = f.make("resource");
