@@ -760,29 +760,37 @@ void test_readers_and_writers_across_threads(context& c) {
     std::atomic<int> writers{0};
     std::atomic<int> violations{0};
     std::atomic<int> max_readers{0};
+    std::mutex failed_mutex;
+    std::string failed;  // the first error a thread met: reported, not thrown out of the thread
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&, t] {
-            auto lock = c.make_lock(resource);
-            for (int i = 0; i < 100; ++i) {
-                if ((i + t) % 4 == 0) {
-                    std::unique_lock guard(lock);
-                    if (writers.fetch_add(1) != 0 || readers.load() != 0) ++violations;
-                    std::this_thread::yield();
-                    writers.fetch_sub(1);
-                } else {
-                    std::shared_lock guard(lock);
-                    int now = readers.fetch_add(1) + 1;
-                    if (writers.load() != 0) ++violations;
-                    int prev = max_readers.load();
-                    while (now > prev && !max_readers.compare_exchange_weak(prev, now)) {
+            try {
+                auto lock = c.make_lock(resource);
+                for (int i = 0; i < 100; ++i) {
+                    if ((i + t) % 4 == 0) {
+                        std::unique_lock guard(lock);
+                        if (writers.fetch_add(1) != 0 || readers.load() != 0) ++violations;
+                        std::this_thread::yield();
+                        writers.fetch_sub(1);
+                    } else {
+                        std::shared_lock guard(lock);
+                        int now = readers.fetch_add(1) + 1;
+                        if (writers.load() != 0) ++violations;
+                        int prev = max_readers.load();
+                        while (now > prev && !max_readers.compare_exchange_weak(prev, now)) {
+                        }
+                        std::this_thread::sleep_for(100us);
+                        readers.fetch_sub(1);
                     }
-                    std::this_thread::sleep_for(100us);
-                    readers.fetch_sub(1);
                 }
+            } catch (const std::exception& e) {
+                std::lock_guard guard(failed_mutex);
+                if (failed.empty()) failed = e.what();
             }
         });
     for (auto& t : threads) t.join();
+    BOOST_TEST(failed.empty(), "a thread failed: " << failed);
     BOOST_TEST(violations.load() == 0);
     BOOST_TEST_MESSAGE(c.entry.id() << ": at most " << max_readers.load() << " readers at once");
 }
