@@ -220,6 +220,13 @@ bool tls_stream::wait_for(int ssl_error, deadline until) {
     }
 }
 
+// The plain socket's failure as the stream's error, for its reads and writes.
+[[noreturn]] static void throw_socket_error(int err) {
+    throw stream_error("errno " + std::to_string(err),
+                       std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")",
+                       errno_kind(err));
+}
+
 std::optional<std::size_t> tls_stream::read_some(char* data, std::size_t size, deadline until) {
     for (;;) {
         if (ssl_ == nullptr) {
@@ -229,11 +236,7 @@ std::optional<std::size_t> tls_stream::read_some(char* data, std::size_t size, d
                 if (!wait_for(SSL_ERROR_WANT_READ, until)) return std::nullopt;
                 continue;
             }
-            const int err = errno;
-            throw stream_error(
-                "errno " + std::to_string(err),
-                std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")",
-                errno_kind(err));
+            throw_socket_error(errno);
         }
         ERR_clear_error();
         const int n = SSL_read(ssl_, data, int(std::min<std::size_t>(size, INT_MAX)));
@@ -263,11 +266,7 @@ bool tls_stream::write_all(std::string_view data, deadline until) {
                 if (!wait_for(SSL_ERROR_WANT_WRITE, until)) return false;
                 continue;
             }
-            const int err = errno;
-            throw stream_error(
-                "errno " + std::to_string(err),
-                std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")",
-                errno_kind(err));
+            throw_socket_error(errno);
         }
         ERR_clear_error();
         const int n = SSL_write(ssl_, from, int(std::min<std::size_t>(left, INT_MAX)));
