@@ -54,18 +54,35 @@ inline std::string endpoint(const char* variable) {
     return *value;
 }
 
-// A TCP port nobody listens on right now (the kernel's choice).
+// `count` consecutive TCP ports on 127.0.0.1 that nobody has bound right now; the first is
+// returned. They lie below Linux's ephemeral range (32768-60999), away from the shared servers'
+// ports (scripts/services.sh): a server given a port inside that range can find it taken, when it
+// starts or restarts (a ZooKeeper member becoming leader binds its quorum port only then), by the
+// local end of any outgoing connection of the machine - an election that never ends, seen in CI.
+inline int free_ports(int count) {
+    static unsigned next = unsigned(::getpid()) * 7919u;
+    constexpr unsigned first = 24000, span = 8000;
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+        const int base = int(first + (next += 97) % (span - unsigned(count)));
+        bool all_free = true;
+        for (int port = base; all_free && port < base + count; ++port) {
+            const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            a.sin_port = htons(std::uint16_t(port));
+            all_free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+            ::close(fd);
+        }
+        if (all_free) return base;
+    }
+    BOOST_FAIL("no " << count << " free consecutive ports between 24000 and 32000");
+    return 0;
+}
+
+// A TCP port nobody has bound right now.
 inline int free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
+    return free_ports(1);
 }
 
 inline bool port_answers(int port) {
