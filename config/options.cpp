@@ -1,6 +1,7 @@
 #include <locksmith/options.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -246,6 +247,37 @@ std::optional<std::chrono::milliseconds> options_reader::seconds(const std::stri
                                number_text(max_s) + "] s");
     }
     return std::chrono::milliseconds(std::llround(value * 1000.0));
+}
+
+std::optional<std::string> options_reader::secret(const std::string& name, secret_source& from) {
+    auto inline_value = string(name);
+    const auto file_option = name + "_file", env_option = name + "_env";
+    if (auto file = string(file_option)) {
+        if (file->empty() || file->front() != '/')
+            throw config_error(
+                "config.value", "/" + json_pointer_token(file_option),
+                "option '" + file_option + "' must be an absolute path, got '" + *file + "'");
+        from.file = *file;
+    }
+    if (auto env = string(env_option)) {
+        const bool valid = !env->empty() &&
+                           !std::isdigit(static_cast<unsigned char>(env->front())) &&
+                           std::all_of(env->begin(), env->end(), [](char c) {
+                               return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                           });
+        if (!valid)
+            throw config_error("config.value", "/" + json_pointer_token(env_option),
+                               "option '" + env_option +
+                                   "' must be an environment variable's name (letters, digits, "
+                                   "'_'), got '" +
+                                   *env + "'");
+        from.env = *env;
+    }
+    if (int(inline_value.has_value()) + int(!from.file.empty()) + int(!from.env.empty()) > 1)
+        throw config_error("config.value", "/" + json_pointer_token(name),
+                           "give one of options '" + name + "', '" + file_option + "' and '" +
+                               env_option + "', not several");
+    return inline_value;
 }
 
 void options_reader::finish() const {

@@ -448,6 +448,18 @@ std::string read_secret_file(const std::string& path, std::string_view option) {
     return text;
 }
 
+std::string resolve_secret(std::string inline_value, const secret_source& from,
+                           std::string_view strategy, std::string_view name) {
+    const std::string option = std::string(strategy) + " option '" + std::string(name);
+    if (!from.file.empty()) return read_secret_file(from.file, option + "_file'");
+    if (from.env.empty()) return inline_value;
+    const char* value = std::getenv(from.env.c_str());
+    if (value == nullptr || *value == '\0')
+        throw invalid_argument_error(option + "_env' names the environment variable " + from.env +
+                                     ", which is " + (value ? "empty" : "not set"));
+    return value;
+}
+
 every_signal_blocked::every_signal_blocked() noexcept {
     sigset_t all;
     sigfillset(&all);

@@ -16,6 +16,17 @@
 
 namespace locksmith {
 
+// Where a secret (a password, zookeeper's auth) comes from when the config should not hold it, so
+// that a config file can be readable by all: a file of its owner's alone (option `<name>_file`,
+// read by read_secret_file) or an environment variable (option `<name>_env`, its name). Read where
+// the store is made (resolve_secret in make_*_store), by the process that uses it, not when a
+// config is checked.
+struct secret_source {
+    std::string file;  // an absolute path, or ""
+    std::string env;   // an environment variable's name, or ""
+    bool empty() const noexcept { return file.empty() && env.empty(); }
+};
+
 class options_reader {
   public:
     // Throws config_error unless `options` is an object or null (= no options).
@@ -29,6 +40,9 @@ class options_reader {
     // A number of seconds (fractions allowed) in [min_s, max_s], as milliseconds.
     std::optional<std::chrono::milliseconds> seconds(const std::string& name, double min_s,
                                                      double max_s);
+    // The secret option `name` when the config gives it inline; `<name>_file` and `<name>_env`
+    // fill `from` instead (secret_source). At most one of the three.
+    std::optional<std::string> secret(const std::string& name, secret_source& from);
     // Throws config_error("config.unknown_key") for the first key no accessor asked for.
     void finish() const;
 

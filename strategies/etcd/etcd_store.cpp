@@ -862,7 +862,7 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
         o.prefix = *v;
     }
     if (auto v = r.string("user")) o.user = *v;
-    if (auto v = r.string("password")) o.password = *v;
+    if (auto v = r.secret("password", o.password_from)) o.password = *v;
     for (auto [name, target] : {std::pair{"ca_file", &o.ca_file},
                                 {"cert_file", &o.cert_file},
                                 {"key_file", &o.key_file},
@@ -883,7 +883,7 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
         throw config_error("config.value", o.cert_file.empty() ? "/cert_file" : "/key_file",
                            "options 'cert_file' and 'key_file' go together (a client "
                            "certificate and its private key)");
-    if (!o.password.empty() && o.user.empty())
+    if ((!o.password.empty() || !o.password_from.empty()) && o.user.empty())
         throw config_error("config.value", "/password", "option 'password' needs 'user'");
     r.finish();
     return o;
@@ -893,7 +893,11 @@ std::shared_ptr<store> make_etcd_store(const etcd_options& options) {
     if (options.endpoints.empty()) throw invalid_argument_error("etcd: no endpoints given");
     if (options.dial_timeout <= milliseconds(0) || options.request_timeout <= milliseconds(0))
         throw invalid_argument_error("etcd: timeouts must be positive");
-    return std::make_shared<etcd_store>(options);
+    if (options.password_from.empty()) return std::make_shared<etcd_store>(options);
+    auto with_password = options;
+    with_password.password =
+        resolve_secret(options.password, options.password_from, "etcd", "password");
+    return std::make_shared<etcd_store>(with_password);
 }
 
 }  // namespace locksmith::strategies

@@ -23,6 +23,7 @@ pg_advisory_options pg_advisory_options::from_json(const nlohmann::json& options
         throw config_error("config.value", "/dsn", e.what());
     }
     o.dsn = *dsn;
+    if (auto v = r.secret("password", o.password_from)) o.password = *v;
     if (auto v = r.seconds("connect_timeout_s", 0.001, 3600)) o.connect_timeout = *v;
     if (auto v = r.seconds("command_timeout_s", 0.001, 3600)) o.command_timeout = *v;
     if (auto v = r.integer("pool_size", 1, 1024)) o.pool_size = std::size_t(*v);

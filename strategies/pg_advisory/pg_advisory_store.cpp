@@ -251,7 +251,9 @@ class pg_advisory_store final : public store {
 
   private:
     static pg_target make_target(const pg_advisory_options& options) {
-        auto target = make_pg_target(strategy_name, options.dsn);
+        auto target = make_pg_target(
+            strategy_name, options.dsn,
+            resolve_secret(options.password, options.password_from, strategy_name, "password"));
         target.connect_timeout = options.connect_timeout;
         target.command_timeout = options.command_timeout;
         return target;

@@ -271,6 +271,11 @@ sql_options sql_options::from_json(const nlohmann::json& options) {
     } catch (const invalid_argument_error& e) {
         throw config_error("config.value", "/dsn", e.what());
     }
+    if (auto v = r.secret("password", o.password_from)) o.password = *v;
+    if (o.dsn.driver == sql_dsn::kind::sqlite && (!o.password.empty() || !o.password_from.empty()))
+        throw config_error(
+            "config.value", "/password",
+            "a sqlite:// database takes no password (a file's permissions guard it)");
     if (auto v = r.string("table")) {
         const auto dot = v->find('.');
         o.table = dot == std::string::npos ? *v : v->substr(dot + 1);

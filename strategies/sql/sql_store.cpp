@@ -180,7 +180,14 @@ std::shared_ptr<store> make_sql_store(const sql_options& options) {
         throw invalid_argument_error("sql: " + problem);
     if (options.connect_timeout <= milliseconds(0) || options.command_timeout <= milliseconds(0))
         throw invalid_argument_error("sql: timeouts must be positive");
-    return std::make_shared<sql_store>(options);
+    auto password = resolve_secret(options.password, options.password_from, "sql", "password");
+    if (password.empty()) return std::make_shared<sql_store>(options);
+    if (!options.dsn.password.empty())
+        throw invalid_argument_error("sql: dsn " + options.dsn.redacted() +
+                                     " has a password and the options give one too: keep one");
+    auto with_password = options;
+    with_password.dsn.password = std::move(password);
+    return std::make_shared<sql_store>(with_password);
 }
 
 }  // namespace locksmith::strategies

@@ -23,12 +23,14 @@ strategy_descriptor zookeeper_metadata() {
 }
 
 std::vector<std::string> zookeeper_warnings(const nlohmann::json& options) {
-    if (options.is_object() && (options.contains("auth") || options.contains("auth_file")))
+    if (options.is_object() &&
+        (options.contains("auth") || options.contains("auth_file") || options.contains("auth_env")))
         return {};
     return {
         "zookeeper has no 'auth': its lock nodes are open (world:anyone), so any client of "
         "the ensemble can delete a holder's node and a second process gets the lock; give "
-        "'auth' or 'auth_file' (digest:USER:PASSWORD) so that only that identity can change or "
+        "'auth', 'auth_file' or 'auth_env' (digest:USER:PASSWORD) so that only that identity can "
+        "change or "
         "delete them"};
 }
 

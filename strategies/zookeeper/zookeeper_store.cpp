@@ -823,22 +823,13 @@ zookeeper_options zookeeper_options::from_json(const nlohmann::json& options) {
                                    *root + "'");
         o.root = *root;
     }
-    if (auto auth = r.string("auth")) {
+    if (auto auth = r.secret("auth", o.auth_from)) {
         // The value is a secret: the message names the form, never what was given.
         if (!parse_auth(*auth))
             throw config_error("config.value", "/auth",
                                std::string("option 'auth' must be ") + auth_form);
         o.auth = *auth;
     }
-    if (auto file = r.string("auth_file")) {
-        if (file->empty() || file->front() != '/')
-            throw config_error("config.value", "/auth_file",
-                               "option 'auth_file' must be an absolute path, got '" + *file + "'");
-        o.auth_file = *file;
-    }
-    if (!o.auth.empty() && !o.auth_file.empty())
-        throw config_error("config.value", "/auth_file",
-                           "give option 'auth' or 'auth_file', not both");
     r.finish();
     return o;
 }
@@ -849,14 +840,17 @@ std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options) {
     if (!valid_path(options.root))
         throw invalid_argument_error("zookeeper: root must be an absolute znode path, got '" +
                                      options.root + "'");
-    if (!options.auth.empty() && !options.auth_file.empty())
-        throw invalid_argument_error("zookeeper: give auth or auth_file, not both");
-    if (options.auth_file.empty()) return std::make_shared<zookeeper_store>(options);
+    if (!options.auth.empty() && !options.auth_from.empty())
+        throw invalid_argument_error("zookeeper: give auth or auth_from, not both");
+    if (options.auth_from.empty()) return std::make_shared<zookeeper_store>(options);
     auto with_auth = options;
-    with_auth.auth = read_secret_file(options.auth_file, "zookeeper option 'auth_file'");
+    with_auth.auth = resolve_secret({}, options.auth_from, "zookeeper", "auth");
     if (!parse_auth(with_auth.auth))
-        throw invalid_argument_error("zookeeper option 'auth_file': '" + options.auth_file +
-                                     "' must hold " + auth_form);
+        throw invalid_argument_error("zookeeper option " +
+                                     (options.auth_from.file.empty()
+                                          ? "'auth_env': " + options.auth_from.env
+                                          : "'auth_file': '" + options.auth_from.file + "'") +
+                                     " must hold " + auth_form);
     return std::make_shared<zookeeper_store>(with_auth);
 }
 

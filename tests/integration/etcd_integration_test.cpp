@@ -1003,6 +1003,17 @@ BOOST_AUTO_TEST_CASE(user_and_password_log_in_and_a_wrong_password_is_refused) {
         BOOST_TEST(what.find("app") != std::string::npos, what);
         BOOST_TEST((e.kind() == error_kind::permanent), what);
     }
+    // The password from the environment, named in the JSON options, instead of the config.
+    ::setenv("LOCKSMITH_TEST_ETCD_PASSWORD", "app-secret-pw", 1);
+    const auto from_env =
+        strategies::etcd_options::from_json({{"endpoints", client},
+                                             {"user", "app"},
+                                             {"password_env", "LOCKSMITH_TEST_ETCD_PASSWORD"},
+                                             {"prefix", o.prefix}});
+    auto d = make_lock(strategies::make_etcd_store(from_env), name);
+    BOOST_TEST(d.try_lock());
+    d.unlock();
+    ::unsetenv("LOCKSMITH_TEST_ETCD_PASSWORD");
     server.stop();
     std::filesystem::remove_all(dir);
 }

@@ -363,6 +363,61 @@ void tls_refusals(const std::string& dsn, const std::string& password, const std
     }
 }
 
+// The password of `dsn` (user:PASSWORD@) kept out of the config: a DSN without it and the
+// password from a file of its owner's alone, or from an environment variable, connects; a wrong
+// one is refused without being shown; a DSN with a password and a password option is refused.
+// With `strategy` "pg_advisory" the same through that strategy's options.
+void password_from_outside(const std::string& dsn, const std::string& password,
+                           const std::string& strategy) {
+    const auto without = replaced(dsn, ":" + password + "@", "@");
+    const std::string dir = "/tmp/locksmith-sql-secret-" + std::to_string(::getpid());
+    const std::string file = dir + "/password";
+    BOOST_REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    std::ofstream(file) << password << "\n";
+    BOOST_REQUIRE(::chmod(file.c_str(), 0600) == 0);
+    const auto connect = [&](const nlohmann::json& secret, const std::string& with_dsn) {
+        auto options = secret;
+        options["dsn"] = with_dsn;
+#ifdef LOCKSMITH_TEST_PG_ADVISORY
+        if (strategy == "pg_advisory") {
+            auto lock = make_lock(strategies::make_pg_advisory_store(
+                                      strategies::pg_advisory_options::from_json(options)),
+                                  test::unique_resource("secret"));
+            BOOST_TEST(lock.try_lock());
+            return;
+        }
+#endif
+        options["table"] = "locksmith_it_keys";
+        auto lock =
+            make_lock(strategies::make_sql_store(strategies::sql_options::from_json(options)),
+                      test::unique_resource("secret"));
+        BOOST_TEST(lock.try_lock());
+    };
+    BOOST_TEST_CONTEXT("password_file") {
+        connect({{"password_file", file}}, without);
+    }
+    BOOST_TEST_CONTEXT("password_env") {
+        ::setenv("LOCKSMITH_TEST_SECRET", password.c_str(), 1);
+        connect({{"password_env", "LOCKSMITH_TEST_SECRET"}}, without);
+    }
+    BOOST_TEST_CONTEXT("a wrong password from the environment") {
+        ::setenv("LOCKSMITH_TEST_SECRET", "Wr0ng-Secret", 1);
+        try {
+            connect({{"password_env", "LOCKSMITH_TEST_SECRET"}}, without);
+            BOOST_ERROR("a wrong password was accepted");
+        } catch (const backend_error& e) {
+            BOOST_TEST((e.kind() == error_kind::permanent), e.what());
+            BOOST_TEST(std::string(e.what()).find("Wr0ng-Secret") == std::string::npos, e.what());
+        }
+    }
+    ::unsetenv("LOCKSMITH_TEST_SECRET");
+    BOOST_TEST_CONTEXT("a password in the DSN and in a file") {
+        BOOST_CHECK_THROW(connect({{"password_file", file}}, dsn), invalid_argument_error);
+    }
+    ::unlink(file.c_str());
+    ::rmdir(dir.c_str());
+}
+
 void unreachable_server(const std::string& scheme) {
     // A closed port: refused at once; the password never shows.
     const std::string dsn =
@@ -874,6 +929,12 @@ BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(postgres_tls_variable));
 }
+BOOST_AUTO_TEST_CASE(the_password_from_a_file_or_the_environment) {
+    password_from_outside(endpoint(postgres_tls_variable), "locktest-tls-pw", "sql");
+#ifdef LOCKSMITH_TEST_PG_ADVISORY
+    password_from_outside(endpoint(postgres_tls_variable), "locktest-tls-pw", "pg_advisory");
+#endif
+}
 
 BOOST_AUTO_TEST_SUITE_END()
 
@@ -890,6 +951,9 @@ BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
 }
 BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
     processes_exclude(endpoint(mariadb_tls_variable));
+}
+BOOST_AUTO_TEST_CASE(the_password_from_a_file_or_the_environment) {
+    password_from_outside(endpoint(mariadb_tls_variable), "locktest-tls-pw", "sql");
 }
 // A client certificate is sent when asked for (the server does not require one: this checks
 // that sslcert/sslkey load), and sslmode=require connects without checking the CA.

@@ -761,7 +761,7 @@ BOOST_AUTO_TEST_CASE(auth_from_a_file_of_its_owners_alone) {
     }
     auto o = options_for(hosts);
     o.root = root;
-    o.auth_file = file;
+    o.auth_from.file = file;
     ::chmod(file.c_str(), 0640);
     try {
         (void)strategies::make_zookeeper_store(o);

@@ -222,6 +222,61 @@ BOOST_AUTO_TEST_CASE(zookeeper_auth_forms) {
     ::rmdir(dir.c_str());
 }
 
+// Every remote strategy's secret from a file (`<name>_file`) or an environment variable
+// (`<name>_env`), on a server that does not answer: no path shows it. The options reader takes one
+// of the three forms, an absolute path and a variable's name; resolve_secret names the variable
+// or file when it cannot give the secret.
+BOOST_AUTO_TEST_CASE(secrets_from_a_file_or_the_environment) {
+    const std::string dir = "/tmp/locksmith-secrets-env-" + std::to_string(::getpid());
+    const std::string file = dir + "/password";
+    BOOST_REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    BOOST_REQUIRE(f);
+    std::fputs(("digest:u:" + secret + "\n").c_str(), f);
+    std::fclose(f);
+    ::chmod(file.c_str(), 0600);
+    ::setenv("LOCKSMITH_TEST_SECRET", ("digest:u:" + secret).c_str(), 1);
+    const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+        {"etcd", {{"endpoints", "http://127.0.0.1:1"}, {"dial_timeout_s", 0.05}, {"user", "u"}}},
+        {"pg_advisory", {{"dsn", "postgresql://u@127.0.0.1:1/db"}, {"connect_timeout_s", 0.05}}},
+        {"sql", {{"dsn", "postgresql://u@127.0.0.1:1/db"}, {"connect_timeout_s", 0.05}}},
+        {"sql", {{"dsn", "mysql://u@127.0.0.1:1/db"}, {"connect_timeout_s", 0.05}}},
+        {"zookeeper", {{"hosts", "127.0.0.1:1"}, {"connect_timeout_ms", 50}}},
+    };
+    for (const auto& [strategy, base] : cases) {
+        const std::string name = strategy == "zookeeper" ? "auth" : "password";
+        auto from_file = base, from_env = base;
+        from_file[name + "_file"] = file;
+        from_env[name + "_env"] = "LOCKSMITH_TEST_SECRET";
+        expect_no_secret_anywhere(strategy, from_file);
+        expect_no_secret_anywhere(strategy, from_env);
+        // One form only; a path that is absolute; a variable's name.
+        auto both = from_file;
+        both[name + "_env"] = "LOCKSMITH_TEST_SECRET";
+        auto relative = base, bad_name = base;
+        relative[name + "_file"] = "password";
+        bad_name[name + "_env"] = "NOT A NAME";
+        for (const auto& wrong : {both, relative, bad_name}) {
+            strategy_registry registry;
+            register_builtin_strategies(registry);
+            nlohmann::json doc{{"strategies", {{strategy, {{"options", wrong}}}}}};
+            BOOST_TEST(!registry.check(doc.dump()).empty(), strategy << " " << wrong.dump());
+        }
+    }
+    secret_source from;
+    from.env = "LOCKSMITH_TEST_SECRET";
+    BOOST_TEST(resolve_secret("", from, "etcd", "password") == "digest:u:" + secret);
+    ::unsetenv("LOCKSMITH_TEST_SECRET");
+    const auto unset = message_of([&] { (void)resolve_secret("", from, "etcd", "password"); });
+    BOOST_TEST(unset.find("LOCKSMITH_TEST_SECRET") != std::string::npos, unset);
+    BOOST_TEST(unset.find("password_env") != std::string::npos, unset);
+    from = {file, ""};
+    BOOST_TEST(resolve_secret("", from, "etcd", "password") == "digest:u:" + secret);
+    BOOST_TEST(resolve_secret("inline", {}, "etcd", "password") == "inline");
+    ::unlink(file.c_str());
+    ::rmdir(dir.c_str());
+}
+
 BOOST_AUTO_TEST_CASE(json_syntax_errors_do_not_quote_the_document) {
     // nlohmann's message ends with the token it was reading ("last read: '...'"), which may be
     // the URL with its password.

@@ -14,7 +14,8 @@
 //   client_library                a C client library (libpq, libmariadb) opened on first use
 //   scrub_secret                  a message with a password replaced by "***"
 //   read_secret_file              a password (or other credential) kept in a file of its own
-//   socket_closed_by_peer         whether the server closed an idle connection
+//   resolve_secret                a secret option's value, from the config, a file or the
+//   environment socket_closed_by_peer         whether the server closed an idle connection
 //   connect_tcp                   a TCP connection within a deadline, every address in turn
 //   json_too_deep_at              where JSON nests too deep to be parsed (config, server replies)
 //   every_signal_blocked          starts background threads that take no process signal
@@ -68,6 +69,7 @@ std::uint64_t fork_generation() noexcept;
 pid_t current_pid() noexcept;
 
 class options_reader;
+struct secret_source;
 
 // The directory of a file-based strategy's lock files, opened once with O_NOFOLLOW so that lock
 // files are created relative to it (openat) and a symlink swapped in later cannot redirect them.
@@ -199,6 +201,12 @@ std::string scrub_secret(std::string text, std::string_view secret);
 // option 'auth_file'"), which give the path and what is wrong, never the contents. Throws
 // invalid_argument_error.
 std::string read_secret_file(const std::string& path, std::string_view option);
+
+// The secret `strategy` option `name` holds: `inline_value`, or what `from` names (a file read by
+// read_secret_file, or an environment variable that must be set and not empty). Messages name the
+// option, the file or the variable, never the secret. Throws invalid_argument_error.
+std::string resolve_secret(std::string inline_value, const secret_source& from,
+                           std::string_view strategy, std::string_view name);
 
 // True when the idle client socket `fd` has data, a hang-up or an error pending, which on an idle
 // connection means the server closed it (restart, idle timeout, terminated session); also for

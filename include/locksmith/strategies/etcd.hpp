@@ -62,6 +62,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/author/store.hpp>
+#include <locksmith/options.hpp>
 
 namespace locksmith::strategies {
 
@@ -89,12 +90,14 @@ struct etcd_options {
     // Prepended to every etcd key; any bytes, at most 1024.
     std::string prefix = "locksmith/";
     // etcd user and password (etcd's auth); empty user: no authentication. The password is never
-    // printed.
+    // printed. It may come from a file or an environment variable instead (password_from).
     std::string user;
     std::string password;
+    secret_source password_from;
 
     // Reads {"endpoints": "http://h:2379[,http://h2:2379...]", "dial_timeout_s": 2,
-    // "request_timeout_s": 5, "prefix": "locksmith/", "user": "...", "password": "...",
+    // "request_timeout_s": 5, "prefix": "locksmith/", "user": "...", "password": "..." (or
+    // "password_file": "/path" or "password_env": "VARIABLE"),
     // "ca_file": "...", "cert_file": "...", "key_file": "...", "server_name": "..."};
     // "endpoints" is required; the TLS options need https:// endpoints. Throws config_error (never
     // naming the password).

@@ -63,6 +63,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/author/store.hpp>
+#include <locksmith/options.hpp>
 
 namespace locksmith::strategies {
 
@@ -77,6 +78,10 @@ struct pg_advisory_options {
     // sslrootcert=/path/ca.pem, ...; see TLS above).
     // Never printed but through redact_url.
     std::string dsn;
+    // The password when the DSN has none, so that a config file can be readable by all: given
+    // inline, or (password_from) from a file or an environment variable. Never printed.
+    std::string password;
+    secret_source password_from;
     // Longest wait for a connection to be set up (TCP, TLS, authentication). Must be > 0.
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
     // Longest wait for the reply to a statement that does not wait for a lock (try, release,
@@ -87,8 +92,9 @@ struct pg_advisory_options {
     // these). >= 1.
     std::size_t pool_size = 4;
 
-    // Reads {"dsn": "...", "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only
-    // "dsn" is required. Throws config_error (never naming the password).
+    // Reads {"dsn": "...", "password" (or "password_file": "/path" or "password_env": "VARIABLE"),
+    // "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required.
+    // Throws config_error (never naming the password).
     static pg_advisory_options from_json(const nlohmann::json& options);
 };
 

@@ -82,6 +82,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/author/store.hpp>
+#include <locksmith/options.hpp>
 
 namespace locksmith::strategies {
 
@@ -120,6 +121,11 @@ sql_dsn parse_sql_dsn(std::string_view dsn);
 
 struct sql_options {
     sql_dsn dsn;
+    // The password when the DSN has none (PostgreSQL, MariaDB), so that a config file can be
+    // readable by all: given inline, or (password_from) from a file or an environment variable.
+    // Never printed.
+    std::string password;
+    secret_source password_from;
     // Table name: a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 characters).
     std::string table = "locksmith_keys";
     // The table's schema, a plain identifier too; "" for the one every user of the database
@@ -137,7 +143,8 @@ struct sql_options {
     // Most connections kept open. >= 1.
     std::size_t pool_size = 4;
 
-    // Reads {"dsn": "...", "table": "locksmith_keys", "create_table": true,
+    // Reads {"dsn": "...", "password" (or "password_file": "/path" or "password_env": "VARIABLE"),
+    // "table": "locksmith_keys", "create_table": true,
     // "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required.
     // "table" may be "schema.table". Throws config_error (never naming the password).
     static sql_options from_json(const nlohmann::json& options);

@@ -61,6 +61,7 @@
 #include <nlohmann/json.hpp>
 
 #include <locksmith/author/store.hpp>
+#include <locksmith/options.hpp>
 
 namespace locksmith::strategies {
 
@@ -82,14 +83,15 @@ struct zookeeper_options {
     // Absolute path under which the per-name parents go (created when missing).
     std::string root = "/locksmith";
     // "digest:USER:PASSWORD" (a secret): the identity every session adds (zoo_add_auth) and
-    // that alone may change the nodes; empty = none (open ACLs). Or `auth_file`: the path of a
-    // file that holds it (read_secret_file: its owner's alone), read when the store starts.
-    // At most one of the two.
+    // that alone may change the nodes; empty = none (open ACLs). Or auth_from: a file that
+    // holds it (read_secret_file: its owner's alone) or an environment variable, read when the
+    // store starts. At most one of them.
     std::string auth;
-    std::string auth_file;
+    secret_source auth_from;
 
     // Reads {"hosts": "...", "session_timeout_ms": 10000, "connect_timeout_ms": 5000,
-    // "root": "/locksmith", "auth": "digest:u:p" | "auth_file": "/path"}; only "hosts" is
+    // "root": "/locksmith", "auth": "digest:u:p" | "auth_file": "/path" |
+    // "auth_env": "VARIABLE"}; only "hosts" is
     // required. Throws config_error, which never quotes `auth`.
     static zookeeper_options from_json(const nlohmann::json& options);
 };
@@ -101,10 +103,10 @@ std::string zookeeper_lock_parent(const std::string& root, std::string_view name
 // warnings): without auth, that any client of the ensemble can delete a lock.
 std::vector<std::string> zookeeper_warnings(const nlohmann::json& options);
 
-// Reads auth_file (when given), connects (waiting for at most connect_timeout) and creates and
-// checks the root, so that unreachable hosts, a chroot that does not exist or an open root
-// fail here.
-// Throws invalid_argument_error for bad options, backend_error otherwise.
+// Reads the auth from its file or variable (when given), connects (waiting for at most
+// connect_timeout) and creates and checks the root, so that unreachable hosts, a chroot that does
+// not exist or an open root fail here. Throws invalid_argument_error for bad options, backend_error
+// otherwise.
 std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options);
 
 }  // namespace locksmith::strategies

@@ -171,7 +171,7 @@ statement_error::statement_error(std::string backend, std::string sqlstate, std:
       sqlstate_(std::move(sqlstate)),
       detail_(std::move(detail)) {}
 
-pg_target make_pg_target(std::string strategy, std::string_view dsn) {
+pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string password) {
     pg_target t;
     t.strategy = std::move(strategy);
     t.dsn = std::string(dsn);
@@ -198,6 +198,12 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn) {
     }
     t.default_sslmode = default_sslmode_of(options);
     pq().PQconninfoFree(options);
+    if (!password.empty()) {
+        if (!t.password.empty())
+            throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
+                                         " has a password and the options give one too: keep one");
+        t.password = std::move(password);
+    }
     if (!has_database)
         throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
                                      " names no database (postgresql://host[:port]/database)");
@@ -238,9 +244,14 @@ pg_session::pg_session(const pg_target& target) : target_(target), generation_(f
     // fallback_: an application_name in the DSN wins. libpq applies the keywords in order, the
     // DSN's own settings where dbname stands: sslmode before it is a default the DSN overrides
     // (an empty value is skipped).
-    const char* keywords[] = {"sslmode", "dbname", "fallback_application_name", "client_encoding",
-                              nullptr};
-    const char* values[] = {target.default_sslmode.c_str(), target.dsn.c_str(), "locksmith", "UTF8",
+    // The password after the DSN: one from a file or the environment (password_from) is not in it.
+    const char* keywords[] = {"sslmode",         "dbname", "password", "fallback_application_name",
+                              "client_encoding", nullptr};
+    const char* values[] = {target.default_sslmode.c_str(),
+                            target.dsn.c_str(),
+                            target.password.c_str(),
+                            "locksmith",
+                            "UTF8",
                             nullptr};
     const auto until = clock::now() + target.connect_timeout;
     conn_ = pq().PQconnectStartParams(keywords, values, 1);

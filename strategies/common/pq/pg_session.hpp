@@ -51,10 +51,11 @@ struct pg_target {
     std::chrono::milliseconds command_timeout{std::chrono::seconds(5)};
 };
 
-// Checks `dsn` (postgresql:// or postgres://, which libpq parses) and fills a target.
+// Checks `dsn` (postgresql:// or postgres://, which libpq parses) and fills a target; `password`
+// (from the options: file, environment) goes beside a DSN that has none.
 // Throws invalid_argument_error naming the redacted URL and what is wrong; backend_error
 // ("dlopen") when libpq cannot be loaded.
-pg_target make_pg_target(std::string strategy, std::string_view dsn);
+pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string password = {});
 
 // pg_target::default_sslmode for `dsn` ("" when libpq cannot parse it: connecting says why).
 // Throws backend_error ("dlopen", naming `strategy`) when libpq cannot be loaded.
