@@ -36,12 +36,9 @@ bool wrong_shape(const std::string& state) {
 }
 
 pg::pg_target target_of(const sql_options& o) {
-    pg::pg_target t;
-    t.strategy = "sql";
-    t.dsn = o.dsn.text;
-    t.redacted = o.dsn.redacted();
-    t.password = o.dsn.password;
-    t.default_sslmode = pg::default_sslmode("sql", o.dsn.text);
+    // Checked as pg_advisory's DSN; the password may also come from the options (make_sql_store).
+    auto t = pg::make_pg_target("sql", o.dsn.text);
+    if (t.password.empty()) t.password = o.dsn.password;
     t.connect_timeout = o.connect_timeout;
     t.command_timeout = o.command_timeout;
     return t;

@@ -17,6 +17,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include <locksmith/locksmith.hpp>
 #include <locksmith/strategies/sql.hpp>
@@ -580,6 +581,50 @@ BOOST_AUTO_TEST_CASE(sqlite_is_local_servers_are_distributed) {
     BOOST_TEST(!has(s->capabilities(), capability::distributed));
     BOOST_TEST(has(s->capabilities(), capability::fencing));
 }
+
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+// libpq would fill what the DSN leaves out from PGHOST, PGPORT, ...: a process with another
+// environment would lock on another server (issue 23). Refused, naming the variable; a DSN that
+// names the part is not affected by the variable.
+BOOST_AUTO_TEST_CASE(a_dsn_that_leaves_the_server_to_the_environment_is_refused) {
+    for (const auto& [variable, value, dsn] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"PGPORT", "1", "postgresql://u@127.0.0.1/db"},
+             {"PGHOST", "127.0.0.2", "postgresql://u@:1/db"},
+             {"PGHOSTADDR", "127.0.0.2", "postgresql://u@127.0.0.1:1/db"},
+             {"PGUSER", "other", "postgresql://127.0.0.1:1/db"},
+             {"PGSERVICE", "elsewhere", "postgresql://u@127.0.0.1:1/db"}}) {
+        BOOST_TEST_CONTEXT(variable << " " << dsn) {
+            ::setenv(variable.c_str(), value.c_str(), 1);
+            auto o = options_for(dsn);
+            o.connect_timeout = 50ms;
+            const auto message = [&]() -> std::string {
+                try {
+                    (void)strategies::make_sql_store(o);
+                } catch (const invalid_argument_error& e) {
+                    return e.what();
+                } catch (const backend_error&) {
+                }
+                return "";
+            }();
+            BOOST_TEST(message.find(variable) != std::string::npos, message);
+#ifdef LOCKSMITH_TEST_PG_ADVISORY
+            strategies::pg_advisory_options p;
+            p.dsn = dsn;
+            p.connect_timeout = 50ms;
+            BOOST_CHECK_THROW((void)strategies::make_pg_advisory_store(p), invalid_argument_error);
+#endif
+            ::unsetenv(variable.c_str());
+        }
+    }
+    // Written in the DSN, the variable changes nothing: the server is unreachable, not refused.
+    ::setenv("PGPORT", "1", 1);
+    auto o = options_for("postgresql://u@127.0.0.1:2/db");
+    o.connect_timeout = 50ms;
+    BOOST_CHECK_THROW((void)strategies::make_sql_store(o), backend_error);
+    ::unsetenv("PGPORT");
+}
+#endif
 
 BOOST_AUTO_TEST_CASE(unreachable_servers_give_clear_errors) {
     unreachable_server("postgresql");

@@ -145,6 +145,30 @@ std::string default_sslmode_of(const PQconninfoOption* options) {
     return names_certificate && !has_sslmode ? "verify-full" : "";
 }
 
+// libpq fills what a DSN leaves out from the environment (PGHOST, PGPORT, ..., and a service file
+// that PGSERVICE names): processes of one config with different environments (a service, a cron
+// job, an admin's shell) would reach different servers, databases or roles, and one name would
+// have a holder in each. What decides where a lock lives must be written in the DSN.
+void refuse_environment_defaults(const pg_target& t, const PQconninfoOption* options) {
+    static constexpr std::pair<const char*, const char*> decisive[] = {
+        {"PGHOST", "host"}, {"PGHOSTADDR", "hostaddr"}, {"PGPORT", "port"},
+        {"PGUSER", "user"}, {"PGDATABASE", "dbname"},   {"PGSERVICE", "service"}};
+    for (const auto& [variable, keyword] : decisive) {
+        const char* value = std::getenv(variable);
+        if (value == nullptr || *value == '\0') continue;
+        bool given = false;
+        for (auto* o = options; o->keyword != nullptr; ++o)
+            if (o->val != nullptr && *o->val != '\0' && std::string_view(o->keyword) == keyword)
+                given = true;
+        if (!given)
+            throw invalid_argument_error(
+                t.strategy + ": dsn " + t.redacted + " names no " + keyword + " and " + variable +
+                " is set in this process's environment: libpq would take it from there, so a "
+                "process with another environment would lock on another server; write the " +
+                keyword + " in the dsn, or unset " + variable);
+    }
+}
+
 bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
@@ -197,7 +221,9 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string
         if (keyword == "dbname" && *o->val != '\0') has_database = true;
     }
     t.default_sslmode = default_sslmode_of(options);
-    pq().PQconninfoFree(options);
+    const std::unique_ptr<PQconninfoOption, decltype(pq().PQconninfoFree)> free_options(
+        options, pq().PQconninfoFree);
+    refuse_environment_defaults(t, options);
     if (!password.empty()) {
         if (!t.password.empty())
             throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
@@ -208,17 +234,6 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string
         throw invalid_argument_error(t.strategy + ": dsn " + t.redacted +
                                      " names no database (postgresql://host[:port]/database)");
     return t;
-}
-
-std::string default_sslmode(std::string_view strategy, std::string_view dsn) {
-    const std::string text(dsn);
-    char* error = nullptr;
-    PQconninfoOption* options = load_libpq(strategy).PQconninfoParse(text.c_str(), &error);
-    pq().PQfreemem(error);
-    if (options == nullptr) return "";
-    auto mode = default_sslmode_of(options);
-    pq().PQconninfoFree(options);
-    return mode;
 }
 
 void pg_result_deleter::operator()(PGresult* r) const noexcept {

@@ -52,14 +52,13 @@ struct pg_target {
 };
 
 // Checks `dsn` (postgresql:// or postgres://, which libpq parses) and fills a target; `password`
-// (from the options: file, environment) goes beside a DSN that has none.
+// (from the options: file, environment) goes beside a DSN that has none. A DSN that leaves to
+// the environment (PGHOST, PGHOSTADDR, PGPORT, PGUSER, PGDATABASE, PGSERVICE set) where the lock
+// lives is refused: another process's environment would send it elsewhere.
 // Throws invalid_argument_error naming the redacted URL and what is wrong; backend_error
 // ("dlopen") when libpq cannot be loaded.
 pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string password = {});
 
-// pg_target::default_sslmode for `dsn` ("" when libpq cannot parse it: connecting says why).
-// Throws backend_error ("dlopen", naming `strategy`) when libpq cannot be loaded.
-std::string default_sslmode(std::string_view strategy, std::string_view dsn);
 
 struct pg_result_deleter {
     void operator()(PGresult* r) const noexcept;
