@@ -1,9 +1,13 @@
 // The `combined` strategy: see include/locksmith/strategies/combined.hpp for the contract.
 #include <locksmith/strategies/combined.hpp>
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <system_error>
@@ -130,8 +134,12 @@ fix needed(const slot& s) {
 // and grants also travel in the owner's portable state, so a serialized key continues on every
 // member.
 struct owner_state final : key_local_state {
+    ~owner_state() override {
+        if (loss_epoll >= 0) ::close(loss_epoll);
+    }
     slots members;
     std::optional<lock_mode> held;  // what the last grant gave, until release or loss
+    int loss_epoll = -1;            // the members' loss descriptors, merged (do_loss_fd)
 };
 
 std::optional<lock_mode> mode_named(const nlohmann::json& j) {
@@ -504,6 +512,59 @@ class combined_store final : public store {
                                     std::to_string(members_.size()) +
                                     " members that granted it: " + t.errors,
                                 t.kind());
+    }
+
+    // The members' notices merged: an epoll set of the loss descriptors of the members that
+    // granted, readable when one of them is, so that `run` hears at once that a member's session
+    // ended and asks holds(), which tells whether the quorum still holds. Rebuilt at each call
+    // (a member's descriptor may change with its answers). A member busy with a request is left
+    // out this time (its answer will tell), and one already lost adds nothing: it was counted.
+    // nullopt when no member can end a grant but by release or expiry.
+    std::optional<int> do_loss_fd(const key& k) override {
+        auto* state = k.local_state_of<owner_state>(instance_id());
+        if (!state || !state->held) return -1;
+        std::vector<int> fds;
+        bool watchable = false;
+        for (std::size_t i = 0; i < members_.size(); ++i) {
+            auto& s = *state->members[i];
+            {
+                std::lock_guard guard(s.mutex);
+                if (s.busy || !s.held) continue;
+                s.busy = true;
+            }
+            std::optional<int> fd;
+            try {
+                fd = members_[i]->get()->loss_fd(s.k);
+            } catch (...) {
+                fd = std::nullopt;  // asked again at the next call
+            }
+            {
+                std::lock_guard guard(s.mutex);
+                s.busy = false;
+            }
+            s.idle.notify_all();
+            watchable = watchable || fd.has_value();
+            if (fd && *fd >= 0) fds.push_back(*fd);
+        }
+        if (!watchable) return std::nullopt;
+        if (state->loss_epoll >= 0) ::close(state->loss_epoll);
+        state->loss_epoll = ::epoll_create1(EPOLL_CLOEXEC);
+        if (state->loss_epoll < 0)
+            throw backend_error("combined", "epoll",
+                                "cannot watch lock '" + k.resource() +
+                                    "' for a loss: epoll_create1: " + std::strerror(errno),
+                                errno_kind(errno));
+        for (const int fd : fds) {
+            epoll_event event{};
+            event.events = EPOLLIN;
+            event.data.fd = fd;
+            if (::epoll_ctl(state->loss_epoll, EPOLL_CTL_ADD, fd, &event) != 0)
+                throw backend_error("combined", "epoll",
+                                    "cannot watch lock '" + k.resource() +
+                                        "' for a loss: epoll_ctl: " + std::strerror(errno),
+                                    errno_kind(errno));
+        }
+        return state->loss_epoll;
     }
 
     bool do_holds(const key& k) override {

@@ -281,30 +281,58 @@ std::int64_t epoch_ns() {
         .count();
 }
 
+// Ends every granted advisory-lock session of `application` (its runs' sessions carry that
+// name, so that only they are looked at) from a third connection (psql, whose start counts in
+// the time returned), and checks that `sessions` were ended: waiting sessions are not granted.
+std::int64_t end_holding_sessions(const std::string& dsn, const std::string& application,
+                                  int sessions) {
+    const auto sql =
+        "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN "
+        "pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND "
+        "l.granted AND a.application_name = '" +
+        application + "'";
+    const auto at = epoch_ns();
+    FILE* p = ::popen(("psql '" + dsn + "' -Atc \"" + sql + "\" 2>&1").c_str(), "r");
+    BOOST_REQUIRE(p);
+    char out[256] = {};
+    const auto n = std::fread(out, 1, sizeof out - 1, p);
+    ::pclose(p);
+    BOOST_REQUIRE_MESSAGE(std::string(out, n) == std::to_string(sessions) + "\n", "psql: " << out);
+    return at;
+}
+
+std::string with_application(const std::string& dsn, const std::string& application) {
+    return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") +
+           "application_name=" + application;
+}
+
 BOOST_AUTO_TEST_CASE(run_on_pg_advisory_stops_the_command_when_the_server_ends_the_session) {
     auto dsn = server("LOCKSMITH_TEST_POSTGRES_DSN");
     if (!dsn) return;
-    // The runs' sessions carry a name of this test's own, so that only they are looked at.
     const auto application = "locksmith-cli-lost-" + std::to_string(::getpid());
-    const auto url = *dsn + (dsn->find('?') == std::string::npos ? "?" : "&") +
-                     "application_name=" + application;
-    lost_while_held("pg_advisory", {{"dsn", url}}, [&](pid_t, cli_sandbox&) {
-        // From a third connection (psql, whose start counts in the time printed), the holding
-        // session only: the second run's session waits for the lock, not granted.
-        const auto sql =
-            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN "
-            "pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND "
-            "l.granted AND a.application_name = '" +
-            application + "'";
-        const auto at = epoch_ns();
-        FILE* p = ::popen(("psql '" + *dsn + "' -Atc \"" + sql + "\" 2>&1").c_str(), "r");
-        BOOST_REQUIRE(p);
-        char out[256] = {};
-        const auto n = std::fread(out, 1, sizeof out - 1, p);
-        ::pclose(p);
-        BOOST_REQUIRE_MESSAGE(std::string(out, n) == "1\n", "psql: " << out);
-        return at;
-    });
+    lost_while_held(
+        "pg_advisory", {{"dsn", with_application(*dsn, application)}},
+        [&](pid_t, cli_sandbox&) { return end_holding_sessions(*dsn, application, 1); });
+}
+
+// combined passes its members' notices on (issue 23): two of three members lose their sessions,
+// the quorum is lost, and the command is stopped at once, not at its end. The two PostgreSQL
+// members are two databases of one server (advisory locks are per database).
+BOOST_AUTO_TEST_CASE(run_on_combined_stops_the_command_when_members_sessions_end) {
+    auto dsn = server("LOCKSMITH_TEST_POSTGRES_DSN");
+    auto other_database = server("LOCKSMITH_TEST_POSTGRES_TLS_DSN");
+    auto hosts = server("LOCKSMITH_TEST_ZOOKEEPER");
+    if (!dsn || !other_database || !hosts) return;
+    const auto application = "locksmith-cli-combined-" + std::to_string(::getpid());
+    const json members = json::array(
+        {{{"strategy", "pg_advisory"}, {"options", {{"dsn", with_application(*dsn, application)}}}},
+         {{"strategy", "pg_advisory"},
+          {"options", {{"dsn", with_application(*other_database, application)}}}},
+         {{"strategy", "zookeeper"},
+          {"options", {{"hosts", *hosts}, {"root", "/" + prefix() + "combined"}}}}});
+    lost_while_held(
+        "combined", {{"quorum", "consensus"}, {"members", members}},
+        [&](pid_t, cli_sandbox&) { return end_holding_sessions(*dsn, application, 2); });
 }
 
 BOOST_AUTO_TEST_CASE(run_on_zookeeper_stops_the_command_when_its_session_expired) {

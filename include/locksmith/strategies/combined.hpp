@@ -44,6 +44,9 @@
 //    member that granted, waits for them, and reports those that failed to release (only they
 //    can keep the name from others); a member that may have granted (its grant request failed)
 //    is released without waiting and not reported; a member that never granted is not asked.
+//  - Loss: loss_fd merges the loss descriptors of the members that granted (an epoll set), so a
+//    member whose server ends its session (pg_advisory, zookeeper) is heard of at once and
+//    holds() tells whether the quorum survived; nullopt when no member has one.
 //  - Shared: when every member has read locks, a read lock is a read lock on a quorum of
 //    members (readers exclude a writer there, as on one store). A promotion that misses the
 //    quorum demotes the members that promoted, so the owner keeps its read lock.
