@@ -13,7 +13,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <locksmith/author/plugin.hpp>
 #include <locksmith/errors.hpp>
+#include <locksmith/registry.hpp>
 #include <locksmith/version.hpp>
 
 #include "cli_common.hpp"
@@ -56,11 +58,27 @@ split_args split_at_separator(int argc, char** argv) {
     return out;
 }
 
+// --version: the version, the plugin API a plugin must be built for, and the strategies this
+// build has (built in, or modules opened at first use).
+std::string version_text() {
+    strategy_registry registry;
+    register_builtin_strategies(registry);
+    std::string built_in, modules;
+    for (const auto& name : registry.names()) {
+        const auto d = registry.find(name);
+        auto& list = d && d->origin.rfind("module", 0) == 0 ? modules : built_in;
+        list += (list.empty() ? "" : " ") + name;
+    }
+    return "locksmith " + std::string(version) + "\nplugin API " +
+           std::to_string(LOCKSMITH_PLUGIN_API_VERSION) + "\nbuilt-in strategies: " + built_in +
+           "\nstrategy modules: " + (modules.empty() ? "none" : modules);
+}
+
 int run_main(int argc, char** argv) {
     CLI::App app{"locksmith " + std::string(version) +
                      ": run commands under named locks, on the best available strategy",
                  "locksmith"};
-    app.set_version_flag("--version", std::string("locksmith ") + version);
+    app.set_version_flag("--version", version_text);
     app.require_subcommand(1);
     app.footer(main_footer);
     app.fallthrough();

@@ -23,6 +23,13 @@ pc=$(find "$prefix" -name locksmith.pc)
 [ -n "$pc" ] || { echo "locksmith.pc was not installed" >&2; exit 1; }
 libdir=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=libdir locksmith)
 
+step "one version: pkg-config, version.hpp, the manual page and --version agree"
+version=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --modversion locksmith)
+grep -q "version = \"$version\";" "$prefix/include/locksmith/version.hpp"
+grep -q "^\.TH LOCKSMITH 1 .*\"locksmith $version\"" "$prefix/share/man/man1/locksmith.1"
+"$prefix/bin/locksmith" --version | head -n 1 | grep -qx "locksmith $version"
+[ ! -e "$prefix/include/locksmith/version.hpp.in" ]
+
 step "pkg-config --cflags --libs locksmith"
 cat >"$tmp/pc_program.cpp" <<'CPP'
 #include <iostream>

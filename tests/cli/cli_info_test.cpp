@@ -6,9 +6,12 @@
 #include <sysexits.h>
 #include <unistd.h>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
+#include <locksmith/author/plugin.hpp>
 #include <locksmith/version.hpp>
 
 #include "cli/cli_sandbox.hpp"
@@ -54,9 +57,26 @@ BOOST_AUTO_TEST_CASE(help_and_version) {
     r = box.run({"run", "--help"});
     BOOST_TEST(r.exit_code == 0, describe(r));
     BOOST_TEST(r.out.find("--conflict-exit-code") != std::string::npos, r.out);
+    // The version (CMake's project version, as the library and the manual page have it), the
+    // plugin API and the strategies of this build.
     r = box.run({"--version"});
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(r.out == "locksmith " + std::string(locksmith::version) + "\n");
+    BOOST_TEST(r.out.rfind("locksmith " + std::string(locksmith::version) + "\nplugin API " +
+                               std::to_string(LOCKSMITH_PLUGIN_API_VERSION) + "\n",
+                           0) == 0,
+               r.out);
+    const auto built_in = r.out.find("\nbuilt-in strategies: ");
+    BOOST_TEST((built_in != std::string::npos &&
+                r.out.find(" file", built_in) < r.out.find('\n', built_in + 1)),
+               r.out);
+    BOOST_TEST(std::string(locksmith::version) == std::to_string(locksmith::version_major) + "." +
+                                                      std::to_string(locksmith::version_minor) +
+                                                      "." +
+                                                      std::to_string(locksmith::version_patch));
+    std::ifstream manual(LOCKSMITH_BUILT_MANUAL);
+    const std::string page{std::istreambuf_iterator<char>(manual), {}};
+    BOOST_TEST(page.find("\"locksmith " + std::string(locksmith::version) + "\"") !=
+               std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(strategies_shows_raised_priority_and_disabled_strategy) {
