@@ -9,16 +9,19 @@
 //   - not die of a signal (a crash would lose the caller's command status and its lock),
 //   - give up in bounded time: a non-blocking attempt within the strategy's own connect and
 //     command timeouts, a bounded wait by its deadline (plus the same slack);
-// and a refusal that throws carries a message. Every behaviour runs in parallel, each against
-// its own server, so that a case costs the longest of them, not their sum.
+// and a refusal that throws carries a message. A strategy whose server can end a session while a
+// lock is held (the entry's end_session) must tell the holder at once. Every behaviour runs in
+// parallel, each against its own server, so that a case costs the longest of them, not their sum.
 //
 // A new strategy gets these cases by its entry in tests/support/strategies_under_test.cpp;
 // plugins get them through the conformance kit's entry list.
 #include <boost/test/unit_test.hpp>
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -174,6 +177,61 @@ void test_bounded_wait(const strategy_under_test& entry) {
         std::chrono::duration_cast<std::chrono::milliseconds>(bounded_wait + 1s));
 }
 
+// A session or connection that the server ends while a lock is held (issue 23): the holder hears
+// of it at once — its loss descriptor turns readable and is_acquired() says no — so that `run`
+// can stop its command; and another process then gets the lock. The entry says how the server
+// ends the session (strategy_under_test::end_session).
+void test_session_ended_while_held(const strategy_under_test& entry) {
+    const auto resource = unique_resource("session-ended");
+    byte_pipe holding, told;
+    const auto watch_for = test::patience(10s);
+    const pid_t holder = fork_child(
+        [&] {
+            named_lock lock(create_store(entry), std::make_shared<key>(resource));
+            if (!lock.try_lock()) return 10;
+            auto fd = lock.loss_fd();
+            if (!fd || *fd < 0) return 11;  // a store with end_session has a loss descriptor
+            holding.put('h');
+            // Waits for the notice (the end_session may stop this process meanwhile).
+            const auto until = steady::now() + watch_for + 10s;
+            while (steady::now() < until) {
+                pollfd p{*fd, POLLIN, 0};
+                const int left =
+                    int(std::chrono::duration_cast<std::chrono::milliseconds>(until - steady::now())
+                            .count());
+                if (::poll(&p, 1, std::max(left, 0)) <= 0) continue;
+                if (!lock.is_acquired()) {
+                    told.put('t');
+                    return 0;
+                }
+                fd = lock.loss_fd();  // a notice that changed nothing: watch again
+                if (!fd || *fd < 0) return 12;
+            }
+            return 13;  // never told
+        },
+        std::chrono::duration_cast<std::chrono::seconds>(watch_for) + 60s);
+    BOOST_REQUIRE_MESSAGE(holding.get(30s), entry.id() << ": the holder never held");
+    entry.end_session(holder);
+    const auto ended = steady::now();
+    const auto heard = told.get(watch_for);
+    BOOST_TEST(heard.has_value(), entry.id() << ": the holder was not told of the lost session");
+    BOOST_TEST_MESSAGE(
+        entry.id()
+        << ": the holder was told "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - ended).count()
+        << " ms after the session ended");
+    BOOST_TEST(wait_child(holder, watch_for + 60s) == 0);
+    const pid_t next = fork_child([&] {
+        named_lock lock(create_store(entry), std::make_shared<key>(resource));
+        return lock.try_lock_for(10s) ? 0 : 1;
+    });
+    BOOST_TEST(wait_child(next, 60s) == 0, entry.id() << ": nobody else got the lock after");
+}
+
+bool a_server_can_end_its_session(const strategy_under_test& e) {
+    return bool(e.end_session);
+}
+
 struct case_spec {
     const char* name;
     bool (*applies)(const strategy_under_test&);
@@ -183,6 +241,8 @@ struct case_spec {
 const case_spec cases[] = {
     {"a_hostile_server_neither_grants_nor_crashes_a_try", uses_a_server, test_try_lock},
     {"a_bounded_wait_on_a_hostile_server_ends_in_time", uses_a_server, test_bounded_wait},
+    {"a_session_ended_by_the_server_is_heard_of_at_once", a_server_can_end_its_session,
+     test_session_ended_while_held},
 };
 
 }  // namespace

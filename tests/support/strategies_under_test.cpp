@@ -1,5 +1,6 @@
 #include "support/strategies_under_test.hpp"
 
+#include <signal.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/sem.h>
@@ -8,6 +9,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
+#include <thread>
 
 #include <locksmith/registry.hpp>
 
@@ -69,6 +72,42 @@ int local_semaphore_key() {
     return int(h & 0x7fffffffu) | 1;
 }
 
+// The name the pg_advisory entries' sessions carry (application_name), so that a test ends only
+// the holding sessions of this process tree.
+std::string pg_application() {
+    return "locksmith-test-" + local_ipc_id();
+}
+
+std::string with_pg_application(const std::string& dsn) {
+    return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") +
+           "application_name=" + pg_application();
+}
+
+// Ends, through the superuser DSN `admin_dsn` (psql), every session of this process tree that
+// holds an advisory lock: the waiting ones are left alone.
+std::function<void(pid_t)> pg_terminate_holders(const std::string& admin_dsn) {
+    return [admin_dsn](pid_t) {
+        const auto sql =
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_stat_activity a ON "
+            "a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND a.application_name "
+            "= '" +
+            pg_application() + "'";
+        const auto command = "psql '" + admin_dsn + "' -Atc \"" + sql + "\" >/dev/null 2>&1";
+        if (std::system(command.c_str()) != 0)
+            throw std::runtime_error("psql could not end the holding sessions");
+    };
+}
+
+// A ZooKeeper session ends when the server hears nothing for its timeout: the holder stopped
+// that long (the server expires it), then resumed.
+std::function<void(pid_t)> pause_past(std::chrono::milliseconds session_timeout) {
+    return [session_timeout](pid_t holder) {
+        ::kill(holder, SIGSTOP);
+        std::this_thread::sleep_for(session_timeout + std::chrono::seconds(2));
+        ::kill(holder, SIGCONT);
+    };
+}
+
 }  // namespace
 
 std::vector<strategy_under_test> strategies_under_test() {
@@ -99,17 +138,20 @@ std::vector<strategy_under_test> strategies_under_test() {
                        "LOCKSMITH_TEST_MEMCACHED is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
     if (auto dsn = env("LOCKSMITH_TEST_POSTGRES_DSN"))
-        all.push_back({"pg_advisory", nlohmann::json{{"dsn", *dsn}}, ""});
+        all.push_back({"pg_advisory", nlohmann::json{{"dsn", with_pg_application(*dsn)}}, "", false,
+                       std::chrono::milliseconds(100), "", pg_terminate_holders(*dsn)});
     else
         all.push_back({"pg_advisory", std::nullopt,
                        "LOCKSMITH_TEST_POSTGRES_DSN is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
     // Over TLS, as a role that may connect only so (scripts/services.sh: sslmode=verify-full
     // against the rig's CA).
-    if (auto dsn = env("LOCKSMITH_TEST_POSTGRES_TLS_DSN"))
-        all.push_back({"pg_advisory", nlohmann::json{{"dsn", *dsn}}, "", false,
-                       std::chrono::milliseconds(100), "pg_advisory.tls"});
-    else
+    if (auto dsn = env("LOCKSMITH_TEST_POSTGRES_TLS_DSN")) {
+        const auto admin = env("LOCKSMITH_TEST_POSTGRES_DSN");
+        all.push_back({"pg_advisory", nlohmann::json{{"dsn", with_pg_application(*dsn)}}, "", false,
+                       std::chrono::milliseconds(100), "pg_advisory.tls",
+                       admin ? pg_terminate_holders(*admin) : nullptr});
+    } else
         all.push_back({"pg_advisory", std::nullopt,
                        "LOCKSMITH_TEST_POSTGRES_TLS_DSN is unset (run scripts/services.sh start, "
                        "then eval \"$(scripts/services.sh env)\")",
@@ -150,7 +192,8 @@ std::vector<strategy_under_test> strategies_under_test() {
                        nlohmann::json{{"hosts", *hosts},
                                       {"session_timeout_ms", 2000},
                                       {"root", "/" + remote_test_prefix()}},
-                       ""});
+                       "", false, std::chrono::milliseconds(100), "",
+                       pause_past(std::chrono::milliseconds(2000))});
     else
         all.push_back({"zookeeper", std::nullopt,
                        "LOCKSMITH_TEST_ZOOKEEPER is unset (run scripts/services.sh start, then "

@@ -2,7 +2,10 @@
 // needs. Adding a strategy adds one entry in strategies_under_test.cpp.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +29,11 @@ struct strategy_under_test {
     // Names the entry in test names and CTest entries when one strategy has several (`sql`
     // with each driver: "sql.sqlite"); empty = the strategy's name.
     std::string label;
+    // For a strategy whose server can end a grant (a session or connection it closes): ends the
+    // session through which process `holder` holds a lock of this entry, as the server or an
+    // admin would (pg_terminate_backend, a session left to expire). Empty for the others. The
+    // hostile suite then checks that the holder is told at once (named_lock::loss_fd).
+    std::function<void(pid_t holder)> end_session;
 
     const std::string& id() const { return label.empty() ? name : label; }
 };
