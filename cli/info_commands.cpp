@@ -214,17 +214,39 @@ int strategies_command(const std::optional<std::string>& config_flag, bool json_
     return 0;
 }
 
-int explain_command(const std::optional<std::string>& config_flag, const std::string& require,
+int explain_command(const std::optional<std::string>& config_flag,
+                    const std::optional<std::string>& name, const std::string& require,
                     bool json_output, bool start) {
-    capability wanted = parse_require(require);
+    if (!name && require.empty())
+        throw cli_error(EX_USAGE, "explain needs a lock NAME or --require CAPS");
+    lock_request request;
+    if (!require.empty()) request.require = parse_require(require);
     auto factory = make_factory(config_flag);
-    selection_report report = start ? factory->explain_and_start(wanted) : factory->explain(wanted);
-    const auto* chosen = report.chosen();
-    const bool locking_off =
-        chosen &&
-        warn_if_locking_off(*factory, chosen->strategy, "locks that require " + to_string(wanted));
+    // With a name, what run NAME would do: the rule's capabilities and pin.
+    std::optional<lock_resolution> resolved;
+    if (name) resolved = factory->resolve(*name, request);
+    const capability wanted = resolved ? resolved->require : request.require;
+    const std::string pinned = resolved ? resolved->strategy : std::string();
+    selection_report report =
+        start && pinned.empty() ? factory->explain_and_start(wanted) : factory->explain(wanted);
+    if (start && !pinned.empty()) {
+        try {
+            (void)factory->store_for(pinned);
+        } catch (const std::exception& e) {
+            report.start_error = e.what();
+        }
+    }
+    const auto* winner = report.chosen();
+    const std::string chosen = !pinned.empty() ? pinned : winner ? winner->strategy : "";
+    const std::string what =
+        name ? "lock '" + *name + "'" : "locks that require " + to_string(wanted);
+    const bool locking_off = !chosen.empty() && warn_if_locking_off(*factory, chosen, what);
     const auto warnings =
-        chosen ? warn_about_options(*factory, chosen->strategy) : std::vector<std::string>();
+        chosen.empty() ? std::vector<std::string>() : warn_about_options(*factory, chosen);
+    const lock_rule* rule = resolved ? resolved->rule : nullptr;
+    const char* require_from = !resolved || resolved->require_from_request ? "--require"
+                               : rule && rule->require                     ? "rule"
+                                                                           : "default";
     if (json_output) {
         json entries = json::array();
         for (const auto& e : report.entries) {
@@ -235,22 +257,45 @@ int explain_command(const std::optional<std::string>& config_flag, const std::st
         }
         json out{
             {"requested", capability_list(report.requested)},
-            {"chosen", chosen ? json(chosen->strategy) : json(nullptr)},
-            {"starts", start && chosen ? json(report.start_error.empty()) : json(nullptr)},
+            {"chosen", chosen.empty() ? json(nullptr) : json(chosen)},
+            {"starts", start && !chosen.empty() ? json(report.start_error.empty()) : json(nullptr)},
             {"start_error", report.start_error.empty() ? json(nullptr) : json(report.start_error)},
             {"excludes_nothing", locking_off},
             {"warnings", warnings},
             {"entries", entries}};
+        if (resolved) {
+            put_bytes(out, "name", *name);
+            out["rule"] = rule ? json(rule->pattern) : json(nullptr);
+            out["require_from"] = require_from;
+            out["pinned"] = pinned.empty() ? json(nullptr) : json(pinned);
+            out["ttl_ms"] = resolved->ttl.count();
+            out["fallback"] = resolved->fallback;
+        }
         put_bytes(out, "config", factory->settings().origin);
         std::cout << dump_line(out) << '\n';
     } else {
+        std::cout << "config: " << factory->settings().origin << '\n';
+        if (resolved) {
+            std::cout << "name: " << *name << '\n'
+                      << "rule: " << (rule ? "'" + rule->pattern + "'" : std::string("none"))
+                      << '\n'
+                      << "requested: " << to_string(wanted) << " (from " << require_from << ")\n"
+                      << "ttl: " << format_seconds(resolved->ttl)
+                      << ", fallback: " << (resolved->fallback ? "yes" : "no") << '\n';
+            if (!pinned.empty())
+                std::cout << "strategy: " << pinned << " (pinned by "
+                          << (resolved->strategy_from_request ? "the request" : "the rule")
+                          << "; selection below is what it would be without the pin)\n";
+        } else {
+            std::cout << "requested: " << to_string(report.requested) << '\n';
+        }
         std::string text = report.to_string();
-        std::cout << "config: " << factory->settings().origin << '\n'
-                  << "requested: " << to_string(report.requested) << '\n'
-                  << text;
+        std::cout << text;
         if (!text.empty() && text.back() != '\n') std::cout << '\n';
+        if (!pinned.empty() && !report.start_error.empty())
+            std::cout << pinned << " cannot start: " << report.start_error << '\n';
     }
-    return chosen && report.start_error.empty() ? 0 : EX_UNAVAILABLE;
+    return !chosen.empty() && report.start_error.empty() ? 0 : EX_UNAVAILABLE;
 }
 
 int config_check_command(const std::string& file, bool json_output) {
@@ -379,15 +424,18 @@ class explain_cli : public command {
   public:
     explain_cli() : command(30) {}
     int run(const invocation& in) override {
-        return explain_command(in.config, require_, json_, start_);
+        return explain_command(in.config, name_, require_, json_, start_);
     }
 
   protected:
     CLI::App* add_to(CLI::App& app) override {
-        auto* cmd = app.add_subcommand("explain",
-                                       "Which strategy would serve CAPS, and why not the others");
-        cmd->add_option("--require", require_, "Required capabilities")
-            ->required()
+        auto* cmd = app.add_subcommand(
+            "explain", "Which strategy would serve lock NAME or CAPS, and why not the others");
+        cmd->add_option("name", name_,
+                        "A lock name: as run NAME would decide (its lock rule, then selection)")
+            ->type_name("NAME");
+        cmd->add_option("--require", require_,
+                        "Required capabilities (with NAME: instead of its rule's)")
             ->type_name("CAPS");
         cmd->add_flag("--json", json_, "One JSON document");
         cmd->add_flag("--start", start_,
@@ -396,6 +444,7 @@ class explain_cli : public command {
     }
 
   private:
+    std::optional<std::string> name_;
     std::string require_;
     bool json_ = false;
     bool start_ = false;

@@ -14,11 +14,15 @@ namespace locksmith::cli {
 // `locksmith strategies`: every registered strategy with default and effective priority.
 int strategies_command(const std::optional<std::string>& config_flag, bool json);
 
-// `locksmith explain --require CAPS [--start]`: the winner and why each other strategy was passed
-// over; with `start`, also whether the winner starts (connects to its server).
-// Exit 0 when a strategy would be chosen (and starts), EX_UNAVAILABLE otherwise.
-int explain_command(const std::optional<std::string>& config_flag, const std::string& require,
-                    bool json, bool start);
+// `locksmith explain [NAME] [--require CAPS] [--start]`: the winner and why each other strategy
+// was passed over; with NAME, as `run NAME` would decide: the lock rule that matches it and what
+// it sets (capabilities, a pinned strategy, TTL, fallback), --require overriding the rule's
+// capabilities as in run; with `start`, also whether the strategy starts (connects to its server).
+// Exit 0 when a strategy would be chosen (and starts), EX_UNAVAILABLE otherwise; EX_USAGE without
+// NAME or --require.
+int explain_command(const std::optional<std::string>& config_flag,
+                    const std::optional<std::string>& name, const std::string& require, bool json,
+                    bool start);
 
 // `locksmith config check FILE`: every problem, each with its JSON pointer or line and column.
 // Exit 0 for a valid file, EX_CONFIG otherwise, EX_NOINPUT when it cannot be read.

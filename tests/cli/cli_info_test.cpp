@@ -167,6 +167,39 @@ BOOST_AUTO_TEST_CASE(config_check_valid_malformed_and_invalid) {
 }
 
 // Issue 24: zookeeper without auth leaves every lock deletable by any client of the ensemble;
+// explain NAME decides as run NAME: the lock rule that matches (its capabilities, pin, TTL), a
+// --require that replaces the rule's capabilities (and with them its pin), and no rule at all.
+BOOST_AUTO_TEST_CASE(explain_a_name_follows_its_lock_rule) {
+    cli_sandbox box(json::parse(R"({"locks": {
+        "deploy-*": {"require": "exclusive|shared", "ttl_s": 30},
+        "local-*": {"strategy": "simple"}}})"));
+    auto r = box.run_with_config("explain", {"deploy-web", "--json"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    auto j = json::parse(r.out);
+    BOOST_TEST(j["rule"] == "deploy-*", r.out);
+    BOOST_TEST(j["require_from"] == "rule", r.out);
+    BOOST_TEST(j["requested"] == json({"exclusive", "shared"}), r.out);
+    BOOST_TEST(j["ttl_ms"] == 30000, r.out);
+    BOOST_TEST(j["chosen"] == "file", r.out);  // the best local strategy with shared
+    r = box.run_with_config("explain", {"local-x"});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("rule: 'local-*'") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("strategy: simple (pinned by the rule") != std::string::npos, r.out);
+    j = json::parse(box.run_with_config("explain", {"local-x", "--json"}).out);
+    BOOST_TEST(j["chosen"] == "simple");
+    BOOST_TEST(j["pinned"] == "simple");
+    j = json::parse(
+        box.run_with_config("explain", {"local-x", "--require", "exclusive|shared", "--json"}).out);
+    BOOST_TEST(j["require_from"] == "--require");
+    BOOST_TEST(j["pinned"].is_null());
+    j = json::parse(box.run_with_config("explain", {"other", "--json"}).out);
+    BOOST_TEST(j["rule"].is_null());
+    BOOST_TEST(j["require_from"] == "default");
+    r = box.run_with_config("explain", {});
+    BOOST_TEST(r.exit_code == EX_USAGE, describe(r));
+    BOOST_TEST(r.err.find("NAME or --require") != std::string::npos, r.err);
+}
+
 // `config check` and `explain` say so (a warning: the config is valid), and not with auth.
 BOOST_AUTO_TEST_CASE(config_check_and_explain_warn_of_zookeeper_without_auth) {
     const std::string warning = "any client of the ensemble can delete";
