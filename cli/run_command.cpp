@@ -1,5 +1,8 @@
 #include "run_command.hpp"
 
+#include <signal.h>
+
+#include <cstdio>
 #include <cstdlib>
 
 #include <locksmith/errors.hpp>
@@ -83,11 +86,15 @@ void set_child_environment(const named_lock& lock) {
 }  // namespace
 
 int run_command(const run_options& options) {
+    if (options.hold && (options.shell || !options.command.empty()))
+        throw cli_error(EX_USAGE,
+                        "hold takes no command: it holds NAME until its input ends or it gets "
+                        "SIGTERM; use run NAME -- COMMAND to run one");
     if (options.shell && !options.command.empty()) {
         throw cli_error(EX_USAGE,
                         "give either -c 'shell command' or -- COMMAND [ARGS...], not both");
     }
-    if (!options.shell && options.command.empty()) {
+    if (!options.hold && !options.shell && options.command.empty()) {
         throw cli_error(EX_USAGE,
                         "no command to run: use locksmith run NAME -- COMMAND [ARGS...] or "
                         "locksmith run NAME -c 'shell command'");
@@ -169,6 +176,20 @@ int run_command(const run_options& options) {
     }
 
     set_child_environment(lock);
+    if (options.hold) {
+        // The script that started us waits for this line (with the token, for fencing), then
+        // does its work. The lock is held by this process, kept honest by the same supervision
+        // as run's, with a child that waits for the end of our input; a stop request reaches it
+        // as a forwarded signal and is a normal end here.
+        const auto token = lock.fencing_token();
+        std::printf("held%s\n", token ? (" " + std::to_string(*token)).c_str() : "");
+        std::fflush(stdout);
+        const int status =
+            supervise_child(lock, {"/bin/sh", "-c", "exec cat >/dev/null"}, supervision);
+        for (int stop : {SIGTERM, SIGINT, SIGHUP})
+            if (status == 128 + stop) return 0;
+        return status;
+    }
     // -c runs /bin/sh, not $SHELL as flock(1) does: a script's meaning should not depend on the
     // login shell of whoever runs it.
     std::vector<std::string> argv =
@@ -199,9 +220,27 @@ The command gets LOCKSMITH_NAME, LOCKSMITH_STRATEGY and, for strategies with fen
 LOCKSMITH_FENCING_TOKEN. SIGINT, SIGTERM and SIGHUP are forwarded to it. The lock is not
 inherited by the command's descriptors, and is released when the command ends.)";
 
+constexpr const char* hold_footer = R"(Usage: locksmith hold [OPTIONS] NAME
+--config FILE (before or after "hold") selects the configuration; see locksmith --help.
+
+Holds the lock NAME across several commands of a script: prints "held" (and the fencing token,
+for strategies with fencing) once granted, then keeps the lock until its standard input ends or
+it gets SIGTERM, SIGINT or SIGHUP, and releases it:
+  coproc HOLD { exec locksmith hold -w 30 deploy; }
+  read -r state token <&"${HOLD[0]}" && [ "$state" = held ] || exit 1
+  ...the commands...
+  exec {HOLD[1]}>&-; wait "$HOLD_PID"
+
+Exit status: 0 released; the conflict code (-E, default 1) when the lock is held (-n) or the
+wait (-w) ran out; the lost-lock code (--lost-exit-code, default 75) when the lock was lost
+meanwhile; 74 when releasing failed; the other codes as for run.)";
+
+// `run` and `hold` share their options and their code; hold has no command.
 class run_cli : public command {
   public:
-    run_cli() : command(10) {}
+    run_cli(const char* word, int help_position, bool hold) : command(help_position), word_(word) {
+        options_.hold = hold;
+    }
 
     int run(const invocation& in) override {
         options_.command = in.command;
@@ -210,7 +249,7 @@ class run_cli : public command {
         options_.config = in.config;
         return run_command(options_);
     }
-    bool takes_command_line() const override { return true; }
+    bool takes_command_line() const override { return !options_.hold; }
     void reword_usage_error(const CLI::ParseError& e, const std::vector<std::string>&, std::string&,
                             std::string& hint) const override {
         // "locksmith run NAME COMMAND": flock(1) allows it, but here the command's own options
@@ -221,9 +260,15 @@ class run_cli : public command {
 
   protected:
     CLI::App* add_to(CLI::App& app) override {
-        auto* run_cmd = app.add_subcommand(
-            "run", "Run a command while holding the lock NAME: run NAME -- COMMAND [ARGS...]");
-        run_cmd->footer(run_footer);
+        auto* run_cmd =
+            options_.hold
+                ? app.add_subcommand(word_,
+                                     "Hold the lock NAME across several commands of a "
+                                     "script, until its input ends or it gets SIGTERM")
+                : app.add_subcommand(word_,
+                                     "Run a command while holding the lock NAME: run NAME "
+                                     "-- COMMAND [ARGS...]");
+        run_cmd->footer(options_.hold ? hold_footer : run_footer);
         run_cmd->add_option("NAME", options_.name, "Lock name (any bytes)")
             ->required()
             ->type_name("");
@@ -266,19 +311,22 @@ class run_cli : public command {
                                              "Required capabilities, e.g. exclusive,distributed")
                                 ->type_name("CAPS");
         run_strategy->excludes(run_require);
-        run_cmd->add_option("-c,--command", options_.shell, "Run this command with /bin/sh -c")
-            ->type_name("'SHELL COMMAND'");
+        if (!options_.hold)
+            run_cmd->add_option("-c,--command", options_.shell, "Run this command with /bin/sh -c")
+                ->type_name("'SHELL COMMAND'");
         run_cmd->add_flag("-v,--verbose", options_.verbose,
                           "Say which strategy was chosen and why, and how long the wait took");
         return run_cmd;
     }
 
   private:
+    const char* word_;
     run_options options_;
     bool exclusive_flag_ = false;  // the default; the flag exists for flock(1) compatibility
 };
 
-run_cli run_registration;
+run_cli run_registration("run", 10, false);
+run_cli hold_registration("hold", 15, true);
 
 }  // namespace
 

@@ -24,10 +24,13 @@ struct run_options {
     bool verbose = false;               // -v
     std::optional<std::string> shell;   // -c 'shell command'
     std::vector<std::string> command;   // -- COMMAND ARGS...
+    // `locksmith hold`: no command; holds the lock until its standard input ends or it is
+    // asked to stop (SIGTERM, SIGINT, SIGHUP), saying "held" on standard output once granted.
+    bool hold = false;
 };
 
 // Returns the exit code: the child's, the conflict code, the lost-lock code, or
-// exit_release_failed.
+// exit_release_failed. `hold`: 0 once released, whether its input ended or it was asked to stop.
 // Throws cli_error and locksmith::error for locksmith's own failures (main maps them).
 int run_command(const run_options& options);
 

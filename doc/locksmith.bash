@@ -2,11 +2,14 @@
 # tests/cli/cli_manual_test.cpp checks that each command's options here are exactly those its
 # --help lists.
 
-_locksmith_commands="run strategies explain config status"
+_locksmith_commands="run hold strategies explain config status"
 _locksmith_global_options="-h --help --version --config"
 _locksmith_run_options="-h --help -x -e --exclusive -s --shared -n --nonblock --no-wait -w --wait
     --timeout -E --conflict-exit-code --ttl --kill-after --lost-exit-code --strategy --require
     -c --command -v --verbose"
+_locksmith_hold_options="-h --help -x -e --exclusive -s --shared -n --nonblock --no-wait -w --wait
+    --timeout -E --conflict-exit-code --ttl --kill-after --lost-exit-code --strategy --require
+    -v --verbose"
 _locksmith_strategies_options="-h --help --json"
 _locksmith_explain_options="-h --help --require --json --start"
 _locksmith_status_options="-h --help --strategy --require --json"
@@ -72,6 +75,7 @@ _locksmith() {
         run) options=$_locksmith_run_options ;;
         strategies) options=$_locksmith_strategies_options ;;
         explain) options=$_locksmith_explain_options ;;
+        hold) options=$_locksmith_hold_options ;;
         status) options=$_locksmith_status_options ;;
         config)
             if [[ -z $subcommand ]]; then

@@ -134,6 +134,7 @@ struct command_case {
 const std::vector<command_case> commands = {
     {{}, ".SH OPTIONS"},
     {{"run"}, ".SS run"},
+    {{"hold"}, ".SS hold"},
     {{"strategies"}, ".SS strategies"},
     {{"explain"}, ".SS explain"},
     {{"status"}, ".SS status"},

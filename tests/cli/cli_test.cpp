@@ -7,6 +7,7 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -347,6 +348,44 @@ BOOST_AUTO_TEST_CASE(a_lock_removed_while_the_command_ran_is_reported_lost) {
     BOOST_TEST(r.exit_code == 75, describe(r));
     BOOST_TEST(r.err.find("no longer held") != std::string::npos, r.err);
     BOOST_TEST(r.err.find("released gone") == std::string::npos, r.err);
+}
+
+// hold keeps NAME across the commands of a script (issue 26), as a bash script uses it: a
+// coprocess says "held", other runs are excluded meanwhile, and closing its input or SIGTERM
+// releases it (exit 0); -n on a held name exits with the conflict code; no command is taken.
+BOOST_AUTO_TEST_CASE(hold_keeps_the_lock_across_a_scripts_commands) {
+    cli_sandbox box;
+    const std::string ls = "'" LOCKSMITH_CLI_PATH "' --config '" + box.config_path().string() + "'";
+    const auto script = box.write_file(
+        "hold.sh", R"(
+coproc HOLD { exec )" + ls +
+                       R"( hold -w 10 deploy; }
+read -r state token <&"${HOLD[0]}"
+echo "state=$state"
+)" + ls + R"( run -n deploy -- true; echo "other while held: $?"
+exec {HOLD[1]}>&-
+wait "$HOLD_PID"; echo "released by EOF: $?"
+)" + ls + R"( run -n deploy -- true; echo "other after: $?"
+coproc HOLD2 { exec )" +
+                       ls + R"( hold deploy; }
+read -r state <&"${HOLD2[0]}"
+kill "$HOLD2_PID"; wait "$HOLD2_PID"; echo "released by SIGTERM: $?"
+)" + ls + R"( run -n deploy -- true; echo "other after SIGTERM: $?"
+)" + ls + R"( run deploy -- sh -c ')" +
+                       ls + R"( hold -n deploy </dev/null; echo "hold -n on a held name: $?"'
+)");
+    FILE* p = ::popen(("bash '" + script + "' 2>&1").c_str(), "r");
+    BOOST_REQUIRE(p);
+    std::string out;
+    char buffer[512];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, p)) > 0;) out.append(buffer, n);
+    BOOST_TEST(::pclose(p) == 0, out);
+    for (const char* line :
+         {"state=held\n", "other while held: 1\n", "released by EOF: 0\n", "other after: 0\n",
+          "released by SIGTERM: 0\n", "other after SIGTERM: 0\n", "hold -n on a held name: 1\n"})
+        BOOST_TEST(out.find(line) != std::string::npos, line << " in:\n" << out);
+    auto r = box.run_with_config("hold", {"deploy", "-c", "true"});
+    BOOST_TEST(r.exit_code == EX_USAGE, describe(r));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
