@@ -105,7 +105,7 @@ class mysql_get_lock_store final : public store {
             cache_->give_back(std::move(session));
             return false;
         }
-        pin(k, std::move(session));
+        pin(k, std::move(session));  // the grant lives in this session: never pooled while held
         return true;
     }
 
