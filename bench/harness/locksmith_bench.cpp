@@ -177,10 +177,11 @@ std::vector<std::string> quorum_urls() {
     return urls;
 }
 
-// Advisory locks are per database, not per prefix: the bench's names carry the run's id so that
+// Advisory locks are per database and user-level locks per server, not per prefix: the bench's names carry the run's id so that
 // two runs (or tests) on one server never share a lock.
 std::string lock_name(const std::string& base) {
-    return strategy_name() == "pg_advisory" ? remote_prefix() + base : base;
+    const auto s = strategy_name();
+    return s == "pg_advisory" || s == "mysql_get_lock" ? remote_prefix() + base : base;
 }
 std::shared_ptr<key> make_key(const std::string& base) {
     return std::make_shared<key>(lock_name(base));
@@ -189,6 +190,7 @@ std::shared_ptr<key> make_key(const std::string& base) {
 json strategy_options() {
     const auto& s = cfg.strategy;
     if (s == "pg_advisory") return {{"dsn", endpoint("LOCKSMITH_TEST_POSTGRES_DSN")}};
+    if (s == "mysql_get_lock") return {{"dsn", endpoint("LOCKSMITH_TEST_MARIADB_DSN")}};
     if (s == "sql-sqlite") return {{"dsn", "sqlite://" + sqlite_path()}, {"table", sql_table()}};
     if (s == "sql-postgresql")
         return {{"dsn", endpoint("LOCKSMITH_TEST_POSTGRES_DSN")}, {"table", sql_table()}};
@@ -765,6 +767,61 @@ json raw_sql_mariadb(double seconds) {
              "prepared"},
             {"server_version", version}};
 }
+
+// mysql_get_lock's raw baselines, prepared on one connection: the store's statements
+// (strategies/mysql_get_lock/mysql_get_lock_store.cpp: try_sql, release_sql), and the textbook
+// pair a user writes by hand (GET_LOCK(name, 0) + RELEASE_LOCK(name)).
+json raw_get_lock(double seconds) {
+    MYSQL* db = open_mariadb();
+    std::string name = "locksmith:" + remote_prefix() + "raw";
+    auto text = [](std::string& v) {
+        MYSQL_BIND b;
+        std::memset(&b, 0, sizeof b);
+        b.buffer_type = MYSQL_TYPE_STRING;
+        b.buffer = v.data();
+        b.buffer_length = v.size();
+        return b;
+    };
+    // Runs `s` with `params` and checks that its one value is 1.
+    auto one = [](MYSQL_STMT* s, MYSQL_BIND* params, const char* what) {
+        long long value = 0;
+        MYSQL_BIND out;
+        std::memset(&out, 0, sizeof out);
+        out.buffer_type = MYSQL_TYPE_LONGLONG;
+        out.buffer = &value;
+        if ((params && mysql_stmt_bind_param(s, params) != 0) || mysql_stmt_execute(s) != 0 ||
+            mysql_stmt_bind_result(s, &out) != 0 || mysql_stmt_store_result(s) != 0 ||
+            mysql_stmt_fetch(s) != 0)
+            die(std::string(what) + ": " + mysql_stmt_error(s));
+        mysql_stmt_free_result(s);
+        if (value != 1) die(std::string(what) + " did not return 1");
+    };
+    auto loop = [&](const char* grant_sql, const char* release_sql, int grant_params,
+                    bool release_param) {
+        MYSQL_STMT* grant = mariadb_prepare(db, grant_sql);
+        MYSQL_STMT* release = mariadb_prepare(db, release_sql);
+        MYSQL_BIND params[] = {text(name), text(name)};
+        (void)grant_params;
+        const double r = rate(seconds / 2, [&] {
+            one(grant, params, "raw grant");
+            one(release, release_param ? params : nullptr, "raw release");
+        });
+        mysql_stmt_close(grant);
+        mysql_stmt_close(release);
+        return r;
+    };
+    const double same = loop("SELECT IF(IS_USED_LOCK(?) = CONNECTION_ID(), -1, GET_LOCK(?, 0))",
+                             "SELECT RELEASE_ALL_LOCKS()", 2, false);
+    const double textbook = loop("SELECT GET_LOCK(?, 0)", "SELECT RELEASE_LOCK(?)", 1, true);
+    mysql_close(db);
+    return {{"raw", same},
+            {"raw_what",
+             "MariaDB Connector/C, one connection: the store's statements (SELECT "
+             "IF(IS_USED_LOCK(?) = CONNECTION_ID(), -1, GET_LOCK(?, 0)); SELECT "
+             "RELEASE_ALL_LOCKS()), prepared"},
+            {"raw_textbook", textbook},
+            {"raw_textbook_what", "GET_LOCK(?, 0) + RELEASE_LOCK(?), prepared"}};
+}
 #endif
 
 #ifdef LOCKSMITH_BENCH_SQLITE3
@@ -958,6 +1015,7 @@ json raw_baseline(double half) {
 #endif
 #ifdef LOCKSMITH_BENCH_LIBMARIADB
     if (n == "sql-mariadb") return raw_sql_mariadb(half);
+    if (n == "mysql_get_lock") return raw_get_lock(2 * half);
 #endif
 #ifdef LOCKSMITH_BENCH_SQLITE3
     if (n == "sql-sqlite") return raw_sql_sqlite(half);
