@@ -177,8 +177,8 @@ std::vector<std::string> quorum_urls() {
     return urls;
 }
 
-// Advisory locks are per database and user-level locks per server, not per prefix: the bench's names carry the run's id so that
-// two runs (or tests) on one server never share a lock.
+// Advisory locks are per database and user-level locks per server, not per prefix: the bench's
+// names carry the run's id so that two runs (or tests) on one server never share a lock.
 std::string lock_name(const std::string& base) {
     const auto s = strategy_name();
     return s == "pg_advisory" || s == "mysql_get_lock" ? remote_prefix() + base : base;
