@@ -717,6 +717,16 @@ MYSQL* open_mariadb() {
     return db;
 }
 
+// A string parameter that points at `v`.
+MYSQL_BIND text(std::string& v) {
+    MYSQL_BIND b;
+    std::memset(&b, 0, sizeof b);
+    b.buffer_type = MYSQL_TYPE_STRING;
+    b.buffer = v.data();
+    b.buffer_length = v.size();
+    return b;
+}
+
 MYSQL_STMT* mariadb_prepare(MYSQL* db, const std::string& sql) {
     MYSQL_STMT* s = mysql_stmt_init(db);
     if (!s || mysql_stmt_prepare(s, sql.c_str(), sql.size()) != 0)
@@ -734,14 +744,6 @@ json raw_sql_mariadb(double seconds) {
     MYSQL_STMT* release = mariadb_prepare(db, raw_statements::with_table<D>(D::release));
     raw_sql_row row;
     long long ttl_ms = std::stoll(row.ttl);
-    auto text = [](std::string& v) {
-        MYSQL_BIND b;
-        std::memset(&b, 0, sizeof b);
-        b.buffer_type = MYSQL_TYPE_STRING;
-        b.buffer = v.data();
-        b.buffer_length = v.size();
-        return b;
-    };
     MYSQL_BIND number;
     std::memset(&number, 0, sizeof number);
     number.buffer_type = MYSQL_TYPE_LONGLONG;
@@ -774,14 +776,6 @@ json raw_sql_mariadb(double seconds) {
 json raw_get_lock(double seconds) {
     MYSQL* db = open_mariadb();
     std::string name = "locksmith:" + remote_prefix() + "raw";
-    auto text = [](std::string& v) {
-        MYSQL_BIND b;
-        std::memset(&b, 0, sizeof b);
-        b.buffer_type = MYSQL_TYPE_STRING;
-        b.buffer = v.data();
-        b.buffer_length = v.size();
-        return b;
-    };
     // Runs `s` with `params` and checks that its one value is 1.
     auto one = [](MYSQL_STMT* s, MYSQL_BIND* params, const char* what) {
         long long value = 0;
@@ -796,12 +790,12 @@ json raw_get_lock(double seconds) {
         mysql_stmt_free_result(s);
         if (value != 1) die(std::string(what) + " did not return 1");
     };
-    auto loop = [&](const char* grant_sql, const char* release_sql, int grant_params,
-                    bool release_param) {
+    // The grant takes the name once or twice (extra parameters are ignored); the release
+    // takes it when `release_param`.
+    auto loop = [&](const char* grant_sql, const char* release_sql, bool release_param) {
         MYSQL_STMT* grant = mariadb_prepare(db, grant_sql);
         MYSQL_STMT* release = mariadb_prepare(db, release_sql);
         MYSQL_BIND params[] = {text(name), text(name)};
-        (void)grant_params;
         const double r = rate(seconds / 2, [&] {
             one(grant, params, "raw grant");
             one(release, release_param ? params : nullptr, "raw release");
@@ -811,8 +805,8 @@ json raw_get_lock(double seconds) {
         return r;
     };
     const double same = loop("SELECT IF(IS_USED_LOCK(?) = CONNECTION_ID(), -1, GET_LOCK(?, 0))",
-                             "SELECT RELEASE_ALL_LOCKS()", 2, false);
-    const double textbook = loop("SELECT GET_LOCK(?, 0)", "SELECT RELEASE_LOCK(?)", 1, true);
+                             "SELECT RELEASE_ALL_LOCKS()", false);
+    const double textbook = loop("SELECT GET_LOCK(?, 0)", "SELECT RELEASE_LOCK(?)", true);
     mysql_close(db);
     return {{"raw", same},
             {"raw_what",

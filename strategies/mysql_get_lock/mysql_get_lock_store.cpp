@@ -1,10 +1,8 @@
 // The mysql_get_lock strategy's store (its registry entry is in mysql_get_lock_descriptor.cpp).
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <locksmith/author/plugin.hpp>
 #include <locksmith/author/strategy_support.hpp>
@@ -14,6 +12,7 @@
 
 #include "mariadb_session.hpp"
 #include "mysql_get_lock_descriptor.hpp"
+#include "session_pool.hpp"
 
 namespace locksmith::strategies {
 namespace {
@@ -35,47 +34,8 @@ const std::string release_sql = "SELECT RELEASE_ALL_LOCKS()";
 const std::string holds_sql = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()";
 const std::string status_sql = "SELECT IS_USED_LOCK(?)";
 
-// Idle sessions, none holding a lock. Shared by the store and by the keys' states, because a
-// key may outlive its store (and its session needs the target).
-class session_cache {
-  public:
-    session_cache(mariadb_target target, std::size_t max_idle)
-        : target_(std::move(target)), max_idle_(max_idle) {}
-
-    std::unique_ptr<mariadb_session> take() {
-        {
-            std::lock_guard guard(mutex_);
-            if (generation_ != fork_generation()) {
-                // A fork()ed child: the sessions are the parent's (their destructors leave them
-                // alone).
-                idle_.clear();
-                generation_ = fork_generation();
-            }
-            while (!idle_.empty()) {
-                auto s = std::move(idle_.back());
-                idle_.pop_back();
-                if (!s->hung_up()) return s;
-            }
-        }
-        return std::make_unique<mariadb_session>(target_);
-    }
-
-    // Keeps `s` for a later take(). Requires: `s` holds no lock.
-    void give_back(std::unique_ptr<mariadb_session> s) noexcept {
-        if (!s || !s->usable() || !s->ours()) return;
-        std::lock_guard guard(mutex_);
-        if (idle_.size() < max_idle_) idle_.push_back(std::move(s));
-    }
-
-    const mariadb_target& target() const noexcept { return target_; }
-
-  private:
-    const mariadb_target target_;
-    const std::size_t max_idle_;
-    std::mutex mutex_;
-    std::vector<std::unique_ptr<mariadb_session>> idle_;
-    std::uint64_t generation_ = fork_generation();
-};
+// Idle sessions, none holding a lock (strategies/common/session_pool.hpp).
+using session_cache = session_pool<mariadb_session, mariadb_target>;
 
 // A key's grant: the session that holds it, pinned to the key until the release. Destroying it
 // closes the session, which frees the lock on the server.

@@ -122,6 +122,7 @@ class mariadb_session {
 
     // False after a client error (the connection may be lost or out of step): drop it.
     bool usable() const noexcept { return usable_; }
+    bool broken() const noexcept { return !usable_; }
     // True when the server ended the idle session (restart, KILL, wait_timeout) or a client
     // error broke it: the socket has news (an error packet, the end of stream) or is gone. No
     // round trip: one poll(2).
