@@ -126,12 +126,12 @@ class mysql_get_lock_store final : public store {
                                                "checking that the lock is held");
             return v.row && !v.null && v.value == 1;
         } catch (const mariadb_error& e) {
-            // A connection found lost at once: the server ended the session, and the lock with
-            // it. One that did not answer within the command timeout says nothing about the
-            // lock: an error, not a loss (the session is unusable now, so later calls say
-            // false).
-            const bool lost = (e.code() == 2006 || e.code() == 2013) &&
-                              clock::now() - started < session.target().command_timeout;
+            // A connection found killed or lost at once: the server ended the session, and the
+            // lock with it. One that did not answer within the command timeout says nothing
+            // about the lock: an error, not a loss (the session is unusable now, so later calls
+            // say false).
+            const bool lost =
+                ends_session(e.code()) && clock::now() - started < session.target().command_timeout;
             if (lost) return false;
             throw;
         }

@@ -83,12 +83,19 @@ error_kind mariadb_kind(unsigned code, std::string_view message) {
         case 1040:
         case 1205:
         case 1213:
+        case 1053:
         case 1317:
         case 1927:
             return error_kind::transient;
         default:
             return code >= 2000 && code < 3000 ? error_kind::unknown : error_kind::permanent;
     }
+}
+
+bool ends_session(unsigned code) noexcept {
+    // 1927 ER_CONNECTION_KILLED and 1053 ER_SERVER_SHUTDOWN come from the server as it closes
+    // the connection.
+    return (code >= 2000 && code < 3000) || code == 1927 || code == 1053;
 }
 
 mariadb_error::mariadb_error(std::string backend, unsigned code, std::string detail,
@@ -207,8 +214,7 @@ bool mariadb_session::hung_up() const noexcept {
 
 void mariadb_session::fail(std::string_view what, unsigned code, std::string_view message) {
     const std::string detail = scrubbed(std::string(message), target_);
-    // Client-side errors (2000-2999: lost connection, timeout) leave the connection unusable.
-    if (code >= 2000 && code < 3000) usable_ = false;
+    if (ends_session(code)) usable_ = false;
     throw mariadb_error(target_.strategy, code, detail,
                         target_.strategy + ": " + std::string(what) + " on " +
                             target_.dsn.redacted() + " failed: " + detail + " (error " +

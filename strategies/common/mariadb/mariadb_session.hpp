@@ -53,11 +53,17 @@ struct mariadb_target {
 // Whether retrying may help after the client or server error `code` (with its `message`, which
 // tells TLS failures apart): transient for a server that cannot be reached or went away (2002,
 // 2003, 2006, 2013, which a read timeout gives too), too many connections (1040), a lock wait
-// timeout (1205), a deadlock (1213), a killed connection or statement (1927, 1317); unknown for
+// timeout (1205), a deadlock (1213), a killed connection or statement (1927, 1317), a server
+// shutting down (1053); unknown for
 // the client's other errors (2000-2999); permanent for the server's: access denied (1044, 1045),
 // unknown database (1049), missing table (1146), bad statements or data, and a TLS set-up that
 // cannot work (2026 about a certificate, a key or a server without TLS).
 error_kind mariadb_kind(unsigned code, std::string_view message = {});
+
+// Whether the error `code` leaves the connection unusable: the client's errors (2000-2999: a lost
+// connection, a timeout, a protocol error), and the server's goodbye (1927: the connection was
+// killed; 1053: the server is shutting down).
+bool ends_session(unsigned code) noexcept;
 
 // A failure of the client or the server. native_code() is "mysql NNNN".
 class mariadb_error : public backend_error {
@@ -108,8 +114,8 @@ class mariadb_session {
     // `slot` (prepared at its first use; a slot always holds the same statement), and returns it
     // for its results (affected_rows, insert_id, fetch_first). `what` names the step in messages
     // ("acquiring a lock").
-    // Throws mariadb_error; after a client error (2000-2999: a lost connection, a timeout) the
-    // session is no longer usable().
+    // Throws mariadb_error; after an error that ends the session (ends_session) it is no longer
+    // usable().
     MYSQL_STMT* execute(std::size_t slot, const std::string& sql,
                         std::initializer_list<MYSQL_BIND> params, std::string_view what);
     // execute(), then the first column of the first row as an integer.
@@ -134,7 +140,7 @@ class mariadb_session {
 
     const mariadb_target& target() const noexcept { return target_; }
     // "<strategy>: <what> on <redacted dsn> failed: <message> (error <code>)", as a
-    // mariadb_error; a client error makes the session unusable.
+    // mariadb_error; an error that ends the session (ends_session) makes it unusable.
     [[noreturn]] void fail(std::string_view what, unsigned code, std::string_view message);
 
   private:
