@@ -50,8 +50,14 @@ class mysql_get_lock_store final : public store {
         : store(strategy_name, mysql_get_lock_capabilities),
           cache_(std::make_shared<session_cache>(std::move(target), pool_size)) {
         // Connect once now, so that a wrong DSN or password fails at construction (and the
-        // factory falls back); the session is the first idle one.
-        cache_->give_back(cache_->take());
+        // factory falls back), and run the release statement, so that a server without it
+        // (MariaDB < 10.5.2, MySQL < 5.7.5) is refused here rather than at every release. The
+        // session is the first idle one.
+        auto session = cache_->take();
+        session->fetch_first(
+            release_slot, release_sql, {},
+            "checking for RELEASE_ALL_LOCKS() (MariaDB >= 10.5.2, MySQL >= 5.7.5)");
+        cache_->give_back(std::move(session));
     }
 
   protected:

@@ -32,7 +32,8 @@
 //    -1, GET_LOCK(?, 0))`; release is `SELECT RELEASE_ALL_LOCKS()` on the key's session;
 //    is_acquired() asks `IS_USED_LOCK(?) = CONNECTION_ID()` on it; status `IS_USED_LOCK(?)` (the
 //    holder's connection id). Each is one round trip. RELEASE_ALL_LOCKS needs MariaDB >= 10.5.2
-//    or MySQL >= 5.7.5.
+//    or MySQL >= 5.7.5: make_mysql_get_lock_store runs it once and refuses an older server
+//    (backend_error "mysql 1305", naming the function and the versions).
 //  - Waiting sleeps in the server: GET_LOCK(name, t) with t at most half the command timeout,
 //    repeated until the grant or the caller's deadline, so that each reply is due within the
 //    command timeout (a dead or stalled server is noticed so) and the deadline is kept to the
