@@ -177,10 +177,11 @@ std::vector<std::string> quorum_urls() {
     return urls;
 }
 
-// Advisory locks are per database, not per prefix: the bench's names carry the run's id so that
-// two runs (or tests) on one server never share a lock.
+// Advisory locks are per database and user-level locks per server, not per prefix: the bench's
+// names carry the run's id so that two runs (or tests) on one server never share a lock.
 std::string lock_name(const std::string& base) {
-    return strategy_name() == "pg_advisory" ? remote_prefix() + base : base;
+    const auto s = strategy_name();
+    return s == "pg_advisory" || s == "mysql_get_lock" ? remote_prefix() + base : base;
 }
 std::shared_ptr<key> make_key(const std::string& base) {
     return std::make_shared<key>(lock_name(base));
@@ -189,6 +190,7 @@ std::shared_ptr<key> make_key(const std::string& base) {
 json strategy_options() {
     const auto& s = cfg.strategy;
     if (s == "pg_advisory") return {{"dsn", endpoint("LOCKSMITH_TEST_POSTGRES_DSN")}};
+    if (s == "mysql_get_lock") return {{"dsn", endpoint("LOCKSMITH_TEST_MARIADB_DSN")}};
     if (s == "sql-sqlite") return {{"dsn", "sqlite://" + sqlite_path()}, {"table", sql_table()}};
     if (s == "sql-postgresql")
         return {{"dsn", endpoint("LOCKSMITH_TEST_POSTGRES_DSN")}, {"table", sql_table()}};
@@ -715,6 +717,16 @@ MYSQL* open_mariadb() {
     return db;
 }
 
+// A string parameter that points at `v`.
+MYSQL_BIND text(std::string& v) {
+    MYSQL_BIND b;
+    std::memset(&b, 0, sizeof b);
+    b.buffer_type = MYSQL_TYPE_STRING;
+    b.buffer = v.data();
+    b.buffer_length = v.size();
+    return b;
+}
+
 MYSQL_STMT* mariadb_prepare(MYSQL* db, const std::string& sql) {
     MYSQL_STMT* s = mysql_stmt_init(db);
     if (!s || mysql_stmt_prepare(s, sql.c_str(), sql.size()) != 0)
@@ -732,14 +744,6 @@ json raw_sql_mariadb(double seconds) {
     MYSQL_STMT* release = mariadb_prepare(db, raw_statements::with_table<D>(D::release));
     raw_sql_row row;
     long long ttl_ms = std::stoll(row.ttl);
-    auto text = [](std::string& v) {
-        MYSQL_BIND b;
-        std::memset(&b, 0, sizeof b);
-        b.buffer_type = MYSQL_TYPE_STRING;
-        b.buffer = v.data();
-        b.buffer_length = v.size();
-        return b;
-    };
     MYSQL_BIND number;
     std::memset(&number, 0, sizeof number);
     number.buffer_type = MYSQL_TYPE_LONGLONG;
@@ -764,6 +768,53 @@ json raw_sql_mariadb(double seconds) {
              "DUPLICATE KEY UPDATE, fence by LAST_INSERT_ID) and release (UPDATE), "
              "prepared"},
             {"server_version", version}};
+}
+
+// mysql_get_lock's raw baselines, prepared on one connection: the store's statements
+// (strategies/mysql_get_lock/mysql_get_lock_store.cpp: try_sql, release_sql), and the textbook
+// pair a user writes by hand (GET_LOCK(name, 0) + RELEASE_LOCK(name)).
+json raw_get_lock(double seconds) {
+    MYSQL* db = open_mariadb();
+    std::string name = "locksmith:" + remote_prefix() + "raw";
+    // Runs `s` with `params` and checks that its one value is 1.
+    auto one = [](MYSQL_STMT* s, MYSQL_BIND* params, const char* what) {
+        long long value = 0;
+        MYSQL_BIND out;
+        std::memset(&out, 0, sizeof out);
+        out.buffer_type = MYSQL_TYPE_LONGLONG;
+        out.buffer = &value;
+        if ((params && mysql_stmt_bind_param(s, params) != 0) || mysql_stmt_execute(s) != 0 ||
+            mysql_stmt_bind_result(s, &out) != 0 || mysql_stmt_store_result(s) != 0 ||
+            mysql_stmt_fetch(s) != 0)
+            die(std::string(what) + ": " + mysql_stmt_error(s));
+        mysql_stmt_free_result(s);
+        if (value != 1) die(std::string(what) + " did not return 1");
+    };
+    // The grant takes the name once or twice (extra parameters are ignored); the release
+    // takes it when `release_param`.
+    auto loop = [&](const char* grant_sql, const char* release_sql, bool release_param) {
+        MYSQL_STMT* grant = mariadb_prepare(db, grant_sql);
+        MYSQL_STMT* release = mariadb_prepare(db, release_sql);
+        MYSQL_BIND params[] = {text(name), text(name)};
+        const double r = rate(seconds / 2, [&] {
+            one(grant, params, "raw grant");
+            one(release, release_param ? params : nullptr, "raw release");
+        });
+        mysql_stmt_close(grant);
+        mysql_stmt_close(release);
+        return r;
+    };
+    const double same = loop("SELECT IF(IS_USED_LOCK(?) = CONNECTION_ID(), -1, GET_LOCK(?, 0))",
+                             "SELECT RELEASE_ALL_LOCKS()", false);
+    const double textbook = loop("SELECT GET_LOCK(?, 0)", "SELECT RELEASE_LOCK(?)", true);
+    mysql_close(db);
+    return {{"raw", same},
+            {"raw_what",
+             "MariaDB Connector/C, one connection: the store's statements (SELECT "
+             "IF(IS_USED_LOCK(?) = CONNECTION_ID(), -1, GET_LOCK(?, 0)); SELECT "
+             "RELEASE_ALL_LOCKS()), prepared"},
+            {"raw_textbook", textbook},
+            {"raw_textbook_what", "GET_LOCK(?, 0) + RELEASE_LOCK(?), prepared"}};
 }
 #endif
 
@@ -958,6 +1009,7 @@ json raw_baseline(double half) {
 #endif
 #ifdef LOCKSMITH_BENCH_LIBMARIADB
     if (n == "sql-mariadb") return raw_sql_mariadb(half);
+    if (n == "mysql_get_lock") return raw_get_lock(2 * half);
 #endif
 #ifdef LOCKSMITH_BENCH_SQLITE3
     if (n == "sql-sqlite") return raw_sql_sqlite(half);

@@ -9,7 +9,7 @@ BENCH = os.path.dirname(HERE)
 
 LOCAL_GOAL, REMOTE_GOAL, SYMFONY_GOAL = 0.8, 0.9, 3.0
 # Raw goal 0.9x: the servers, and sql on SQLite (the same statements through the same library).
-REMOTE = {"redis", "memcached", "pg_advisory", "sql-postgresql", "sql-mariadb", "sql-sqlite",
+REMOTE = {"redis", "memcached", "pg_advisory", "mysql_get_lock", "sql-postgresql", "sql-mariadb", "sql-sqlite",
           "zookeeper", "etcd"}
 # Issue 14: zookeeper and etcd >= 1.5x the faster of their Python peers (kazoo, tooz; etcd3, tooz),
 # and a hand-over p50 under 2 ms with 4 waiters (native watches, no polling).
@@ -372,7 +372,8 @@ def write(r, json_path, report_path):
     w("\nPeers: Symfony Lock 5.4.53 (Debian `php-symfony-lock`, php 8.2 with php-redis / "
       "php-memcached / php-pgsql / php-mysql / php-sqlite3; `LockFactory::createLock()`, "
       "`acquire()`, `release()`; PostgreSqlStore for `pg_advisory`, PdoStore on the same database "
-      "for each `sql` row, SQLite in its default journal mode, as Symfony leaves it), python3-redis 4.3 "
+      "for each `sql` row (its MysqlStore for `mysql_get_lock` came with Symfony 8.2 and is not in "
+      "Debian 12: tooz's mysql driver, `GET_LOCK` through pymysql, is that row's peer), SQLite in its default journal mode, as Symfony leaves it), python3-redis 4.3 "
       "`Redis.lock()`, OpenStack tooz 3.1 `get_lock()` (its zookeeper driver on kazoo; for etcd "
       "its `etcd3` gRPC driver, as its `etcd3gw` driver does not start with Debian's "
       "python3-etcd3gw 2.0), python3-kazoo 2.8 `KazooClient.Lock()`, python3-etcd3 0.12 "
@@ -503,7 +504,8 @@ def write(r, json_path, report_path):
     w("\nRSS is the client's own growth (named_lock objects, store tables, file state, a "
       "connection per held `pg_advisory` lock); server-side memory (redis, memcached, a "
       "PostgreSQL backend per held advisory lock, table rows, kernel flock and semaphore state) "
-      "is not included. `pg_advisory` holds one server session per held lock, so it holds only 50 "
+      "is not included. `pg_advisory` and `mysql_get_lock` hold one server session per held lock, so "
+      "each holds only 50 "
       "(the test server allows 200 connections); the `sql` rows hold at most 1,000 (one row "
       "each). The driver raises RLIMIT_NOFILE to its hard limit first, as a program holding many "
       "flocks must.\n")
@@ -522,8 +524,8 @@ def write(r, json_path, report_path):
     w("\nThe waiter is blocked in `lock()` when the holder is killed (holders are reaped at once, "
       "so no zombie keeps a pid alive). Expiring strategies recover when the TTL runs out "
       "(memcached keeps whole seconds and adds one; `sql` polls the row, so add its backoff); "
-      "the TTL applies only to them. `pg_advisory` recovers when PostgreSQL sees the killed "
-      "holder's session end (the kernel closes its socket at once). `zookeeper` recovers when "
+      "the TTL applies only to them. `pg_advisory` and `mysql_get_lock` recover when the server "
+      "sees the killed holder's session end (the kernel closes its socket at once). `zookeeper` recovers when "
       "the killed holder's session expires: the bench asks `session_timeout_ms` 2000 (the TTL "
       "column does not apply); `etcd` when the holder's lease expires (TTL 2 s, etcd's minimum "
       "is about that). Trials of one driver call "

@@ -14,8 +14,8 @@ BENCH = os.path.dirname(HERE)
 ROOT = os.path.dirname(BENCH)
 
 LOCAL = ["file", "simple", "semaphore", "shm", "memory", "sql-sqlite"]
-REMOTE = ["redis", "memcached", "pg_advisory", "sql-postgresql", "sql-mariadb", "zookeeper", "etcd",
-          "combined"]
+REMOTE = ["redis", "memcached", "pg_advisory", "mysql_get_lock", "sql-postgresql", "sql-mariadb",
+          "zookeeper", "etcd", "combined"]
 MULTI_PROCESS = LOCAL[:4] + ["sql-sqlite"] + REMOTE  # not memory
 # combined (over three redis) is measured in scenarios 1 and 3 only, beside the redis row.
 ONLY_SCENARIOS = {"combined": {1, 3}}
@@ -25,6 +25,7 @@ VARIANTS = {"sql-sqlite": "sql", "sql-postgresql": "sql", "sql-mariadb": "sql"}
 # The server each bench id needs: the variable that names it (scripts/services.sh env).
 ENDPOINTS = {"redis": "LOCKSMITH_TEST_REDIS_URL", "memcached": "LOCKSMITH_TEST_MEMCACHED",
              "pg_advisory": "LOCKSMITH_TEST_POSTGRES_DSN",
+             "mysql_get_lock": "LOCKSMITH_TEST_MARIADB_DSN",
              "sql-postgresql": "LOCKSMITH_TEST_POSTGRES_DSN",
              "sql-mariadb": "LOCKSMITH_TEST_MARIADB_DSN",
              "zookeeper": "LOCKSMITH_TEST_ZOOKEEPER", "etcd": "LOCKSMITH_TEST_ETCD",
@@ -34,8 +35,8 @@ ENDPOINTS = {"redis": "LOCKSMITH_TEST_REDIS_URL", "memcached": "LOCKSMITH_TEST_M
 # server session, so 50; the sql tables grow by one row per name).
 # zookeeper and etcd are slow too (every grant is a consensus write: etcd makes ≈ 350 pairs/s,
 # three raft writes each), and hold few locks in scenario 5.
-DATABASE = ["pg_advisory", "sql-sqlite", "sql-postgresql", "sql-mariadb", "zookeeper", "etcd"]
-MAX_LOCKS = {"pg_advisory": 50, "sql-sqlite": 1000, "sql-postgresql": 1000, "sql-mariadb": 1000,
+DATABASE = ["pg_advisory", "mysql_get_lock", "sql-sqlite", "sql-postgresql", "sql-mariadb", "zookeeper", "etcd"]
+MAX_LOCKS = {"pg_advisory": 50, "mysql_get_lock": 50, "sql-sqlite": 1000, "sql-postgresql": 1000, "sql-mariadb": 1000,
              "zookeeper": 200, "etcd": 100}
 # Scenario 6's TTL where the mode's is not what decides: etcd's leases are whole seconds with a
 # minimum near 2 s; zookeeper ignores it (the bench's session_timeout_ms, 2000, decides).
@@ -86,6 +87,9 @@ PEERS = {
     "symfony-postgresql": ("php", "postgresql", "pg_advisory"),
     "symfony-pdo-pgsql": ("php", "pdo-pgsql", "sql-postgresql"),
     "symfony-pdo-mysql": ("php", "pdo-mysql", "sql-mariadb"),
+    # Symfony's MysqlStore (GET_LOCK) came with 8.2; Debian 12's php-symfony-lock is 5.4, without
+    # it: tooz's mysql driver (GET_LOCK through pymysql) is the peer.
+    "tooz-mysql": ("py", "tooz-mysql", "mysql_get_lock"),
     "symfony-pdo-sqlite": ("php", "pdo-sqlite", "sql-sqlite"),
     "kazoo": ("py", "kazoo", "zookeeper"),
     "tooz-zookeeper": ("py", "tooz-zookeeper", "zookeeper"),

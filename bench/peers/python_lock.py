@@ -4,7 +4,7 @@ pairs on one lock object, as each library documents it. Prints one JSON line.
 
   /usr/bin/python3 bench/peers/python_lock.py redis-py PAIRS          python3-redis Redis.lock()
   /usr/bin/python3 bench/peers/python_lock.py tooz-redis|tooz-memcached|tooz-file PAIRS
-  /usr/bin/python3 bench/peers/python_lock.py tooz-zookeeper|tooz-etcd3gw|tooz-etcd3 PAIRS
+  /usr/bin/python3 bench/peers/python_lock.py tooz-zookeeper|tooz-etcd3gw|tooz-etcd3|tooz-mysql PAIRS
   /usr/bin/python3 bench/peers/python_lock.py kazoo PAIRS           python3-kazoo KazooClient.Lock()
   /usr/bin/python3 bench/peers/python_lock.py etcd3 PAIRS           python3-etcd3 Etcd3Client.lock()
 """
@@ -38,6 +38,10 @@ elif kind.startswith("tooz-"):
     elif backend in ("etcd3gw", "etcd3"):  # the gateway driver; the gRPC one (python3-etcd3)
         scheme = "etcd3+http" if backend == "etcd3gw" else "etcd3"
         url = f"{scheme}://{etcd_url.hostname}:{etcd_url.port or 2379}"
+    elif backend == "mysql":  # GET_LOCK(name, timeout) + RELEASE_LOCK through pymysql
+        my = urlparse(os.environ["LOCKSMITH_TEST_MARIADB_DSN"])
+        url = (f"mysql://{my.username}:{my.password}@{my.hostname}:{my.port or 3306}"
+               f"{my.path}")
     elif backend == "file":
         d = tempfile.mkdtemp(prefix="locksmith-bench-tooz-")
         url = f"file://{d}"

@@ -1,9 +1,7 @@
 // The pg_advisory strategy's store (its registry entry is in pg_advisory_descriptor.cpp).
 #include <climits>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <locksmith/author/plugin.hpp>
 #include <locksmith/author/strategy_support.hpp>
@@ -13,6 +11,7 @@
 
 #include "pg_advisory_descriptor.hpp"
 #include "pg_session.hpp"
+#include "session_pool.hpp"
 
 namespace locksmith::strategies {
 namespace {
@@ -22,49 +21,13 @@ using std::chrono::milliseconds;
 
 constexpr const char* strategy_name = "pg_advisory";
 
-// Idle sessions, none holding an advisory lock. Shared by the store and by the keys' states,
-// because a key may outlive its store.
-class session_cache {
-  public:
-    session_cache(pg_target target, std::size_t max_idle)
-        : target_(std::move(target)), max_idle_(max_idle) {}
-
-    std::unique_ptr<pg_session> take() {
-        {
-            std::lock_guard guard(mutex_);
-            if (generation_ != fork_generation()) {
-                // A fork()ed child: the sessions are the parent's (their destructors leave them
-                // alone).
-                idle_.clear();
-                generation_ = fork_generation();
-            }
-            while (!idle_.empty()) {
-                auto s = std::move(idle_.back());
-                idle_.pop_back();
-                if (!s->hung_up()) return s;
-            }
-        }
-        return std::make_unique<pg_session>(target_);
-    }
-
-    // Keeps `s` for a later take(). Requires: `s` holds no advisory lock.
-    void give_back(std::unique_ptr<pg_session> s) noexcept {
-        if (!s || s->broken() || !s->ours()) return;
-        std::lock_guard guard(mutex_);
-        if (idle_.size() < max_idle_) idle_.push_back(std::move(s));
-    }
-
-  private:
-    const pg_target target_;
-    const std::size_t max_idle_;
-    std::mutex mutex_;
-    std::vector<std::unique_ptr<pg_session>> idle_;
-    std::uint64_t generation_ = fork_generation();
-};
+// Idle sessions, none holding an advisory lock (strategies/common/session_pool.hpp).
+using session_cache = session_pool<pg_session, pg_target>;
 
 // A key's grant: the session that holds it, pinned to the key until the release. Destroying it
 // closes the session, which frees the lock on the server.
 struct pinned_session : key_local_state {
+    std::shared_ptr<session_cache> cache;  // the session's target lives there
     std::unique_ptr<pg_session> session;
     lock_mode mode = lock_mode::exclusive;
 };
@@ -279,6 +242,7 @@ class pg_advisory_store final : public store {
 
     void pin(key& k, std::unique_ptr<pg_session> session, lock_mode mode) {
         auto state = std::make_unique<pinned_session>();
+        state->cache = cache_;
         state->session = std::move(session);
         state->mode = mode;
         k.set_local_state(instance_id(), std::move(state));

@@ -11,6 +11,8 @@
 #include <functional>
 #include <thread>
 
+#include <locksmith/strategies/sql.hpp>
+
 #include "cli/cli_sandbox.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
@@ -333,6 +335,35 @@ BOOST_AUTO_TEST_CASE(run_on_combined_stops_the_command_when_members_sessions_end
     lost_while_held(
         "combined", {{"quorum", "consensus"}, {"members", members}},
         [&](pid_t, cli_sandbox&) { return end_holding_sessions(*dsn, application, 2); });
+}
+
+BOOST_AUTO_TEST_CASE(run_on_mysql_get_lock_holds_excludes_and_returns) {
+    auto dsn = server("LOCKSMITH_TEST_MARIADB_DSN");
+    if (!dsn) return;
+    run_holds_and_excludes("mysql_get_lock", {{"dsn", *dsn}});
+}
+
+// KILL CONNECTION of the holding session (the one IS_USED_LOCK names; the second run's session
+// waits in GET_LOCK and holds nothing), from the mariadb client, whose start counts in the time
+// printed.
+BOOST_AUTO_TEST_CASE(run_on_mysql_get_lock_stops_the_command_when_the_server_kills_the_session) {
+    auto dsn = server("LOCKSMITH_TEST_MARIADB_DSN");
+    if (!dsn) return;
+    const auto d = locksmith::strategies::parse_sql_dsn(*dsn);
+    lost_while_held("mysql_get_lock", {{"dsn", *dsn}}, [&](pid_t, cli_sandbox&) {
+        const auto at = epoch_ns();
+        const auto command = "mariadb --no-defaults --protocol=tcp -h " + d.host + " -P " +
+                             std::to_string(d.port) + " -u " + d.user + " -p'" + d.password +
+                             "' -N -e \"SELECT IS_USED_LOCK('locksmith:taken-away') INTO @id; "
+                             "KILL CONNECTION @id; SELECT @id IS NOT NULL\" 2>&1";
+        FILE* p = ::popen(command.c_str(), "r");
+        BOOST_REQUIRE(p);
+        char out[256] = {};
+        const auto n = std::fread(out, 1, sizeof out - 1, p);
+        ::pclose(p);
+        BOOST_REQUIRE_MESSAGE(std::string(out, n) == "1\n", "mariadb: " << out);
+        return at;
+    });
 }
 
 BOOST_AUTO_TEST_CASE(run_on_zookeeper_stops_the_command_when_its_session_expired) {

@@ -259,6 +259,42 @@ class private_postgres {
     std::string dir_;
     int port_;
 };
+
+// A MariaDB of the test's own (user locktest, password locktest-pw, database locktest; root over
+// TCP without password, for the test's own looks), started and stopped with scripts/services.sh
+// in a state folder and on a port of its own. Needs LOCKSMITH_SERVICES_SCRIPT.
+class private_mariadb {
+  public:
+    private_mariadb() : port_(free_port()) {
+        char templ[] = "/tmp/locksmith-mariadb-XXXXXX";
+        BOOST_REQUIRE(::mkdtemp(templ));
+        dir_ = templ;
+        start();
+    }
+    ~private_mariadb() {
+        stop();
+        std::system(("rm -rf '" + dir_ + "'").c_str());
+    }
+    private_mariadb(const private_mariadb&) = delete;
+    private_mariadb& operator=(const private_mariadb&) = delete;
+    int port() const noexcept { return port_; }
+    std::string dsn() const {
+        return "mysql://locktest:locktest-pw@127.0.0.1:" + std::to_string(port_) + "/locktest";
+    }
+    void start() { BOOST_REQUIRE_MESSAGE(script("start") == 0, "services.sh start failed"); }
+    void stop() { script("stop"); }
+
+  private:
+    int script(const std::string& command) const {
+        const std::string line =
+            "LOCKSMITH_SERVICES_DIR='" + dir_ +
+            "' LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" + std::to_string(port_) +
+            " '" LOCKSMITH_SERVICES_SCRIPT "' " + command + " >>'" + dir_ + "/script.log' 2>&1";
+        return std::system(line.c_str());
+    }
+    int port_;
+    std::string dir_;
+};
 #endif
 
 }  // namespace locksmith::test

@@ -1176,42 +1176,7 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted)
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// A private MariaDB: scripts/services.sh with a state folder and port of the test's own.
-namespace {
-
-class private_mariadb {
-  public:
-    private_mariadb() : port_(test::free_port()) {
-        char templ[] = "/tmp/locksmith-mariadb-XXXXXX";
-        BOOST_REQUIRE(::mkdtemp(templ));
-        dir_ = templ;
-        start();
-    }
-    ~private_mariadb() {
-        stop();
-        std::error_code ec;
-        std::filesystem::remove_all(dir_, ec);
-    }
-    std::string dsn() const {
-        return "mysql://locktest:locktest-pw@127.0.0.1:" + std::to_string(port_) + "/locktest";
-    }
-    void start() { BOOST_REQUIRE_MESSAGE(script("start") == 0, "services.sh start failed"); }
-    void stop() { script("stop"); }
-
-  private:
-    int script(const std::string& command) const {
-        const std::string line =
-            "LOCKSMITH_SERVICES_DIR=" + dir_.string() +
-            " LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" + std::to_string(port_) +
-            " " LOCKSMITH_SOURCE_DIR "/scripts/services.sh " + command + " >>" +
-            (dir_ / "script.log").string() + " 2>&1";
-        return std::system(line.c_str());
-    }
-    int port_;
-    std::filesystem::path dir_;
-};
-
-}  // namespace
+using test::private_mariadb;
 
 BOOST_AUTO_TEST_SUITE(mariadb_faults)
 

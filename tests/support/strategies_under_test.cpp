@@ -156,6 +156,22 @@ std::vector<strategy_under_test> strategies_under_test() {
                        "LOCKSMITH_TEST_POSTGRES_TLS_DSN is unset (run scripts/services.sh start, "
                        "then eval \"$(scripts/services.sh env)\")",
                        false, std::chrono::milliseconds(100), "pg_advisory.tls"});
+    if (auto dsn = env("LOCKSMITH_TEST_MARIADB_DSN"))
+        all.push_back({"mysql_get_lock", nlohmann::json{{"dsn", *dsn}}, ""});
+    else
+        all.push_back({"mysql_get_lock", std::nullopt,
+                       "LOCKSMITH_TEST_MARIADB_DSN is unset (run scripts/services.sh start, then "
+                       "eval \"$(scripts/services.sh env)\")"});
+    // Over TLS, as a user that may connect only so (scripts/services.sh: REQUIRE SSL,
+    // sslmode=verify-full against the rig's CA).
+    if (auto dsn = env("LOCKSMITH_TEST_MARIADB_TLS_DSN"))
+        all.push_back({"mysql_get_lock", nlohmann::json{{"dsn", *dsn}}, "", false,
+                       std::chrono::milliseconds(100), "mysql_get_lock.tls"});
+    else
+        all.push_back({"mysql_get_lock", std::nullopt,
+                       "LOCKSMITH_TEST_MARIADB_TLS_DSN is unset (run scripts/services.sh start, "
+                       "then eval \"$(scripts/services.sh env)\")",
+                       false, std::chrono::milliseconds(100), "mysql_get_lock.tls"});
     if (auto endpoints = env("LOCKSMITH_TEST_ETCD"))
         // Lease TTLs are whole seconds at etcd (rounded up), at least etcd's minimum (1.5 s with
         // the default 100 ms heartbeat, so 2 s), and its expiry sweep runs twice a second: a

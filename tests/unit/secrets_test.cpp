@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(keyword_value_dsns) {
         "postgresql://app@127.0.0.1:1/app\tpassword=" + secret,
     };
     for (const auto& dsn : dsns) {
-        for (const char* strategy : {"sql", "pg_advisory"})
+        for (const char* strategy : {"sql", "pg_advisory", "mysql_get_lock"})
             expect_no_secret_anywhere(strategy, {{"dsn", dsn}});
         expect_no_secret_anywhere("redis", {{"url", dsn}});
         expect_no_secret_anywhere("etcd", {{"endpoints", dsn}});
@@ -241,6 +241,7 @@ BOOST_AUTO_TEST_CASE(secrets_from_a_file_or_the_environment) {
         {"pg_advisory", {{"dsn", "postgresql://u@127.0.0.1:1/db"}, {"connect_timeout_s", 0.05}}},
         {"sql", {{"dsn", "postgresql://u@127.0.0.1:1/db"}, {"connect_timeout_s", 0.05}}},
         {"sql", {{"dsn", "mysql://u@127.0.0.1:1/db"}, {"connect_timeout_s", 0.05}}},
+        {"mysql_get_lock", {{"dsn", "mysql://u@127.0.0.1:1/db"}, {"connect_timeout_s", 0.05}}},
         {"zookeeper", {{"hosts", "127.0.0.1:1"}, {"connect_timeout_ms", 50}}},
     };
     for (const auto& [strategy, base] : cases) {
@@ -273,6 +274,33 @@ BOOST_AUTO_TEST_CASE(secrets_from_a_file_or_the_environment) {
     from = {file, ""};
     BOOST_TEST(resolve_secret("", from, "etcd", "password") == "digest:u:" + secret);
     BOOST_TEST(resolve_secret("inline", {}, "etcd", "password") == "inline");
+    ::unlink(file.c_str());
+    ::rmdir(dir.c_str());
+}
+
+// mysql_get_lock: a password in the DSN, and a password_file of the wrong mode, of the right one
+// on a server that does not answer, and beside a DSN that has a password too.
+BOOST_AUTO_TEST_CASE(mysql_get_lock_password_forms) {
+    for (const auto& dsn : {"mysql://app:" + secret + "@127.0.0.1:1/app",
+                            "mysql://app:" + encoded + "@127.0.0.1:1/app?sslmode=verify-full",
+                            "mariadb://app:" + secret + "@127.0.0.1:1/app?sslrootcert=" + secret,
+                            "mysql://app:" + secret + "@127.0.0.1:1/"})
+        expect_no_secret_anywhere("mysql_get_lock", {{"dsn", dsn}, {"connect_timeout_s", 0.05}});
+    const std::string dir = "/tmp/locksmith-secrets-test-my-" + std::to_string(::getpid());
+    const std::string file = dir + "/password";
+    BOOST_REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    for (const mode_t mode : {0644, 0600}) {
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        BOOST_REQUIRE(f);
+        std::fputs((secret + "\n").c_str(), f);
+        std::fclose(f);
+        ::chmod(file.c_str(), mode);
+        expect_no_secret_anywhere("mysql_get_lock", {{"dsn", "mysql://app@127.0.0.1:1/app"},
+                                                     {"connect_timeout_s", 0.05},
+                                                     {"password_file", file}});
+        expect_no_secret_anywhere(
+            "mysql_get_lock", {{"dsn", "mysql://app:x@127.0.0.1:1/app"}, {"password_file", file}});
+    }
     ::unlink(file.c_str());
     ::rmdir(dir.c_str());
 }
