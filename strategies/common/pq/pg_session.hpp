@@ -59,7 +59,6 @@ struct pg_target {
 // ("dlopen") when libpq cannot be loaded.
 pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string password = {});
 
-
 struct pg_result_deleter {
     void operator()(PGresult* r) const noexcept;
 };
