@@ -564,3 +564,36 @@ BOOST_AUTO_TEST_CASE(rediss_urls_and_tls_options) {
                    e.what());
     }
 }
+
+// The transport's other path: unix:// (a socket of our own, no hiredis context since the stream
+// carries plain text too). A redis-server of the test's own that also listens on a Unix socket.
+BOOST_AUTO_TEST_CASE(a_unix_socket_url_connects_and_locks) {
+    const int port = test::free_port();
+    const std::string socket = std::filesystem::temp_directory_path().string() +
+                               "/locksmith-redis-" + std::to_string(::getpid()) + ".sock";
+    auto argv = test::private_redis_argv(port);
+    argv.insert(argv.end(), {"--unixsocket", socket, "--unixsocketperm", "700"});
+    test::private_server server(argv, port);
+    strategies::redis_options o;
+    o.endpoint = strategies::parse_redis_url("unix://" + socket + "?db=2");
+    o.key_prefix = test_prefix;
+    auto s = strategies::make_redis_store(o);
+    auto a = make_lock(s, "unix");
+    auto b = make_lock(strategies::make_redis_store(o), "unix");
+    BOOST_REQUIRE(a.try_lock());
+    BOOST_TEST(!b.try_lock());
+    a.unlock();
+    BOOST_TEST(b.try_lock());
+    b.unlock();
+    // No socket there: a permanent error naming the path.
+    o.endpoint.socket_path += ".missing";
+    try {
+        strategies::make_redis_store(o);
+        BOOST_FAIL("a missing socket was connected to");
+    } catch (const backend_error& e) {
+        BOOST_TEST(e.native_code() == "errno " + std::to_string(ENOENT), e.what());
+        BOOST_TEST(std::string(e.what()).find(o.endpoint.socket_path) != std::string::npos,
+                   e.what());
+        BOOST_TEST((e.kind() == error_kind::permanent), e.what());
+    }
+}
