@@ -106,7 +106,7 @@ std::shared_ptr<const tls::tls_context> make_tls_context(const redis_options& op
 }
 
 connection::connection(const redis_options& options, std::shared_ptr<const tls::tls_context> tls)
-    : options_(options), reader_(redisReaderCreate()) {
+    : options_(options), reader_(redisReaderCreate()), generation_(fork_generation()) {
     if (!reader_) fail("connecting", "oom", "cannot allocate a reply reader");
     open(std::move(tls));
     set_up();
@@ -281,6 +281,10 @@ reply_ptr connection::read_until(time_point until, std::string_view command) {
 
 bool connection::stale() const noexcept {
     if (broken_ || !stream_ || mid_reply_ || reader_->pos < reader_->len) return true;
+    // In a fork()ed child the socket, and a TLS session's keys and sequence numbers, are the
+    // parent's: used from two processes, their commands would interleave and the TLS records
+    // fail. The child opens its own; dropping this copy writes nothing (tls_stream).
+    if (generation_ != fork_generation()) return true;
     // An idle connection never has anything to read: data means EOF, an error, or a message
     // nobody waits for. Decrypted bytes that OpenSSL holds count too (idle_has_input).
     return stream_->idle_has_input();

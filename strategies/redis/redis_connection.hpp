@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -80,8 +81,9 @@ class connection {
     bool broken() const noexcept { return broken_; }
     // True when an idle connection has data or a hang-up pending, i.e. the server closed it
     // (restart, idle timeout) or sent what nobody asked for: bytes on the socket, decrypted
-    // bytes OpenSSL holds, or the rest of a reply the reader holds. Checked before reuse, so
-    // that a restart costs no failed command and no command reads another's reply.
+    // bytes OpenSSL holds, or the rest of a reply the reader holds; and in a fork()ed child, for
+    // the parent's connections. Checked before reuse, so that a restart costs no failed command
+    // and no command reads another's reply.
     bool stale() const noexcept;
 
     // Throws backend_error for `reply` when it is an error reply; `what` says what was tried.
@@ -106,7 +108,8 @@ class connection {
     std::unique_ptr<redisReader, reader_deleter> reader_;
     std::unique_ptr<tls::tls_stream> stream_;
     bool broken_ = false;
-    bool mid_reply_ = false;  // part of a reply was read, not the whole
+    bool mid_reply_ = false;          // part of a reply was read, not the whole
+    const std::uint64_t generation_;  // fork_generation() of the process that connected
 };
 
 using connection_pool = locksmith::connection_pool<connection>;

@@ -507,6 +507,33 @@ BOOST_AUTO_TEST_CASE(an_idle_tls_connection_the_server_closed_is_replaced_withou
     lock.unlock();
 }
 
+BOOST_AUTO_TEST_CASE(a_forked_child_never_uses_its_parents_tls_connections) {
+    // Two processes on one TLS session would each send records with the same sequence numbers:
+    // the server refuses the second (bad record MAC) and the parent's connection is lost.
+    auto s = strategies::make_redis_store(rig_options());
+    const auto name = test::unique_resource("fork");
+    auto lock = make_lock(s, name);
+    BOOST_REQUIRE(lock.try_lock());
+    lock.unlock();
+    std::this_thread::sleep_for(20ms);  // past the pool's grace: idle connections are checked
+    const pid_t child = test::fork_child(
+        [&] {
+            auto l = make_lock(s, name + "-child");
+            if (!l.try_lock()) return 1;
+            l.unlock();
+            return 0;
+        },
+        30s);
+    BOOST_TEST(test::wait_child(child, 20s) == 0);
+    std::this_thread::sleep_for(20ms);
+    try {
+        BOOST_TEST(lock.try_lock());
+        lock.unlock();
+    } catch (const error& e) {
+        BOOST_ERROR("the parent's connection broke after the child's use: " << e.what());
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(rediss_urls_and_tls_options) {
