@@ -27,7 +27,7 @@ error_kind kind_of(const std::string& native_code) {
     if (native_code.rfind("errno ", 0) == 0) return errno_kind(std::atoi(native_code.c_str() + 6));
     // Lost or slow connections, and a server that is starting, failing over or out of memory
     // for the moment: the next attempt (on a new connection) may succeed.
-    for (const char* code : {"timeout", "eof", "null", "oom", "LOADING", "BUSY", "TRYAGAIN",
+    for (const char* code : {"timeout", "eof", "null", "oom", "fork", "LOADING", "BUSY", "TRYAGAIN",
                              "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM"})
         if (native_code == code) return error_kind::transient;
     // WRONGPASS, NOAUTH, NOPERM, ERR (a script or argument error), WRONGTYPE, protocol, tls: a
@@ -203,6 +203,13 @@ reply_ptr connection::command(const std::vector<std::string_view>& args) {
     return reply;
 }
 
+void connection::not_ours(const std::string& what) {
+    // A connection of the parent that stale() did not get to see (the pool checks one only
+    // after it sat idle a moment): never a byte written or read on it here.
+    broken_ = true;
+    fail(what, "fork", "the connection belongs to the parent process (a retry opens one of ours)");
+}
+
 void connection::timed_out(const std::string& what) {
     // Part of the reply may have arrived: the stream is out of step, never use it again.
     broken_ = true;
@@ -212,6 +219,7 @@ void connection::timed_out(const std::string& what) {
 }
 
 void connection::write(const std::vector<std::string_view>& args, time_point until) {
+    if (generation_ != fork_generation()) not_ours("sending " + first_word(args));
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     argv.reserve(args.size());
@@ -247,6 +255,7 @@ reply_ptr connection::read_until(time_point until, std::string_view command) {
     auto what = [command] {
         return command.empty() ? std::string("reading a reply") : "command " + std::string(command);
     };
+    if (generation_ != fork_generation()) not_ours(what());
     for (;;) {
         void* reply = nullptr;
         if (redisReaderGetReply(reader_.get(), &reply) != REDIS_OK) {

@@ -101,6 +101,7 @@ class connection {
     // one) names what failed in errors.
     reply_ptr read_until(time_point until, std::string_view command);
     [[noreturn]] void timed_out(const std::string& what);
+    [[noreturn]] void not_ours(const std::string& what);
     [[noreturn]] void fail_stream(const std::string& what, const tls::stream_error& e);
     [[noreturn]] void fail_as(const std::string& what, const std::string& native_code,
                               const std::string& detail, error_kind kind) const;

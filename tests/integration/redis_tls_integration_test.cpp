@@ -532,6 +532,35 @@ BOOST_AUTO_TEST_CASE(a_forked_child_never_uses_its_parents_tls_connections) {
     } catch (const error& e) {
         BOOST_ERROR("the parent's connection broke after the child's use: " << e.what());
     }
+    // Forked right after the release: the pool hands out a connection back for less than its
+    // grace without checking it, so the connection itself refuses (code "fork"), and a retry
+    // opens the child's own.
+    for (int round = 0; round < 10; ++round) {
+        lock.lock();
+        lock.unlock();
+        const pid_t quick = test::fork_child(
+            [&] {
+                auto l = make_lock(s, name + "-quick");
+                for (int attempt = 0; attempt < 2; ++attempt) {
+                    try {
+                        if (!l.try_lock()) return 1;
+                        l.unlock();
+                        return 0;
+                    } catch (const backend_error& e) {
+                        if (e.native_code() != "fork" || !e.transient()) return 2;
+                    }
+                }
+                return 3;
+            },
+            30s);
+        BOOST_TEST(test::wait_child(quick, 20s) == 0);
+        try {
+            BOOST_TEST(lock.try_lock());
+            lock.unlock();
+        } catch (const error& e) {
+            BOOST_ERROR("round " << round << ": the parent's connection broke: " << e.what());
+        }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -55,6 +55,10 @@
 //    handshake, and a client certificate the server refuses (under TLS 1.3 known only at the
 //    first reply), is a backend_error with code "tls" (permanent) naming the redacted endpoint
 //    and what failed, never a key or the password. The handshake is bounded by connect_timeout.
+//  - Fork: a store may be used in a fork()ed child, which opens connections of its own and
+//    never writes or reads on its parent's (their TLS sessions stay the parent's); a request
+//    that would have used one the parent returned just before the fork fails instead
+//    (code "fork", transient: a retry opens a connection).
 //  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOAUTH",
 //    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "resolve", "tls", "protocol");
 //    its kind() is
