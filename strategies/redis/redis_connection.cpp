@@ -21,6 +21,8 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
+constexpr std::size_t max_reply_bytes = std::size_t(16) << 20;
+
 // Whether retrying may help after a failure with `native_code` (fail's codes and the server's
 // error prefixes).
 error_kind kind_of(const std::string& native_code) {
@@ -280,7 +282,18 @@ reply_ptr connection::read_until(time_point until, std::string_view command) {
             broken_ = true;
             fail(what(), "eof", "the server closed the connection");
         }
+        // A lock server's replies are small (the largest, a status of many readers, some KiB);
+        // a server that sends more than this for one reply is broken or hostile, and hiredis
+        // would buffer all it sends (an announced 1 GiB bulk, or an array of millions of
+        // elements at some 50 bytes of memory for each 4 received) until the deadline.
+        in_reply_ = mid_reply_ ? in_reply_ + *n : *n;
         mid_reply_ = true;
+        if (in_reply_ > max_reply_bytes) {
+            broken_ = true;
+            fail(what(), "protocol",
+                 "a reply longer than " + std::to_string(max_reply_bytes >> 20) +
+                     " MiB: not a Redis server speaking to a lock client");
+        }
         if (redisReaderFeed(reader_.get(), buffer, *n) != REDIS_OK) {
             broken_ = true;
             fail(what(), "oom", "cannot buffer the reply");

@@ -110,6 +110,7 @@ class connection {
     std::unique_ptr<tls::tls_stream> stream_;
     bool broken_ = false;
     bool mid_reply_ = false;          // part of a reply was read, not the whole
+    std::size_t in_reply_ = 0;        // bytes read since the last complete reply
     const std::uint64_t generation_;  // fork_generation() of the process that connected
 };
 

@@ -119,11 +119,12 @@ backend_error expect_failure(const strategies::redis_options& o, const std::stri
 // --- a server of the test's own: TLS (the rig's server certificate) or plain, then scripted ---
 
 enum class after_handshake {
-    silent,        // reads, never answers
-    trickle,       // answers each command with one byte per 100 ms of a reply that never ends
-    nonsense,      // answers each command with 4 KiB of pseudo-random bytes
-    hang_up,       // closes the connection at once
-    answers_twice  // a Redis stand-in that answers SET twice (a surplus reply)
+    silent,         // reads, never answers
+    trickle,        // answers each command with one byte per 100 ms of a reply that never ends
+    nonsense,       // answers each command with 4 KiB of pseudo-random bytes
+    hang_up,        // closes the connection at once
+    answers_twice,  // a Redis stand-in that answers SET twice (a surplus reply)
+    endless_bulk    // answers each command with a 1 GiB bulk string, as fast as it can
 };
 
 // One complete RESP command (an array of bulk strings) from the front of `in`, or nullopt.
@@ -238,6 +239,10 @@ class scripted_server {
                     std::string noise(4096, '\0');
                     for (auto& c : noise) c = char(random());
                     open = send(noise);
+                } else if (behaviour_ == after_handshake::endless_bulk) {
+                    open = send("$1073741824\r\n");
+                    const std::string mib(1 << 20, 'x');
+                    for (int i = 0; i < 1024 && open && !stop_; ++i) open = send(mib);
                 } else if (behaviour_ == after_handshake::trickle) {
                     for (int i = 0; i < 600 && !stop_ && open; ++i) {
                         open = send(i == 0 ? "$" : "9");
@@ -448,6 +453,8 @@ BOOST_AUTO_TEST_CASE(a_hostile_server_after_the_handshake_gets_a_clear_error_in_
          {expectation{after_handshake::silent, "timeout", "no complete reply within 300 ms"},
           expectation{after_handshake::trickle, "timeout", "no complete reply within 300 ms"},
           expectation{after_handshake::nonsense, "protocol", "not a Redis reply"},
+          // Refused at 16 MiB, not buffered until the deadline.
+          expectation{after_handshake::endless_bulk, "protocol", "a reply longer than 16 MiB"},
           // Closed with our command unread: a reset, when it comes before our read.
           expectation{after_handshake::hang_up, "eof|errno 104", "failed: reading failed: "}}) {
         scripted_server server(true, behaviour);

@@ -55,6 +55,9 @@
 //    handshake, and a client certificate the server refuses (under TLS 1.3 known only at the
 //    first reply), is a backend_error with code "tls" (permanent) naming the redacted endpoint
 //    and what failed, never a key or the password. The handshake is bounded by connect_timeout.
+//  - A broken or hostile server: a reply longer than 16 MiB is a backend_error ("protocol",
+//    permanent), never buffered further; every command ends within command_timeout whatever the
+//    server does (never answers, trickles), over TLS or not.
 //  - Fork: a store may be used in a fork()ed child, which opens connections of its own and
 //    never writes or reads on its parent's (their TLS sessions stay the parent's); a request
 //    that would have used one the parent returned just before the fork fails instead
