@@ -155,7 +155,7 @@ if [ -z "$lane_dir" ] && [ -z "${LOCKSMITH_TEST_REDIS_URL:-}" ]; then
                 LOCKSMITH_REDIS_PORT="$(free_ports 1)" LOCKSMITH_MEMCACHED_PORT="$(free_ports 1)"
                 LOCKSMITH_POSTGRES_PORT="$(free_ports 1)" LOCKSMITH_MARIADB_PORT="$(free_ports 1)"
                 LOCKSMITH_ZOOKEEPER_PORT="$(free_ports 1)" LOCKSMITH_ETCD_PORT="$(free_ports 2)"
-                LOCKSMITH_REDIS_QUORUM_PORT="$(free_ports 3)")
+                LOCKSMITH_REDIS_QUORUM_PORT="$(free_ports 3)" LOCKSMITH_REDIS_TLS_PORT="$(free_ports 1)")
   env "${services_env[@]}" "$root/scripts/services.sh" start >"$work/services-start.log" 2>&1 ||
     { echo "mutants: some test servers did not start:" >&2; cat "$work/services-start.log" >&2; }
   eval "$(env "${services_env[@]}" "$root/scripts/services.sh" env)"

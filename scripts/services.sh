@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Starts and stops the servers the integration tests talk to: redis-server, memcached,
-# PostgreSQL, MariaDB, ZooKeeper (one standalone server, and an ensemble of three), etcd, a
-# 3-member etcd cluster with TLS and client certificates, three more redis-servers (members of the
-# `combined` strategy's quorum), Redis behind Sentinel and a Redis Cluster, on 127.0.0.1 only, on
-# non-default ports, with their data, logs and PID
+# Starts and stops the servers the integration tests talk to: redis-server, a redis-server that
+# speaks only TLS and requires client certificates and a password (`redis-tls`;
+# LOCKSMITH_TEST_REDIS_TLS_URL), memcached, PostgreSQL, MariaDB, ZooKeeper (one standalone server,
+# and an ensemble of three), etcd, a 3-member etcd cluster with TLS and client certificates, three
+# more redis-servers (members of the `combined` strategy's quorum), Redis behind Sentinel and a
+# Redis Cluster, on 127.0.0.1 only, on non-default ports, with their data, logs and PID
 # files in one state directory. Test settings only: PostgreSQL trusts every local connection and
 # runs with fsync off; MariaDB has a `locktest` user whose password is in the env lines. With the
 # certificates (`certs`), PostgreSQL and MariaDB also serve TLS and each has a user that may only
@@ -18,7 +19,7 @@
 #   scripts/services.sh status  one line per service
 #
 # Environment: LOCKSMITH_SERVICES_DIR (default /tmp/locksmith-services), LOCKSMITH_REDIS_PORT
-# (16379), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
+# (16379), LOCKSMITH_REDIS_TLS_PORT (16396), LOCKSMITH_MEMCACHED_PORT (21211), LOCKSMITH_POSTGRES_PORT (15432),
 # LOCKSMITH_MARIADB_PORT (13306), LOCKSMITH_ZOOKEEPER_PORT (12181), LOCKSMITH_ETCD_PORT (12379;
 # its peer port is the next one), LOCKSMITH_ETCD_CLUSTER_PORT (12479; the members' client ports
 # are it and the next two, their peer ports the three after), LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT
@@ -27,9 +28,9 @@
 # three members use it and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its
 # replica, then three Sentinels on the next four), LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes
 # of a Redis Cluster, three masters and a replica of each, on it and the next five; bus ports 1000
-# above), LOCKSMITH_SERVICES (default: all, "certs redis memcached postgres mariadb zookeeper
-# zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster"; `certs` makes
-# the test certificates the TLS servers use and goes before them).
+# above), LOCKSMITH_SERVICES (default: all, "certs redis redis-tls memcached postgres mariadb
+# zookeeper zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster";
+# `certs` makes the test certificates the TLS servers use and goes before them).
 #
 # Members that a test may kill, and restart with `scripts/services.sh start` (only what is not
 # running is started; LOCKSMITH_SERVICES narrows it) or with the command line they ran:
@@ -41,6 +42,7 @@ set -euo pipefail
 
 state_dir=${LOCKSMITH_SERVICES_DIR:-/tmp/locksmith-services}
 redis_port=${LOCKSMITH_REDIS_PORT:-16379}
+redis_tls_port=${LOCKSMITH_REDIS_TLS_PORT:-16396}
 memcached_port=${LOCKSMITH_MEMCACHED_PORT:-21211}
 postgres_port=${LOCKSMITH_POSTGRES_PORT:-15432}
 mariadb_port=${LOCKSMITH_MARIADB_PORT:-13306}
@@ -51,7 +53,7 @@ quorum_port=${LOCKSMITH_REDIS_QUORUM_PORT:-16380}
 sentinel_port=${LOCKSMITH_REDIS_SENTINEL_PORT:-16390}
 cluster_port=${LOCKSMITH_REDIS_CLUSTER_PORT:-16400}
 ensemble_port=${LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT:-12281}
-services=${LOCKSMITH_SERVICES:-certs redis memcached postgres mariadb zookeeper zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster}
+services=${LOCKSMITH_SERVICES:-certs redis redis-tls memcached postgres mariadb zookeeper zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster}
 # Servers live in /usr/sbin or /usr/bin depending on the package; a non-root PATH may lack sbin.
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -83,6 +85,24 @@ redis_ping_port() {
   redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG
 }
 quorum_ping() { redis_ping_port "$quorum_member_port"; }
+
+# redis-tls: TLS only (--port 0), a client certificate and the password required.
+redis_tls_password=locktest-redis-tls-pw
+redis_tls_ping() {
+  local tls=$state_dir/tls
+  redis-cli -h 127.0.0.1 -p "$redis_tls_port" --tls --cacert "$tls/ca.pem" --cert "$tls/client.pem" \
+    --key "$tls/client.key" --no-auth-warning -a "$redis_tls_password" ping 2>/dev/null | grep -q PONG
+}
+start_redis_tls() {
+  local tls=$state_dir/tls
+  need redis-server redis-server && need redis-cli redis-tools || return 1
+  [ -s "$tls/client.pem" ] || make_certs || return 1
+  start_one redis-tls redis-server redis_tls_ping "$redis_tls_port" \
+    redis-server --bind 127.0.0.1 --port 0 --tls-port "$redis_tls_port" --protected-mode yes \
+    --tls-cert-file "$tls/server.pem" --tls-key-file "$tls/server.key" \
+    --tls-ca-cert-file "$tls/ca.pem" --tls-auth-clients yes --requirepass "$redis_tls_password" \
+    --daemonize no --dir "$state_dir/redis-tls" --save '' --appendonly no
+}
 
 # memcached has no client in the required packages: talk to it over bash's /dev/tcp. The exec is
 # inside braces so that its redirection does not swallow this script's stderr.
@@ -256,6 +276,9 @@ env_lines() {
     case $s in
       certs) echo "export LOCKSMITH_TEST_TLS_DIR=$state_dir/tls" ;;
       redis) echo "export LOCKSMITH_TEST_REDIS_URL=redis://127.0.0.1:$redis_port/0" ;;
+      # The certificates are those of `certs` (LOCKSMITH_TEST_TLS_DIR): ca.pem, client.pem/.key.
+      redis-tls) echo "export LOCKSMITH_TEST_REDIS_TLS_URL=rediss://:$redis_tls_password@127.0.0.1:$redis_tls_port/0"
+        case " $services " in *" certs "*) ;; *) echo "export LOCKSMITH_TEST_TLS_DIR=$state_dir/tls" ;; esac ;;
       memcached) echo "export LOCKSMITH_TEST_MEMCACHED=127.0.0.1:$memcached_port" ;;
       postgres) echo "export LOCKSMITH_TEST_POSTGRES_DSN=postgresql://postgres@127.0.0.1:$postgres_port/locktest"
         # The role that may only connect over TLS (hostssl), to its own database.
@@ -633,6 +656,7 @@ start() {
           redis-server --bind 127.0.0.1 --port "$redis_port" --protected-mode yes \
           --daemonize no --dir "$state_dir/redis" --save '' --appendonly no || rc=1
         ;;
+      redis-tls) start_redis_tls || rc=1 ;;
       memcached)
         need memcached memcached || { rc=1; continue; }
         start_one memcached memcached memcached_ping "$memcached_port" \
@@ -660,6 +684,7 @@ stop() {
   for s in $services; do
     case $s in
       redis) stop_one redis redis-server ;;
+      redis-tls) stop_one redis-tls redis-server ;;
       memcached) stop_one memcached memcached ;;
       postgres) stop_one postgres postgres INT ;;
       mariadb) stop_one mariadb mariadbd ;;
@@ -684,6 +709,8 @@ status() {
         echo "certs: not made" ;;
       redis) pid=$(pid_of redis); alive "$pid" redis-server && redis_ping &&
         echo "redis: running (pid $pid, port $redis_port)" || echo "redis: not running" ;;
+      redis-tls) pid=$(pid_of redis-tls); alive "$pid" redis-server && redis_tls_ping &&
+        echo "redis-tls: running (pid $pid, port $redis_tls_port)" || echo "redis-tls: not running" ;;
       memcached) pid=$(pid_of memcached); alive "$pid" memcached && memcached_ping &&
         echo "memcached: running (pid $pid, port $memcached_port)" || echo "memcached: not running" ;;
       postgres) pid=$(pid_of postgres); alive "$pid" postgres && postgres_ping &&

@@ -48,7 +48,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+. "$root/bench/tls-lib.sh"
 
 echo "## Run"
 echo
@@ -85,19 +85,10 @@ cat >"$work/tls.json" <<JSON
 {"strategies": {"etcd": {"options": {"endpoints": "$secure", "prefix": "bench-tls/",
   "ca_file": "$tls/ca.pem", "cert_file": "$tls/client.pem", "key_file": "$tls/client.key"}}}}
 JSON
-first_grant() {
-  local config=$1 i t0 t1
-  for i in $(seq 1 "$runs"); do
-    t0=$(date +%s%N)
-    "$cli" --config "$config" run --strategy etcd -n "bench-$i" -- true
-    t1=$(date +%s%N)
-    echo $(((t1 - t0) / 1000))
-  done | median | awk '{printf "%.2f", $1 / 1000}'
-}
 echo "| endpoint | ms |"
 echo "|---|---:|"
-echo "| http | $(first_grant "$work/plain.json") |"
-echo "| https, client certificate | $(first_grant "$work/tls.json") |"
+echo "| http | $(first_grant "$cli" "$work/plain.json" etcd "$runs") |"
+echo "| https, client certificate | $(first_grant "$cli" "$work/tls.json" etcd "$runs") |"
 echo
 
 echo "## 3. Loading the TLS library in a fresh process (dlopen, ms, median of $runs)"

@@ -26,7 +26,8 @@
 //      process (default TTL) holds each lock
 // Endpoints: LOCKSMITH_TEST_REDIS_URL, LOCKSMITH_TEST_MEMCACHED, LOCKSMITH_TEST_POSTGRES_DSN,
 // LOCKSMITH_TEST_MARIADB_DSN, LOCKSMITH_TEST_ZOOKEEPER, LOCKSMITH_TEST_ETCD,
-// LOCKSMITH_TEST_REDIS_QUORUM (scripts/services.sh env).
+// LOCKSMITH_TEST_REDIS_QUORUM (scripts/services.sh env); the TLS variants redis-tls
+// (LOCKSMITH_TEST_REDIS_TLS_URL), etcd-tls and etcd-cluster, with LOCKSMITH_TEST_TLS_DIR.
 // Every loop is bounded by time or count. Nothing here judges a figure.
 #include <fcntl.h>
 #include <pthread.h>
@@ -204,6 +205,15 @@ json strategy_options() {
         const char* url = std::getenv("LOCKSMITH_TEST_REDIS_URL");
         if (!url) die("LOCKSMITH_TEST_REDIS_URL is unset");
         return {{"url", url}, {"key_prefix", remote_prefix()}};
+    }
+    // redis over TLS with a client certificate (services.sh's certificates; bench/redis-tls).
+    if (s == "redis-tls") {
+        const std::string tls = endpoint("LOCKSMITH_TEST_TLS_DIR");
+        return {{"url", endpoint("LOCKSMITH_TEST_REDIS_TLS_URL")},
+                {"key_prefix", remote_prefix()},
+                {"ca_file", tls + "/ca.pem"},
+                {"cert_file", tls + "/client.pem"},
+                {"key_file", tls + "/client.key"}};
     }
     // session_timeout_ms 2000: a killed holder's nodes go when its session expires, so this
     // decides scenario 6 (the server clamps it to [2, 20] ticks).

@@ -863,26 +863,17 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
     }
     if (auto v = r.string("user")) o.user = *v;
     if (auto v = r.secret("password", o.password_from)) o.password = *v;
-    for (auto [name, target] : {std::pair{"ca_file", &o.ca_file},
-                                {"cert_file", &o.cert_file},
-                                {"key_file", &o.key_file},
-                                {"server_name", &o.server_name}})
-        if (auto v = r.string(name)) *target = *v;
     const bool tls = o.endpoints.front().starts_with("https://");
     for (const auto& e : o.endpoints)
         if (e.starts_with("https://") != tls)
             throw config_error("config.value", "/endpoints",
                                "option 'endpoints' mixes http:// and https:// (all members of a "
                                "cluster are reached alike)");
-    if (!tls && !(o.ca_file + o.cert_file + o.key_file + o.server_name).empty())
-        throw config_error("config.value", "/endpoints",
-                           "TLS options (ca_file, cert_file, key_file, server_name) need "
-                           "https:// endpoints; these are http://, which would send everything "
-                           "in clear text");
-    if (o.cert_file.empty() != o.key_file.empty())
-        throw config_error("config.value", o.cert_file.empty() ? "/cert_file" : "/key_file",
-                           "options 'cert_file' and 'key_file' go together (a client "
-                           "certificate and its private key)");
+    auto t = tls::read_tls_options(r, tls, "/endpoints", "https:// endpoints");
+    o.ca_file = std::move(t.ca_file);
+    o.cert_file = std::move(t.cert_file);
+    o.key_file = std::move(t.key_file);
+    o.server_name = std::move(t.server_name);
     if ((!o.password.empty() || !o.password_from.empty()) && o.user.empty())
         throw config_error("config.value", "/password", "option 'password' needs 'user'");
     r.finish();

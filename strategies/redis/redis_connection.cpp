@@ -1,33 +1,27 @@
 #include "redis_connection.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/time.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 
 namespace locksmith::strategies::redis_detail {
 namespace {
 
-timeval to_timeval(std::chrono::milliseconds d) {
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(d.count() / 1000);
-    tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
-    return tv;
-}
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
 
-// Error texts from the server can echo what the client sent; make sure the password is not
-// among them.
-std::string scrub(std::string text, const std::string& password) {
-    if (password.empty()) return text;
-    for (auto pos = text.find(password); pos != std::string::npos; pos = text.find(password, pos))
-        text.replace(pos, password.size(), "***");
-    return text;
-}
+constexpr std::size_t max_reply_bytes = std::size_t(16) << 20;
 
 // Whether retrying may help after a failure with `native_code` (fail's codes and the server's
 // error prefixes).
@@ -35,14 +29,60 @@ error_kind kind_of(const std::string& native_code) {
     if (native_code.rfind("errno ", 0) == 0) return errno_kind(std::atoi(native_code.c_str() + 6));
     // Lost or slow connections, and a server that is starting, failing over or out of memory
     // for the moment: the next attempt (on a new connection) may succeed.
-    for (const char* code : {"timeout", "eof", "null", "oom", "LOADING", "BUSY", "TRYAGAIN",
+    for (const char* code : {"timeout", "eof", "null", "oom", "fork", "LOADING", "BUSY", "TRYAGAIN",
                              "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM"})
         if (native_code == code) return error_kind::transient;
-    // hiredis's other errors (e.g. a host name that does not resolve) may be either.
-    if (native_code == "other") return error_kind::unknown;
-    // WRONGPASS, NOAUTH, NOPERM, ERR (a script or argument error), WRONGTYPE, protocol: a wrong
-    // setting, or not a Redis server of the version needed.
+    // WRONGPASS, NOAUTH, NOPERM, ERR (a script or argument error), WRONGTYPE, protocol, tls: a
+    // wrong setting, or not a Redis server of the version needed.
     return error_kind::permanent;
+}
+
+// A connected Unix socket (non-blocking, close-on-exec), or -1 with errno: ETIMEDOUT when
+// `until` passed first.
+int connect_unix(const std::string& path, steady_clock::time_point until) {
+    sockaddr_un address{};
+    if (path.size() >= sizeof address.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    for (;;) {
+        if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0)
+            return fd;
+        const int err = errno;
+        // EAGAIN: the server's backlog is full. A Unix socket's connect cannot be polled for;
+        // it is tried again, briefly, until the deadline.
+        if (err != EAGAIN && err != EINTR) {
+            ::close(fd);
+            errno = err;
+            return -1;
+        }
+        const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
+        if (left <= milliseconds(0)) {
+            ::close(fd);
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        ::poll(nullptr, 0, int(std::min<long long>(left.count(), 10)));
+    }
+}
+
+// TCP keep-alive as hiredis's redisEnableKeepAlive set it: an idle connection to a server that
+// vanished (host down, network cut) is found dead after about 15 + 3 × 5 s, so that a waiter
+// subscribed to a channel is not left listening to nobody until its deadline.
+void keep_alive(int fd) noexcept {
+    const int on = 1, idle = 15, interval = 5, count = 3;
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
+std::string first_word(const std::vector<std::string_view>& args) {
+    return std::string(args.empty() ? std::string_view() : args.front());
 }
 
 }  // namespace
@@ -52,26 +92,66 @@ std::string reply_error_code(const redisReply& reply) {
     return text.substr(0, text.find(' '));
 }
 
-connection::connection(const redis_options& options) : options_(options) {
-    const auto& e = options.endpoint;
-    const timeval tv = to_timeval(options.connect_timeout);
-    context_ = e.socket_path.empty() ? redisConnectWithTimeout(e.host.c_str(), e.port, tv)
-                                     : redisConnectUnixWithTimeout(e.socket_path.c_str(), tv);
-    if (context_ == nullptr) fail("connecting", "oom", "cannot allocate a hiredis context");
+std::shared_ptr<const tls::tls_context> make_tls_context(const redis_options& options) {
+    if (!options.endpoint.tls) {
+        if (!(options.ca_file + options.cert_file + options.key_file + options.server_name).empty())
+            throw invalid_argument_error(
+                "redis: TLS options (ca_file, cert_file, key_file, server_name) need a rediss:// "
+                "url, not " +
+                options.endpoint.redacted() +
+                "; without TLS they would be ignored and everything sent in clear text");
+        return nullptr;
+    }
+    return std::make_shared<const tls::tls_context>(
+        tls::tls_options{options.ca_file, options.cert_file, options.key_file, options.server_name},
+        "redis");
+}
+
+connection::connection(const redis_options& options, std::shared_ptr<const tls::tls_context> tls)
+    : options_(options), reader_(redisReaderCreate()), generation_(fork_generation()) {
+    if (!reader_) fail("connecting", "oom", "cannot allocate a reply reader");
+    open(std::move(tls));
+    set_up();
+}
+
+void connection::open(std::shared_ptr<const tls::tls_context> tls) {
+    const auto& e = options_.endpoint;
+    const std::string what = "connecting";
+    const auto until = steady_clock::now() + options_.connect_timeout;
+    if (e.tls && !tls) throw invalid_argument_error("redis: a rediss:// url needs TLS settings");
+    const std::string in_time =
+        " (within connect_timeout_s, " + std::to_string(options_.connect_timeout.count()) + " ms)";
+    int fd = -1, err = 0;
+    if (!e.socket_path.empty()) {
+        fd = connect_unix(e.socket_path, until);
+        err = errno;
+    } else {
+        const auto c = connect_tcp(e.host, e.port, until);
+        if (!c.resolve_failure.empty()) fail_as(what, "resolve", c.resolve_failure, c.resolve_kind);
+        if (c.fd < 0 && c.connect_errno == 0)
+            fail_as(what, "resolve", "'" + e.host + "' has no address", error_kind::permanent);
+        fd = c.fd;
+        err = c.connect_errno;
+        if (fd >= 0) keep_alive(fd);
+    }
+    if (fd < 0) {
+        if (err == ETIMEDOUT)
+            fail_as(what, "timeout", "no connection" + in_time, error_kind::transient);
+        fail_as(what, "errno " + std::to_string(err), std::strerror(err), errno_kind(err));
+    }
+    // The handshake shares the connect deadline: a server that accepts and then says nothing
+    // costs connect_timeout, as one that never accepts does.
     try {
-        set_up();
-    } catch (...) {
-        redisFree(context_);
-        throw;
+        stream_ =
+            std::make_unique<tls::tls_stream>(fd, e.tls ? std::move(tls) : nullptr, e.host, until);
+    } catch (const tls::stream_error& x) {
+        fail_as(what, x.code(), x.code() == "timeout" ? x.what() + in_time : std::string(x.what()),
+                x.kind());
     }
 }
 
 void connection::set_up() {
     const auto& e = options_.endpoint;
-    if (context_->err) fail_io("connecting");
-    if (redisSetTimeout(context_, to_timeval(options_.command_timeout)) != REDIS_OK)
-        fail_io("setting the command timeout");
-    if (e.socket_path.empty()) redisEnableKeepAlive(context_);
     if (!e.password.empty()) {
         std::vector<std::string_view> auth{"AUTH"};
         if (!e.user.empty()) auth.push_back(e.user);
@@ -86,37 +166,24 @@ void connection::set_up() {
     }
 }
 
-connection::~connection() {
-    if (context_) redisFree(context_);
-}
+connection::~connection() = default;
 
 void connection::fail(const std::string& what, const std::string& native_code,
                       const std::string& detail) const {
-    throw backend_error("redis", native_code,
-                        "redis: " + what + " at " + options_.endpoint.redacted() +
-                            " failed: " + scrub(detail, options_.endpoint.password),
-                        kind_of(native_code));
+    fail_as(what, native_code, detail, kind_of(native_code));
 }
 
-void connection::fail_io(const std::string& what) {
+void connection::fail_as(const std::string& what, const std::string& native_code,
+                         const std::string& detail, error_kind kind) const {
+    throw backend_error("redis", native_code,
+                        "redis: " + what + " at " + options_.endpoint.redacted() +
+                            " failed: " + scrub_secret(detail, options_.endpoint.password),
+                        kind);
+}
+
+void connection::fail_stream(const std::string& what, const tls::stream_error& e) {
     broken_ = true;
-    const int err = context_->err;
-    const int saved_errno = errno;
-    std::string detail = context_->errstr;
-    std::string code;
-    if (err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)) {
-        code = "timeout";
-        detail = "no reply within " + std::to_string(options_.command_timeout.count()) + " ms";
-    } else if (err == REDIS_ERR_IO) {
-        code = "errno " + std::to_string(saved_errno);
-    } else if (err == REDIS_ERR_EOF) {
-        code = "eof";
-    } else if (err == REDIS_ERR_PROTOCOL) {
-        code = "protocol";
-    } else {
-        code = "other";
-    }
-    fail(what, code, detail);
+    fail_as(what, e.code(), e.what(), e.kind());
 }
 
 void connection::check(const redisReply* reply, const std::string& what) const {
@@ -126,18 +193,23 @@ void connection::check(const redisReply* reply, const std::string& what) const {
 }
 
 reply_ptr connection::command(const std::vector<std::string_view>& args) {
-    // One deadline for the whole command: the socket timeouts bound each read and write only,
-    // so a server trickling its reply byte by byte would never trip them.
-    const auto until = std::chrono::steady_clock::now() + options_.command_timeout;
-    const std::string what = "command " + std::string(args.empty() ? "" : args.front());
-    append(args);
-    for (int done = 0; !done;) {
-        if (!wait_until(POLLOUT, until)) timed_out(what);
-        if (redisBufferWrite(context_, &done) != REDIS_OK) fail_io(what);
-    }
-    auto reply = read_until(until);
-    if (!reply) timed_out(what);
+    // One deadline for the whole command, not per read: a server trickling its reply byte by
+    // byte must not stretch it.
+    const auto until = steady_clock::now() + options_.command_timeout;
+    write(args, until);
+    auto reply = read_until(until, args.empty() ? std::string_view() : args.front());
+    if (!reply) timed_out("command " + first_word(args));
+    // More than the one reply asked for: the stream is out of step with our commands, and the
+    // next command on it would take the surplus for its own reply.
+    if (reader_->pos < reader_->len) broken_ = true;
     return reply;
+}
+
+void connection::not_ours(const std::string& what) {
+    // A connection of the parent that stale() did not get to see (the pool checks one only
+    // after it sat idle a moment): never a byte written or read on it here.
+    broken_ = true;
+    fail(what, "fork", "the connection belongs to the parent process (a retry opens one of ours)");
 }
 
 void connection::timed_out(const std::string& what) {
@@ -148,24 +220,8 @@ void connection::timed_out(const std::string& what) {
              " ms (command_timeout_s)");
 }
 
-bool connection::wait_until(short events, std::chrono::steady_clock::time_point until) {
-    for (;;) {
-        auto left =
-            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-        if (left <= left.zero()) return false;
-        pollfd p{context_->fd, events, 0};
-        int n = ::poll(&p, 1, int(std::min<long long>(left.count(), 1'000'000'000)));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            broken_ = true;
-            fail("waiting for the server", "errno " + std::to_string(errno), std::strerror(errno));
-        }
-        if (n > 0) return true;
-    }
-}
-
-// Formats a command into the context's output buffer; redisGetReply or send() writes it.
-void connection::append(const std::vector<std::string_view>& args) {
+void connection::write(const std::vector<std::string_view>& args, time_point until) {
+    if (generation_ != fork_generation()) not_ours("sending " + first_word(args));
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     argv.reserve(args.size());
@@ -174,45 +230,94 @@ void connection::append(const std::vector<std::string_view>& args) {
         argv.push_back(a.data());
         lens.push_back(a.size());
     }
-    if (redisAppendCommandArgv(context_, int(argv.size()), argv.data(), lens.data()) != REDIS_OK)
-        fail_io("sending " + std::string(args.empty() ? "" : args.front()));
+    char* encoded = nullptr;
+    const int size = redisFormatCommandArgv(&encoded, int(argv.size()), argv.data(), lens.data());
+    if (size < 0) fail("sending " + first_word(args), "oom", "cannot encode the command");
+    const std::unique_ptr<char, void (*)(char*)> owned(encoded, redisFreeCommand);
+    bool sent = false;
+    try {
+        sent = stream_->write_all(std::string_view(encoded, std::size_t(size)), until);
+    } catch (const tls::stream_error& e) {
+        fail_stream("sending " + first_word(args), e);
+    }
+    if (!sent) timed_out("sending " + first_word(args));
 }
 
 void connection::send(const std::vector<std::string_view>& args) {
-    append(args);
-    int done = 0;
-    while (!done)
-        if (redisBufferWrite(context_, &done) != REDIS_OK)
-            fail_io("sending " + std::string(args.empty() ? "" : args.front()));
+    write(args, steady_clock::now() + options_.command_timeout);
 }
 
 reply_ptr connection::read(std::chrono::milliseconds timeout) {
     if (timeout < timeout.zero()) timeout = options_.command_timeout;
-    return read_until(std::chrono::steady_clock::now() + timeout);
+    return read_until(steady_clock::now() + timeout, {});
 }
 
-reply_ptr connection::read_until(std::chrono::steady_clock::time_point until) {
+reply_ptr connection::read_until(time_point until, std::string_view command) {
+    // What failed, for messages only: made when something fails, not for every reply.
+    auto what = [command] {
+        return command.empty() ? std::string("reading a reply") : "command " + std::string(command);
+    };
+    if (generation_ != fork_generation()) not_ours(what());
     for (;;) {
         void* reply = nullptr;
-        if (redisGetReplyFromReader(context_, &reply) != REDIS_OK) fail_io("reading a reply");
-        if (reply) return reply_ptr(static_cast<redisReply*>(reply));
-        if (!wait_until(POLLIN, until)) return nullptr;
-        if (redisBufferRead(context_) != REDIS_OK) fail_io("reading a reply");
+        if (redisReaderGetReply(reader_.get(), &reply) != REDIS_OK) {
+            broken_ = true;
+            fail(what(), "protocol", std::string("not a Redis reply: ") + reader_->errstr);
+        }
+        if (reply) {
+            mid_reply_ = false;
+            return reply_ptr(static_cast<redisReply*>(reply));
+        }
+        // A whole TLS record (at most 16 KiB of data) at a time: OpenSSL then never keeps
+        // decrypted bytes that poll(2) cannot see.
+        char buffer[16384];
+        std::optional<std::size_t> n;
+        try {
+            n = stream_->read_some(buffer, sizeof buffer, until);
+        } catch (const tls::stream_error& e) {
+            fail_stream(what(), e);
+        }
+        if (!n) return nullptr;
+        if (*n == 0) {
+            broken_ = true;
+            fail(what(), "eof", "the server closed the connection");
+        }
+        // A lock server's replies are small (the largest, a status of many readers, some KiB);
+        // a server that sends more than this for one reply is broken or hostile, and hiredis
+        // would buffer all it sends (an announced 1 GiB bulk, or an array of millions of
+        // elements at some 50 bytes of memory for each 4 received) until the deadline.
+        in_reply_ = mid_reply_ ? in_reply_ + *n : *n;
+        mid_reply_ = true;
+        if (in_reply_ > max_reply_bytes) {
+            broken_ = true;
+            fail(what(), "protocol",
+                 "a reply longer than " + std::to_string(max_reply_bytes >> 20) +
+                     " MiB: not a Redis server speaking to a lock client");
+        }
+        if (redisReaderFeed(reader_.get(), buffer, *n) != REDIS_OK) {
+            broken_ = true;
+            fail(what(), "oom", "cannot buffer the reply");
+        }
     }
 }
 
 bool connection::stale() const noexcept {
-    if (broken_ || context_ == nullptr || context_->err) return true;
-    pollfd p{context_->fd, POLLIN, 0};
-    // An idle connection never has anything to read: data means EOF or an error.
-    return ::poll(&p, 1, 0) != 0;
+    if (broken_ || !stream_ || mid_reply_ || reader_->pos < reader_->len) return true;
+    // In a fork()ed child the socket, and a TLS session's keys and sequence numbers, are the
+    // parent's: used from two processes, their commands would interleave and the TLS records
+    // fail. The child opens its own; dropping this copy writes nothing (tls_stream).
+    if (generation_ != fork_generation()) return true;
+    // An idle connection never has anything to read: data means EOF, an error, or a message
+    // nobody waits for. Decrypted bytes that OpenSSL holds count too (idle_has_input).
+    return stream_->idle_has_input();
 }
 
-connection_pool::settings pool_settings(const redis_options& options) {
+connection_pool::settings pool_settings(const redis_options& options,
+                                        std::shared_ptr<const tls::tls_context> tls) {
     connection_pool::settings s;
     s.size = options.pool_size;
     s.max_wait = options.connect_timeout + options.command_timeout;
-    s.open = [&options] { return std::make_unique<connection>(options); };
+    s.open = [&options, tls] { return std::make_unique<connection>(options, tls); };
     s.reusable = [](const connection& c) { return !c.broken(); };
     // A connection the server closed while it sat idle (a restart): open another.
     s.still_open = [](const connection& c) { return !c.stale(); };

@@ -1,9 +1,16 @@
-// Private to the redis strategy: hiredis connections, their pool, and the one place where
-// hiredis errors become backend_errors.
+// Private to the redis strategy: connections, their pool, and the one place where transport
+// and protocol errors become backend_errors.
 //
 //   reply_ptr        an owned redisReply
-//   connection       one synchronous hiredis context: connect, AUTH, SELECT, binary-safe commands
+//   connection       one synchronous connection: connect (TCP, Unix socket, TLS), AUTH, SELECT,
+//                    binary-safe commands
 //   connection_pool  up to pool_size idle connections, shared by threads; drops broken ones
+//   make_tls_context the certificates of a rediss:// store, loaded once for its connections
+//
+// hiredis is the protocol only: redisFormatCommandArgv encodes a command, a redisReader parses
+// the replies. The bytes go over the project's own stream (strategies/common/tls), plain or TLS,
+// so that plain and TLS connections share one code path, every deadline included (hiredis 0.14
+// has no TLS).
 #pragma once
 
 #include <locksmith/author/connection_pool.hpp>
@@ -11,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +28,8 @@
 #include <hiredis/hiredis.h>
 
 #include <locksmith/strategies/redis.hpp>
+
+#include "tls_stream.hpp"
 
 namespace locksmith::strategies::redis_detail {
 
@@ -33,11 +43,22 @@ using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
 // The first word of an error reply ("WRONGPASS", "NOSCRIPT"), which Redis uses as its code.
 std::string reply_error_code(const redisReply& reply);
 
+struct reader_deleter {
+    void operator()(redisReader* r) const noexcept {
+        if (r) redisReaderFree(r);
+    }
+};
+
+// The TLS settings of `options` loaded (certificates read now, so that a wrong file fails at
+// configuration), or null for redis:// and unix://. Throws invalid_argument_error.
+std::shared_ptr<const tls::tls_context> make_tls_context(const redis_options& options);
+
 class connection {
   public:
-    // Connects, authenticates and selects the database.
+    // Connects (TCP or Unix socket, then the TLS handshake when `tls` is given, all within
+    // connect_timeout), authenticates and selects the database. `tls` is make_tls_context's.
     // Throws backend_error naming the redacted endpoint; never the password.
-    explicit connection(const redis_options& options);
+    connection(const redis_options& options, std::shared_ptr<const tls::tls_context> tls);
     ~connection();
     connection(const connection&) = delete;
     connection& operator=(const connection&) = delete;
@@ -59,7 +80,10 @@ class connection {
     // True after an I/O error: the connection must be thrown away.
     bool broken() const noexcept { return broken_; }
     // True when an idle connection has data or a hang-up pending, i.e. the server closed it
-    // (restart, idle timeout). Checked before reuse, so that a restart costs no failed command.
+    // (restart, idle timeout) or sent what nobody asked for: bytes on the socket, decrypted
+    // bytes OpenSSL holds, or the rest of a reply the reader holds; and in a fork()ed child, for
+    // the parent's connections. Checked before reuse, so that a restart costs no failed command
+    // and no command reads another's reply.
     bool stale() const noexcept;
 
     // Throws backend_error for `reply` when it is an error reply; `what` says what was tried.
@@ -68,23 +92,33 @@ class connection {
                            const std::string& detail) const;
 
   private:
+    using time_point = std::chrono::steady_clock::time_point;
+    void open(std::shared_ptr<const tls::tls_context> tls);
     void set_up();
-    void append(const std::vector<std::string_view>& args);
-    // The next reply, or null when `until` passed first.
-    reply_ptr read_until(std::chrono::steady_clock::time_point until);
-    // Polls for `events` until `until`; false when it passed. Throws backend_error.
-    bool wait_until(short events, std::chrono::steady_clock::time_point until);
+    // Encodes and sends one command before `until`. Throws backend_error.
+    void write(const std::vector<std::string_view>& args, time_point until);
+    // The next reply, or null when `until` passed first; `command` (empty for a read without
+    // one) names what failed in errors.
+    reply_ptr read_until(time_point until, std::string_view command);
     [[noreturn]] void timed_out(const std::string& what);
-    [[noreturn]] void fail_io(const std::string& what);
-    redisContext* context_ = nullptr;
+    [[noreturn]] void not_ours(const std::string& what);
+    [[noreturn]] void fail_stream(const std::string& what, const tls::stream_error& e);
+    [[noreturn]] void fail_as(const std::string& what, const std::string& native_code,
+                              const std::string& detail, error_kind kind) const;
     const redis_options& options_;
+    std::unique_ptr<redisReader, reader_deleter> reader_;
+    std::unique_ptr<tls::tls_stream> stream_;
     bool broken_ = false;
+    bool mid_reply_ = false;          // part of a reply was read, not the whole
+    std::size_t in_reply_ = 0;        // bytes read since the last complete reply
+    const std::uint64_t generation_;  // fork_generation() of the process that connected
 };
 
 using connection_pool = locksmith::connection_pool<connection>;
 
-// The store's pool: up to pool_size connections; take() waits at most connect_timeout +
-// command_timeout for one to come back, then throws backend_error.
-connection_pool::settings pool_settings(const redis_options& options);
+// The store's pool: up to pool_size connections (`tls` as for connection); take() waits at most
+// connect_timeout + command_timeout for one to come back, then throws backend_error.
+connection_pool::settings pool_settings(const redis_options& options,
+                                        std::shared_ptr<const tls::tls_context> tls);
 
 }  // namespace locksmith::strategies::redis_detail

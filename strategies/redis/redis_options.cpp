@@ -3,10 +3,13 @@
 #include <charconv>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/strategies/redis.hpp>
+
+#include "tls_stream.hpp"
 
 namespace locksmith::strategies {
 namespace {
@@ -62,7 +65,7 @@ std::string redis_endpoint::redacted() const {
         if (db != 0) out += "?db=" + std::to_string(db);
         return out;
     }
-    out = "redis://";
+    out = tls ? "rediss://" : "redis://";
     if (!user.empty() || !password.empty()) {
         out += user;
         if (!password.empty()) out += ":***";
@@ -78,6 +81,7 @@ namespace {
 redis_endpoint parse_url(std::string_view url) {
     redis_endpoint e;
     constexpr std::string_view tcp = "redis://";
+    constexpr std::string_view tls = "rediss://";
     constexpr std::string_view unix_scheme = "unix://";
     if (url.substr(0, unix_scheme.size()) == unix_scheme) {
         auto rest = url.substr(unix_scheme.size());
@@ -93,11 +97,14 @@ redis_endpoint parse_url(std::string_view url) {
         }
         return e;
     }
-    if (url.substr(0, tcp.size()) != tcp) {
-        if (url.substr(0, 9) == "rediss://") bad_url("TLS (rediss://) is not supported");
-        bad_url("must start with redis:// or unix://");
-    }
-    auto rest = url.substr(tcp.size());
+    constexpr const char* no_query =
+        "query parameters and fragments are not supported (TLS settings are options of their own: "
+        "ca_file, cert_file, key_file, server_name); give a password as "
+        "redis://[user]:password@host[:port][/db]";
+    e.tls = url.substr(0, tls.size()) == tls;
+    if (!e.tls && url.substr(0, tcp.size()) != tcp)
+        bad_url("must start with redis://, rediss:// (TLS) or unix://");
+    auto rest = url.substr(e.tls ? tls.size() : tcp.size());
     // The authority ends at the first '/', '?' or '#' (RFC 3986); userinfo ends at the last '@'
     // before it, so that a password may contain '@'.
     auto slash = rest.find_first_of("/?#");
@@ -105,16 +112,10 @@ redis_endpoint parse_url(std::string_view url) {
         bad_url(
             "'@' after the host: percent-encode '/', '?' and '#' in a user or password "
             "(%2F, %3F, %23)");
-    if (slash != std::string_view::npos && rest[slash] != '/')
-        bad_url(
-            "query parameters and fragments are not supported; give a password as "
-            "redis://[user]:password@host[:port][/db]");
+    if (slash != std::string_view::npos && rest[slash] != '/') bad_url(no_query);
     auto authority = rest.substr(0, slash);
     auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-    if (path.find_first_of("?#") != std::string_view::npos)
-        bad_url(
-            "query parameters and fragments are not supported; give a password as "
-            "redis://[user]:password@host[:port][/db]");
+    if (path.find_first_of("?#") != std::string_view::npos) bad_url(no_query);
     auto at = authority.rfind('@');
     if (at != std::string_view::npos) {
         auto userinfo = authority.substr(0, at);
@@ -184,6 +185,11 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
     if (auto v = r.seconds("command_timeout_s", 0.001, 3600)) o.command_timeout = *v;
     if (auto v = r.string("key_prefix")) o.key_prefix = *v;
     if (auto v = r.integer("pool_size", 1, 1024)) o.pool_size = std::size_t(*v);
+    auto t = tls::read_tls_options(r, o.endpoint.tls, "/url", "a rediss:// url");
+    o.ca_file = std::move(t.ca_file);
+    o.cert_file = std::move(t.cert_file);
+    o.key_file = std::move(t.key_file);
+    o.server_name = std::move(t.server_name);
     r.finish();
     return o;
 }

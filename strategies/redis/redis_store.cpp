@@ -74,7 +74,8 @@ class redis_store final : public store {
     explicit redis_store(redis_options options)
         : store("redis", redis_capabilities),
           options_(std::move(options)),
-          pool_(pool_settings(options_)) {
+          tls_(make_tls_context(options_)),
+          pool_(pool_settings(options_, tls_)) {
         // Connect once now, so that a wrong endpoint or password fails at construction (and the
         // factory falls back), and load the scripts so that later calls go by SHA.
         auto c = pool_.take();
@@ -333,7 +334,7 @@ class redis_store final : public store {
             }
         }
         auto w = std::make_unique<waker>();
-        w->subscriber = std::make_unique<connection>(options_);
+        w->subscriber = std::make_unique<connection>(options_, tls_);
         w->channel = options_.key_prefix + "wake:" + random_token();  // under the prefix, for ACLs
         subscribe_on(*w->subscriber, w->channel);
         return w;
@@ -385,7 +386,7 @@ class redis_store final : public store {
                 // Closed while idle (a server restart): a fresh connection decides.
             }
         }
-        auto fresh = std::make_unique<connection>(options_);
+        auto fresh = std::make_unique<connection>(options_, tls_);
         subscribe_on(*fresh, chan);
         return fresh;
     }
@@ -442,6 +443,7 @@ class redis_store final : public store {
     }
 
     redis_options options_;
+    std::shared_ptr<const tls::tls_context> tls_;  // rediss:// only
     connection_pool pool_;
     std::array<std::string, script_text.size()> sha_;
     std::mutex subscribers_mutex_;

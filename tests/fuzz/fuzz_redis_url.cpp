@@ -1,7 +1,7 @@
 // The redis strategy's URL parser (parse_redis_url). Properties:
 //  - it throws nothing but invalid_argument_error;
 //  - the password it reads is in neither the endpoint's redacted() form nor redact_url(url);
-//  - redacted() is a URL of the same endpoint (host, port, socket, database).
+//  - redacted() is a URL of the same endpoint (host, port, socket, database, TLS or not).
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/strategies/redis.hpp>
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const auto again = parse_redis_url(e.redacted());
     check(again.host == e.host && again.port == e.port && again.socket_path == e.socket_path &&
-              again.db == e.db,
+              again.db == e.db && again.tls == e.tls,
           "redacted() names another endpoint", e.redacted());
     return 0;
 }

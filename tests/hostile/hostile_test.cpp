@@ -3,8 +3,10 @@
 //
 // A strategy that talks to a server (its options name an endpoint on 127.0.0.1) is pointed at a
 // server that misbehaves on purpose (support/hostile_server.hpp: never answers, trickles,
-// answers nonsense, nests JSON 200,000 levels deep, announces a 1 TiB body, hangs up). For each
-// behaviour a forked process asks for the lock, and must
+// answers nonsense, nests JSON 200,000 levels deep, announces a 1 TiB body, hangs up). A strategy
+// that speaks TLS (its options name a ca_file) meets each behaviour twice: during the handshake
+// (a server that is not TLS at all) and after it (a server with a certificate the client
+// trusts, services.sh's). For each behaviour a forked process asks for the lock, and must
 //   - not be granted it (no server said yes),
 //   - not die of a signal (a crash would lose the caller's command status and its lock),
 //   - give up in bounded time: a non-blocking attempt within the strategy's own connect and
@@ -103,22 +105,34 @@ void against_every_behaviour(const strategy_under_test& entry,
                              std::chrono::milliseconds bound) {
     struct run {
         hostile_behaviour behaviour;
+        bool after_handshake;  // a TLS server that completed the handshake
         std::map<std::string, std::unique_ptr<hostile_server>> servers;  // by real endpoint
         timings* took = nullptr;
         pid_t pid = -1;
     };
-    const auto& behaviours = every_hostile_behaviour();
+    // The folder of the certificates the entry trusts: the TLS servers present its server.pem.
+    std::string tls_dir;
+    if (const auto ca = entry.options->value("ca_file", std::string()); !ca.empty())
+        tls_dir = ca.substr(0, ca.rfind('/'));
+    std::vector<std::pair<hostile_behaviour, bool>> behaviours;
+    for (const auto b : every_hostile_behaviour()) {
+        behaviours.emplace_back(b, false);
+        if (!tls_dir.empty()) behaviours.emplace_back(b, true);
+    }
     void* shared = ::mmap(nullptr, sizeof(timings) * behaviours.size(), PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     BOOST_REQUIRE(shared != MAP_FAILED);
     std::vector<run> runs;
     const auto resource = unique_resource("hostile");
     for (std::size_t i = 0; i < behaviours.size(); ++i) {
-        run r{behaviours[i], {}, new (static_cast<timings*>(shared) + i) timings};
+        const auto [behaviour, after_handshake] = behaviours[i];
+        run r{behaviour, after_handshake, {}, new (static_cast<timings*>(shared) + i) timings};
         strategy_under_test hostile = entry;
         hostile.options = pointed_at(entry, [&](const std::string& real) {
             auto& server = r.servers[real];
-            if (!server) server = std::make_unique<hostile_server>(behaviours[i]);
+            if (!server)
+                server = std::make_unique<hostile_server>(
+                    behaviour, after_handshake ? tls_dir : std::string());
             return server->address();
         });
         auto* took = r.took;
@@ -155,7 +169,8 @@ void against_every_behaviour(const strategy_under_test& entry,
         const int status = wait_child(r.pid, attempt_bound + bound + test::patience(20s));
         const long create_ms = r.took->create_ms, attempt_ms = r.took->attempt_ms;
         BOOST_TEST_INFO(entry.id()
-                        << " against a server that is " << to_string(r.behaviour) << " ("
+                        << " against a server that is " << to_string(r.behaviour)
+                        << (r.after_handshake ? " after the TLS handshake" : "") << " ("
                         << r.servers.size() << " servers, " << connections(r.servers)
                         << " connections): exit " << status << ", store built in " << create_ms
                         << " ms, request answered in " << attempt_ms << " ms");

@@ -920,7 +920,7 @@ BOOST_AUTO_TEST_CASE(url_parsing) {
     BOOST_TEST(e.socket_path == "/run/redis.sock");
     BOOST_TEST(e.db == 4);
     for (const char* bad : {"http://x", "redis://", "redis://h:0", "redis://h:70000", "redis://h/x",
-                            "unix://relative", "rediss://h", "redis://u:%zz@h",
+                            "unix://relative", "rediss:/h", "redis://u:%zz@h",
                             // An IPv6 address without brackets (found by fuzz_redis_url: read as
                             // host "fe80:" on port 1, and redacted() named another endpoint).
                             "redis://fe80::1", "redis://::1:6379/0",

@@ -3,11 +3,13 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <new>
@@ -50,9 +52,68 @@ std::string answer(hostile_behaviour b, std::uint64_t& seed) {
 
 struct connection {
     int fd = -1;
+    SSL* ssl = nullptr;  // with TLS
     bool asked = false;  // the client sent something
     std::string out;     // what is still to send
 };
+
+// The server side of TLS with the rig's certificate; null (and the server ends) when the files
+// cannot be loaded.
+SSL_CTX* server_context(const std::string& dir) {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == nullptr) return nullptr;
+    // The answers are written in pieces as the socket takes them, from a buffer that moves.
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (SSL_CTX_use_certificate_chain_file(ctx, (dir + "/server.pem").c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, (dir + "/server.key").c_str(), SSL_FILETYPE_PEM) != 1) {
+        SSL_CTX_free(ctx);
+        return nullptr;
+    }
+    return ctx;
+}
+
+// Completes the handshake on the new connection `fd` (blocking, at most 2 s: the clients here
+// are the strategies, which start it at once). Null when it failed.
+SSL* accept_tls(SSL_CTX* ctx, int fd) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    const timeval limit{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    SSL* ssl = SSL_new(ctx);
+    if (ssl != nullptr && (SSL_set_fd(ssl, fd) != 1 || SSL_accept(ssl) != 1)) {
+        SSL_free(ssl);
+        ssl = nullptr;
+    }
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    return ssl;
+}
+
+// read(2) or SSL_read: > 0 bytes, 0 at the end, -1 with errno EAGAIN when nothing is there yet,
+// -1 with another errno on an error.
+ssize_t receive(connection& c, char* buffer, std::size_t size) {
+    if (c.ssl == nullptr) return ::read(c.fd, buffer, size);
+    const int n = SSL_read(c.ssl, buffer, int(size));
+    if (n > 0) return n;
+    const int e = SSL_get_error(c.ssl, n);
+    errno = e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? EAGAIN : ECONNRESET;
+    return e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+}
+
+// send(2) or SSL_write, with receive's conventions.
+ssize_t transmit(connection& c) {
+    if (c.ssl == nullptr) return ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    const int n = SSL_write(c.ssl, c.out.data(), int(std::min<std::size_t>(c.out.size(), 16384)));
+    if (n > 0) return n;
+    const int e = SSL_get_error(c.ssl, n);
+    errno = e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? EAGAIN : EPIPE;
+    return -1;
+}
+
+void close_connection(connection& c) {
+    if (c.ssl != nullptr) SSL_free(c.ssl);  // no close_notify: a cut, as a crash leaves it
+    ::close(c.fd);
+}
 
 }  // namespace
 
@@ -81,7 +142,8 @@ const std::vector<hostile_behaviour>& every_hostile_behaviour() {
     return all;
 }
 
-hostile_server::hostile_server(hostile_behaviour behaviour) : behaviour_(behaviour) {
+hostile_server::hostile_server(hostile_behaviour behaviour, std::string tls_dir)
+    : behaviour_(behaviour), tls_dir_(std::move(tls_dir)) {
     const auto l = listen_on_loopback("hostile_server", 64);
     listener_ = l.fd;
     port_ = l.port;
@@ -117,6 +179,8 @@ std::string hostile_server::address() const {
 void hostile_server::run() {
     std::vector<connection> conns;
     std::uint64_t seed = 42;
+    SSL_CTX* tls = nullptr;
+    if (!tls_dir_.empty() && (tls = server_context(tls_dir_)) == nullptr) return;
     for (;;) {
         std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
         for (const auto& c : conns)
@@ -129,10 +193,12 @@ void hostile_server::run() {
             const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
                 ++*connections_;
-                if (behaviour_ == hostile_behaviour::hang_up)
-                    ::close(fd);
+                connection c{fd};
+                if (tls != nullptr) c.ssl = accept_tls(tls, fd);
+                if (behaviour_ == hostile_behaviour::hang_up || (tls != nullptr && !c.ssl))
+                    close_connection(c);
                 else
-                    conns.push_back({fd});
+                    conns.push_back(std::move(c));
             }
         }
         std::vector<connection> kept;
@@ -146,7 +212,7 @@ void hostile_server::run() {
             bool gone = (ev & (POLLERR | POLLNVAL)) != 0;
             if (ev & POLLIN) {
                 char buf[4096];
-                const ssize_t got = ::read(c.fd, buf, sizeof buf);
+                const ssize_t got = receive(c, buf, sizeof buf);
                 if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) gone = true;
                 if (got > 0) {
                     c.asked = true;
@@ -156,18 +222,19 @@ void hostile_server::run() {
             if (!gone && behaviour_ == hostile_behaviour::trickle && c.asked && c.out.empty())
                 c.out = "a";  // one byte a tick: a line that never ends
             if (!gone && !c.out.empty()) {
-                const ssize_t sent = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+                const ssize_t sent = transmit(c);
                 if (sent > 0) c.out.erase(0, std::size_t(sent));
                 if (sent < 0 && errno != EAGAIN && errno != EINTR) gone = true;
             }
             if (gone)
-                ::close(c.fd);
+                close_connection(c);
             else
                 kept.push_back(std::move(c));
         }
         conns = std::move(kept);
     }
-    for (const auto& c : conns) ::close(c.fd);
+    for (auto& c : conns) close_connection(c);
+    if (tls != nullptr) SSL_CTX_free(tls);
 }
 
 }  // namespace locksmith::test

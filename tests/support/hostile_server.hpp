@@ -1,6 +1,7 @@
 // A server that misbehaves on purpose, for the hostile-surroundings suite (tests/hostile): it
 // listens on 127.0.0.1 (a port of the kernel's choice) in a process of its own and treats every
-// connection it accepts alike, whatever protocol the client speaks. A process, not a thread:
+// connection it accepts alike, whatever protocol the client speaks; optionally after a TLS
+// handshake as a server whose certificate the client trusts. A process, not a thread:
 // the tests fork their clients (support/child_process.hpp), which a thread beside them would
 // make unsafe (a lock it held at the fork, e.g. the allocator's, stays held in the child).
 #pragma once
@@ -29,8 +30,11 @@ const std::vector<hostile_behaviour>& every_hostile_behaviour();
 
 class hostile_server {
   public:
-    // Throws std::system_error when it cannot listen.
-    explicit hostile_server(hostile_behaviour behaviour);
+    // Throws std::system_error when it cannot listen. With `tls_dir` (scripts/services.sh's
+    // certificates: server.pem and server.key, for 127.0.0.1 and localhost), each connection
+    // first completes a TLS handshake, and the behaviour comes after it (hang_up: right after
+    // it): what a client sees of a server that passed its certificate checks.
+    explicit hostile_server(hostile_behaviour behaviour, std::string tls_dir = std::string());
     // Stops the server's process, which closes every connection.
     ~hostile_server();
     hostile_server(const hostile_server&) = delete;
@@ -46,6 +50,7 @@ class hostile_server {
     void run();
 
     hostile_behaviour behaviour_;
+    std::string tls_dir_;
     int listener_ = -1;
     int port_ = 0;
     int wake_[2] = {-1, -1};                   // the destructor's stop signal to run()

@@ -127,6 +127,24 @@ std::vector<strategy_under_test> strategies_under_test() {
         all.push_back({"redis", std::nullopt,
                        "LOCKSMITH_TEST_REDIS_URL is unset (run scripts/services.sh start, then "
                        "eval \"$(scripts/services.sh env)\")"});
+    // The same over TLS (rediss://), to services.sh's redis-tls: client certificate, password.
+    {
+        const auto url = env("LOCKSMITH_TEST_REDIS_TLS_URL");
+        const auto tls = env("LOCKSMITH_TEST_TLS_DIR");
+        if (url && tls)
+            all.push_back({"redis",
+                           nlohmann::json{{"url", *url},
+                                          {"key_prefix", remote_test_prefix()},
+                                          {"ca_file", *tls + "/ca.pem"},
+                                          {"cert_file", *tls + "/client.pem"},
+                                          {"key_file", *tls + "/client.key"}},
+                           "", false, std::chrono::milliseconds(100), "redis.tls"});
+        else
+            all.push_back({"redis", std::nullopt,
+                           "LOCKSMITH_TEST_REDIS_TLS_URL or LOCKSMITH_TEST_TLS_DIR is unset (run "
+                           "scripts/services.sh start, then eval \"$(scripts/services.sh env)\")",
+                           false, std::chrono::milliseconds(100), "redis.tls"});
+    }
     if (auto servers = env("LOCKSMITH_TEST_MEMCACHED"))
         // Memcached keeps whole seconds and the store adds one (its clock ticks once a second),
         // so a 1 s TTL lives 2-3 s: expiry cases need TTLs of several seconds.

@@ -85,6 +85,8 @@ BOOST_AUTO_TEST_CASE(redis_url_forms) {
         "unix:///run/r.sock?password=" + secret,
         "unix:///run/r.sock?db=" + secret,
         "rediss://u:" + secret + "@h",
+        "rediss://:" + secret + "@h:6380/0?ssl_cert_reqs=none",
+        "rediss://u:" + secret + "@h:bad",
         "http://u:" + secret + "@h",
     };
     for (const auto& url : urls) {
@@ -96,6 +98,17 @@ BOOST_AUTO_TEST_CASE(redis_url_forms) {
         expect_no_secret_anywhere("redis", {{"url", url}});
         expect_no_secret(redact_url(url), url + ", redact_url");
     }
+    // TLS options beside a URL without TLS: refused, the URL shown redacted if at all.
+    const nlohmann::json tls_without_tls = {{"url", "redis://u:" + secret + "@h:6379/0"},
+                                            {"ca_file", "/etc/ssl/ca.pem"}};
+    expect_no_secret(message_of([&] { strategies::redis_options::from_json(tls_without_tls); }),
+                     "TLS options with redis://, from_json");
+    expect_no_secret_anywhere("redis", tls_without_tls);
+    strategies::redis_options in_code;
+    in_code.endpoint = strategies::parse_redis_url("redis://u:" + secret + "@h:6379/0");
+    in_code.cert_file = "/etc/ssl/client.pem";
+    expect_no_secret(message_of([&] { strategies::make_redis_store(in_code); }),
+                     "TLS options with redis://, make_redis_store");
 }
 
 BOOST_AUTO_TEST_CASE(memcached_server_forms) {

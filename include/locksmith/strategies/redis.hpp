@@ -1,5 +1,5 @@
-// The `redis` strategy: locks kept by one Redis server (hiredis), shared by every host that
-// talks to it.
+// The `redis` strategy: locks kept by one Redis server (its protocol through hiredis), shared by
+// every host that talks to it.
 //
 //   redis_endpoint  where the server is, parsed from a URL
 //   redis_options   the strategy's JSON options
@@ -47,8 +47,24 @@
 //  - Needs Redis >= 5 (the scripts read the server's TIME before writing). Not for Redis
 //    Cluster (the scripts touch several keys) and not safe across an asynchronous replica
 //    failover (a promoted replica may not have the grant): use one primary.
+//  - TLS: a rediss:// URL speaks TLS >= 1.2 (OpenSSL; hiredis is used for the protocol only).
+//    The server's certificate chain is verified against ca_file (or the system's CA store) and
+//    its name against server_name, or else the URL's host (an IP address against the
+//    certificate's IP entries); neither check can be turned off. cert_file/key_file present a
+//    client certificate (the server's tls-auth-clients). A refused certificate, host name or
+//    handshake, and a client certificate the server refuses (under TLS 1.3 known only at the
+//    first reply), is a backend_error with code "tls" (permanent) naming the redacted endpoint
+//    and what failed, never a key or the password. The handshake is bounded by connect_timeout.
+//  - A broken or hostile server: a reply longer than 16 MiB is a backend_error ("protocol",
+//    permanent), never buffered further; every command ends within command_timeout whatever the
+//    server does (never answers, trickles), over TLS or not.
+//  - Fork: a store may be used in a fork()ed child, which opens connections of its own and
+//    never writes or reads on its parent's (their TLS sessions stay the parent's); a request
+//    that would have used one the parent returned just before the fork fails instead
+//    (code "fork", transient: a retry opens a connection).
 //  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOAUTH",
-//    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "other"); its kind() is
+//    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "resolve", "tls", "protocol");
+//    its kind() is
 //    transient for a lost or slow connection and a server loading, busy or failing over,
 //    permanent for a rejected password, script or argument. A password never appears in a
 //    message.
@@ -72,6 +88,8 @@ inline constexpr capability redis_capabilities =
     capability::expiring | capability::distributed | capability::serializable | capability::fencing;
 
 struct redis_endpoint {
+    // TLS (a rediss:// URL).
+    bool tls = false;
     // TCP host (name, IPv4, or IPv6 without brackets); empty for a Unix socket.
     std::string host = "127.0.0.1";
     // TCP port, 1..65535.
@@ -90,14 +108,15 @@ struct redis_endpoint {
 };
 
 // Parses `redis://[[user]:password@]host[:port][/db]` (user and password percent-decoded,
-// IPv6 hosts in brackets) and `unix:///path/to.sock[?db=N]`.
+// IPv6 hosts in brackets), the same with `rediss://` (TLS), and `unix:///path/to.sock[?db=N]`.
 // Throws invalid_argument_error; its message never contains the password.
 redis_endpoint parse_redis_url(std::string_view url);
 
 struct redis_options {
     // Where the server is: see parse_redis_url.
     redis_endpoint endpoint;
-    // Longest wait for a TCP or socket connection to be set up. Must be > 0.
+    // Longest wait for a TCP or socket connection to be set up (with rediss://, its TLS handshake
+    // included). Must be > 0.
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(1)};
     // Longest wait for the reply to one command (not for a lock: waiting for a release has no
     // command timeout, it is bounded by the caller's deadline). Must be > 0.
@@ -107,14 +126,25 @@ struct redis_options {
     std::string key_prefix = "locksmith:";
     // Most connections kept open for commands (waiters use their own, one each). >= 1.
     std::size_t pool_size = 8;
+    // TLS (rediss:// only): CA certificates (PEM) that sign the server's certificate (empty: the
+    // system's store); a client certificate and its unencrypted key (PEM; both or neither); the
+    // name the server's certificate must have (empty: the URL's host).
+    std::string ca_file;
+    std::string cert_file;
+    std::string key_file;
+    std::string server_name;
 
     // Reads {"url": "...", "connect_timeout_s": 1, "command_timeout_s": 2, "key_prefix": "...",
-    // "pool_size": 8}; only "url" is required. Throws config_error (never naming the password).
+    // "pool_size": 8, "ca_file": "...", "cert_file": "...", "key_file": "...", "server_name":
+    // "..."}; only "url" is required; the TLS options need a rediss:// url. Throws config_error
+    // (never naming the password).
     static redis_options from_json(const nlohmann::json& options);
 };
 
 // Connects (and authenticates) once, so that a wrong endpoint fails here.
-// Throws backend_error when the server cannot be reached or refuses the credentials.
+// Throws invalid_argument_error for bad options (TLS options without rediss://, a certificate or
+// key file that cannot be loaded), backend_error when the server cannot be reached or refuses
+// the credentials or the TLS handshake.
 std::shared_ptr<store> make_redis_store(const redis_options& options);
 
 }  // namespace locksmith::strategies

@@ -279,6 +279,7 @@ bool tls_stream::write_all(std::string_view data, deadline until) {
             if (!wait_for(e, until)) return false;
             continue;
         }
+        if (e == SSL_ERROR_SYSCALL) fail_if_refused("sending");
         fail_tls(e, "sending");
     }
     return true;
@@ -305,6 +306,16 @@ bool tls_stream::idle_has_input() noexcept {
         }
     }
     return false;
+}
+
+void tls_stream::fail_if_refused(std::string_view step) {
+    const int saved_errno = errno;
+    char byte;
+    ERR_clear_error();
+    const int n = SSL_read(ssl_, &byte, 1);  // the socket is non-blocking: never waits
+    if (n <= 0 && SSL_get_error(ssl_, n) == SSL_ERROR_SSL) fail_tls(SSL_ERROR_SSL, step);
+    ERR_clear_error();
+    errno = saved_errno;
 }
 
 void tls_stream::fail_tls(int ssl_error, std::string_view step) {

@@ -1,8 +1,9 @@
 // The byte stream of the strategies that speak their server's protocol themselves over TCP
-// (etcd now; redis, whose hiredis 0.14 has no TLS, later): a connected socket, plain or TLS
-// (OpenSSL), every operation bounded by a deadline.
+// (etcd; redis, whose hiredis 0.14 has no TLS and parses replies only): a connected socket,
+// plain or TLS (OpenSSL), every operation bounded by a deadline.
 //
 //   tls_options   the options a strategy reads: ca_file, cert_file, key_file, server_name
+//   read_tls_options  reads them from a strategy's JSON options, alike for every strategy
 //   tls_context   the loaded certificates and verification settings, shared by the connections
 //                 of one store
 //   stream_error  a transport failure, for the strategy to name in its own backend_error
@@ -32,6 +33,10 @@
 struct ssl_ctx_st;
 struct ssl_st;
 
+namespace locksmith {
+class options_reader;
+}
+
 namespace locksmith::strategies::tls {
 
 using deadline = std::chrono::steady_clock::time_point;
@@ -42,6 +47,15 @@ struct tls_options {
     std::string key_file;     // its unencrypted PEM private key
     std::string server_name;  // the name checked and sent (SNI); empty: the endpoint's host
 };
+
+// Reads "ca_file", "cert_file", "key_file" and "server_name" from a strategy's options (the
+// same names and meaning in every strategy). `secure` says whether the endpoint's scheme asks for
+// TLS (https://, rediss://); `pointer` is the JSON pointer of the option that holds that scheme
+// ("/endpoints", "/url"), and `needed` says what TLS options need ("https:// endpoints"). Throws
+// config_error for TLS options given without TLS (they would be ignored, and everything sent in
+// clear text) and for cert_file without key_file or the reverse.
+tls_options read_tls_options(options_reader& reader, bool secure, const std::string& pointer,
+                             std::string_view needed);
 
 // A transport failure: `code` is short ("tls", "timeout", "eof", "errno 104"), the message a
 // sentence without the endpoint (the caller adds it), `kind` whether a retry may help.
@@ -107,6 +121,11 @@ class tls_stream {
     // Waits for what SSL_get_error asked for; false when `until` passed first.
     bool wait_for(int ssl_error, deadline until);
     [[noreturn]] void fail_tls(int ssl_error, std::string_view step);
+    // After a write that failed at the socket: under TLS 1.3 a server that refuses our client
+    // certificate sends its alert after the handshake, then closes with our request unread, and
+    // its reset can fail our next write. The alert still waits in the receive buffer: when it is
+    // there, throws the refusal (fail_tls), not the reset. Otherwise returns, errno kept.
+    void fail_if_refused(std::string_view step);
 
     int fd_ = -1;
     ssl_st* ssl_ = nullptr;
