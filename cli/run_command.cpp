@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -182,8 +183,12 @@ int run_command(const run_options& options) {
         // as run's, with a child that waits for the end of our input; a stop request reaches it
         // as a forwarded signal and is a normal end here.
         const auto token = lock.fencing_token();
-        std::printf("held%s\n", token ? (" " + std::to_string(*token)).c_str() : "");
-        std::fflush(stdout);
+        supervision.started = [&] {
+            // A reader that went away must not kill the holder (SIGPIPE) with the lock held.
+            std::signal(SIGPIPE, SIG_IGN);
+            std::printf("held%s\n", token ? (" " + std::to_string(*token)).c_str() : "");
+            std::fflush(stdout);
+        };
         const int status =
             supervise_child(lock, {"/bin/sh", "-c", "exec cat >/dev/null"}, supervision);
         for (int stop : {SIGTERM, SIGINT, SIGHUP})

@@ -214,6 +214,8 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
     if (options.verbose) {
         print_note("started " + argv[0] + " (pid " + std::to_string(child) + ")");
     }
+    // From here a stop request is read from the signalfd, not acted on by default.
+    if (options.started) options.started();
 
     bool lost = false;
     bool killed = false;

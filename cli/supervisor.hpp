@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct supervise_options {
     std::chrono::nanoseconds kill_after = std::chrono::seconds(5);
     int lost_exit_code = 75;
     bool verbose = false;
+    // Called once the child runs and SIGINT, SIGTERM and SIGHUP are read by the supervision
+    // (`hold` says "held" only then, so that a stop request never kills it holding the lock).
+    std::function<void()> started;
 };
 
 // Runs `argv` (argv[0] looked up in PATH) with the caller's environment, waits for it and
