@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include <locksmith/errors.hpp>
 
@@ -52,8 +53,9 @@ std::string reply_error_code(const redisReply& reply) {
     return text.substr(0, text.find(' '));
 }
 
-connection::connection(const redis_options& options) : options_(options) {
-    const auto& e = options.endpoint;
+connection::connection(const redis_options& options, redis_endpoint endpoint)
+    : options_(options), endpoint_(std::move(endpoint)) {
+    const auto& e = endpoint_;
     const timeval tv = to_timeval(options.connect_timeout);
     context_ = e.socket_path.empty() ? redisConnectWithTimeout(e.host.c_str(), e.port, tv)
                                      : redisConnectUnixWithTimeout(e.socket_path.c_str(), tv);
@@ -67,7 +69,7 @@ connection::connection(const redis_options& options) : options_(options) {
 }
 
 void connection::set_up() {
-    const auto& e = options_.endpoint;
+    const auto& e = endpoint_;
     if (context_->err) fail_io("connecting");
     if (redisSetTimeout(context_, to_timeval(options_.command_timeout)) != REDIS_OK)
         fail_io("setting the command timeout");
@@ -93,8 +95,8 @@ connection::~connection() {
 void connection::fail(const std::string& what, const std::string& native_code,
                       const std::string& detail) const {
     throw backend_error("redis", native_code,
-                        "redis: " + what + " at " + options_.endpoint.redacted() +
-                            " failed: " + scrub(detail, options_.endpoint.password),
+                        "redis: " + what + " at " + endpoint_.redacted() +
+                            " failed: " + scrub(detail, endpoint_.password),
                         kind_of(native_code));
 }
 
@@ -119,10 +121,15 @@ void connection::fail_io(const std::string& what) {
     fail(what, code, detail);
 }
 
-void connection::check(const redisReply* reply, const std::string& what) const {
+void connection::check(const redisReply* reply, const std::string& what) {
     if (reply == nullptr) fail(what, "null", "no reply");
-    if (reply->type == REDIS_REPLY_ERROR)
-        fail(what, reply_error_code(*reply), std::string(reply->str, reply->len));
+    if (reply->type == REDIS_REPLY_ERROR) {
+        auto code = reply_error_code(*reply);
+        // A replica: behind Sentinel, a demoted master. Drop it, so that the next connection
+        // asks the Sentinels again.
+        if (code == "READONLY") broken_ = true;
+        fail(what, code, std::string(reply->str, reply->len));
+    }
 }
 
 reply_ptr connection::command(const std::vector<std::string_view>& args) {

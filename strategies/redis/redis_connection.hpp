@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,9 +36,12 @@ std::string reply_error_code(const redisReply& reply);
 
 class connection {
   public:
-    // Connects, authenticates and selects the database.
+    // Connects to `endpoint` (options.endpoint, a master or a Sentinel that sentinel.hpp
+    // found), authenticates and selects the database; timeouts come from `options`, which must
+    // outlive the connection.
     // Throws backend_error naming the redacted endpoint; never the password.
-    explicit connection(const redis_options& options);
+    connection(const redis_options& options, redis_endpoint endpoint);
+    explicit connection(const redis_options& options) : connection(options, options.endpoint) {}
     ~connection();
     connection(const connection&) = delete;
     connection& operator=(const connection&) = delete;
@@ -56,14 +60,22 @@ class connection {
     // Throws backend_error for I/O errors and a closed connection.
     reply_ptr read(std::chrono::milliseconds timeout);
 
-    // True after an I/O error: the connection must be thrown away.
+    // True after an I/O error or a READONLY reply (a replica, e.g. a demoted master): the
+    // connection must be thrown away.
     bool broken() const noexcept { return broken_; }
+    // Marks the connection broken (e.g. it could not confirm a write: maybe a demoted master).
+    void discard() noexcept { broken_ = true; }
+    const redis_endpoint& endpoint() const noexcept { return endpoint_; }
+    // Which master this is behind Sentinel (master_locator's generation; 0 otherwise).
+    std::uint64_t generation() const noexcept { return generation_; }
+    void set_generation(std::uint64_t g) noexcept { generation_ = g; }
     // True when an idle connection has data or a hang-up pending, i.e. the server closed it
     // (restart, idle timeout). Checked before reuse, so that a restart costs no failed command.
     bool stale() const noexcept;
 
     // Throws backend_error for `reply` when it is an error reply; `what` says what was tried.
-    void check(const redisReply* reply, const std::string& what) const;
+    // READONLY (the server is a replica now) also marks the connection broken.
+    void check(const redisReply* reply, const std::string& what);
     [[noreturn]] void fail(const std::string& what, const std::string& native_code,
                            const std::string& detail) const;
 
@@ -78,7 +90,9 @@ class connection {
     [[noreturn]] void fail_io(const std::string& what);
     redisContext* context_ = nullptr;
     const redis_options& options_;
+    redis_endpoint endpoint_;
     bool broken_ = false;
+    std::uint64_t generation_ = 0;
 };
 
 using connection_pool = locksmith::connection_pool<connection>;

@@ -45,8 +45,24 @@
 //    are kept (writers' still subscribed) for later waits.
 //  - Names are binary-safe (any bytes, up to 1 MiB) and are used unhashed in the keys.
 //  - Needs Redis >= 5 (the scripts read the server's TIME before writing). Not for Redis
-//    Cluster (the scripts touch several keys) and not safe across an asynchronous replica
-//    failover (a promoted replica may not have the grant): use one primary.
+//    Cluster (the scripts touch several keys).
+//  - Replication: with one `url`, the server named is the only copy that counts; a failover to
+//    an asynchronous replica outside locksmith's knowledge can lose grants (a promoted replica
+//    may not have them). Behind Sentinel (`sentinels`), every grant, refresh, hand-over and
+//    fencing token is confirmed with `WAIT <wait_replicas> <command_timeout / 2>` before it is
+//    reported: then it is on wait_replicas replicas, so on the one Sentinel promotes when
+//    wait_replicas is the number of replicas (the guarantee needs that). A grant not confirmed
+//    is released and reported as backend_error "NOREPLICAS" (transient: a waiter keeps trying
+//    until its deadline); a refresh not confirmed is the same error and does not extend the
+//    lease, so the watchdog retries and reports the loss (on_lost) when the last confirmed
+//    lease runs out. A demoted master can take writes for seconds and the Sentinels still name
+//    it for about a second after a failover starts, but it has lost the replica that was
+//    promoted, so its writes are never confirmed: one holder per name, and fencing tokens keep
+//    increasing across the failover (the fence key of every token reported is on the promoted
+//    replica, the next token is at least one more). The master named by a Sentinel is used
+//    only after its ROLE says master; a connection error, a READONLY reply or an unconfirmed
+//    write makes the next connection ask the Sentinels again, and drops the pooled
+//    connections to the old master.
 //  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOAUTH",
 //    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "other"); its kind() is
 //    transient for a lost or slow connection and a server loading, busy or failing over,
@@ -59,6 +75,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -95,8 +112,21 @@ struct redis_endpoint {
 redis_endpoint parse_redis_url(std::string_view url);
 
 struct redis_options {
-    // Where the server is: see parse_redis_url.
+    // Where the server is: see parse_redis_url. Behind Sentinel only its user, password and db
+    // count (the master's credentials); host and port come from the Sentinels.
     redis_endpoint endpoint;
+    // Sentinel mode when not empty: the Sentinels to ask, in this order, for the address of
+    // `master_name` (host and port, with the Sentinels' own user and password; db unused).
+    std::vector<redis_endpoint> sentinels;
+    std::string master_name;
+    // Read when the store is made (read_secret_file): the master's and the Sentinels' password,
+    // in place of one in the options. Empty = none.
+    std::string password_file;
+    std::string sentinel_password_file;
+    // Replicas that must acknowledge a grant, refresh or fencing token (WAIT) before it counts;
+    // 0 = no WAIT. Sentinel mode needs >= 1 and is safe across a failover when it is the number
+    // of replicas.
+    int wait_replicas = 0;
     // Longest wait for a TCP or socket connection to be set up. Must be > 0.
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(1)};
     // Longest wait for the reply to one command (not for a lock: waiting for a release has no
@@ -109,12 +139,18 @@ struct redis_options {
     std::size_t pool_size = 8;
 
     // Reads {"url": "...", "connect_timeout_s": 1, "command_timeout_s": 2, "key_prefix": "...",
-    // "pool_size": 8}; only "url" is required. Throws config_error (never naming the password).
+    // "pool_size": 8, "password_file": "/abs/path", "wait_replicas": 0}, or, in place of "url",
+    // {"sentinels": ["host:port", ...], "master_name": "...", "sentinel_user": "...",
+    // "sentinel_password" or "sentinel_password_file", "user", "password" or "password_file",
+    // "db", "wait_replicas": 1}. Exactly one of "url" and "sentinels". Throws config_error
+    // (never naming a password).
     static redis_options from_json(const nlohmann::json& options);
 };
 
-// Connects (and authenticates) once, so that a wrong endpoint fails here.
-// Throws backend_error when the server cannot be reached or refuses the credentials.
+// Reads the password files, then connects (and authenticates) once, so that a wrong endpoint
+// fails here: behind Sentinel, asks the Sentinels and checks the master's ROLE.
+// Throws backend_error when no server can be reached or one refuses the credentials,
+// invalid_argument_error for an unreadable or unsafe password file.
 std::shared_ptr<store> make_redis_store(const redis_options& options);
 
 }  // namespace locksmith::strategies
