@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -393,9 +394,10 @@ BOOST_AUTO_TEST_CASE(passwords_come_from_files) {
     ::rmdir(dir.c_str());
 }
 
-BOOST_AUTO_TEST_CASE(a_grant_or_refresh_without_its_replica_does_not_count) {
-    // The replica stopped (SIGSTOP): WAIT 1 times out, so a grant is released and refused, and
-    // a refresh fails without extending the lease.
+BOOST_AUTO_TEST_CASE(nothing_counts_that_the_replica_has_not_confirmed) {
+    // The replica stopped (SIGSTOP): WAIT 1 times out, so a grant is released and refused, a
+    // refresh fails without extending the lease, a fencing token is not handed out, and a
+    // waiter that a release hands the lock to does not report it.
     auto& r = rig();
     r.wait_until_settled();
     auto o = options_for(r.sentinels());
@@ -404,29 +406,48 @@ BOOST_AUTO_TEST_CASE(a_grant_or_refresh_without_its_replica_does_not_count) {
     const auto name = test::unique_resource("no-replica");
     auto held = make_lock(s, name + "-held");
     BOOST_REQUIRE(held.try_lock());
+    auto handed = make_lock(s, name + "-handed");
+    BOOST_REQUIRE(handed.try_lock());
     const int master = r.named_master();
-    r.pause(r.replica_of(master), true);
+    auto expect_no_replicas = [](const char* what, const std::function<void()>& f) {
+        try {
+            f();
+            BOOST_ERROR(what << " succeeded without the replica");
+        } catch (const backend_error& e) {
+            BOOST_CHECK_MESSAGE(e.native_code() == "NOREPLICAS", what << ": " << e.what());
+        }
+    };
     auto lock = make_lock(s, name);
-    bool granted = false;
-    try {
-        granted = lock.try_lock();
-    } catch (const backend_error& e) {
-        BOOST_CHECK_EQUAL(e.native_code(), "NOREPLICAS");
+    std::future<bool> waited;
+    {
+        r.pause(r.replica_of(master), true);
+        struct resume {
+            const private_rig& r;
+            int port;
+            ~resume() { r.pause(port, false); }
+        } resume_at_end{r, r.replica_of(master)};
+        expect_no_replicas("a grant", [&] { (void)lock.try_lock(); });
+        expect_no_replicas("a refresh", [&] { held.refresh(); });
+        expect_no_replicas("a fencing token", [&] { (void)held.fencing_token(); });
+        auto other = strategies::make_redis_store(o);
+        waited = std::async(std::launch::async, [other, name] {
+            auto w = make_lock(other, name + "-handed");
+            try {
+                return w.try_lock_for(2s);
+            } catch (const backend_error& e) {
+                BOOST_CHECK_EQUAL(e.native_code(), "NOREPLICAS");
+                return false;
+            }
+        });
+        std::this_thread::sleep_for(500ms);  // the waiter queues
+        handed.unlock();                     // and is handed the lock
+        BOOST_CHECK(!waited.get());
     }
-    bool refreshed = true;
-    try {
-        held.refresh();
-    } catch (const backend_error& e) {
-        refreshed = false;
-        BOOST_CHECK_EQUAL(e.native_code(), "NOREPLICAS");
-    }
-    r.pause(r.replica_of(master), false);
-    BOOST_CHECK(!granted);
-    BOOST_CHECK(!refreshed);
     // Released, not left to its TTL: the name is free at the master.
     BOOST_CHECK_EQUAL(ask(master, {"EXISTS", prefix + "lock:" + name}), "0");
     r.wait_until_settled();
     BOOST_CHECK(lock.try_lock());
+    BOOST_CHECK(held.fencing_token());
     lock.unlock();
     held.unlock();
 }
