@@ -173,7 +173,8 @@ redis_endpoint parse_redis_url(std::string_view url) {
 namespace {
 
 // A Sentinel's address, "host:port" or "[v6]:port" (no credentials: those are options of their
-// own). Throws config_error naming the entry (addresses are not secret).
+// own). Throws config_error whose pointer names the entry; the message does not quote it (a
+// password pasted into it must not be shown).
 redis_endpoint parse_sentinel(const std::string& text, std::size_t i) {
     const std::string at = "/sentinels/" + std::to_string(i);
     redis_endpoint e;
@@ -181,7 +182,7 @@ redis_endpoint parse_sentinel(const std::string& text, std::size_t i) {
         e = parse_url("redis://" + text);
     } catch (const invalid_argument_error& err) {
         throw config_error("config.value", at,
-                           "sentinel '" + text + "' is not host:port: " + err.what());
+                           std::string("a sentinel entry is not host:port: ") + err.what());
     }
     if (text.find_first_of("@/") != std::string::npos || e.db != 0 || !e.password.empty())
         throw config_error("config.value", at,
@@ -190,7 +191,7 @@ redis_endpoint parse_sentinel(const std::string& text, std::size_t i) {
     if (text.find(']') == std::string::npos ? text.find(':') == std::string::npos
                                             : text.find("]:") == std::string::npos)
         throw config_error("config.value", at,
-                           "sentinel '" + text + "' needs a port (Sentinel's default is 26379)");
+                           "a sentinel entry needs a port (Sentinel's default is 26379)");
     return e;
 }
 
