@@ -452,6 +452,44 @@ BOOST_AUTO_TEST_CASE(nothing_counts_that_the_replica_has_not_confirmed) {
     held.unlock();
 }
 
+BOOST_AUTO_TEST_CASE(a_holder_whose_refreshes_go_unconfirmed_past_its_ttl_is_told) {
+    // The replica stopped for longer than the TTL: the watchdog's refreshes are not confirmed,
+    // and when the last confirmed lease runs out the holder hears of the loss (on_lost) and
+    // stops believing it holds the lock.
+    auto& r = rig();
+    r.wait_until_settled();
+    auto o = options_for(r.sentinels());
+    o.command_timeout = 400ms;  // WAIT waits 200 ms
+    std::atomic<int> losses{0};
+    lock_options lo;
+    lo.ttl = 1500ms;
+    lo.auto_refresh = true;
+    lo.on_lost = [&](const error&) { ++losses; };
+    auto holder = make_lock(strategies::make_redis_store(o), test::unique_resource("lost"), lo);
+    BOOST_REQUIRE(holder.try_lock());
+    const int replica = r.replica_of(r.named_master());
+    {
+        r.pause(replica, true);
+        struct resume {
+            const private_rig& r;
+            int port;
+            ~resume() { r.pause(port, false); }
+        } resume_at_end{r, replica};
+        const auto paused = clock_type::now();
+        while (losses == 0 && clock_type::now() - paused < test::patience(10s))
+            std::this_thread::sleep_for(50ms);
+        const auto after = clock_type::now() - paused;
+        BOOST_CHECK_EQUAL(losses.load(), 1);
+        // Not before the lease confirmed last has run out (it began before the pause).
+        BOOST_CHECK(after >= 1000ms);
+        BOOST_TEST_MESSAGE("loss reported "
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(after).count()
+                           << " ms after the replica stopped");
+    }
+    BOOST_CHECK(!holder.is_acquired());
+    r.wait_until_settled();
+}
+
 BOOST_AUTO_TEST_CASE(a_lock_is_held_through_a_failover) {
     // A holder (auto-refresh), a waiter and a rival that keeps trying, each on its own store,
     // through SENTINEL FAILOVER: the holder keeps the lock or is told it lost it; the rival never
@@ -464,6 +502,7 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_a_failover) {
     std::atomic<int> losses{0};
     lock_options lo;
     lo.ttl = 20s;
+    lo.auto_refresh = true;
     lo.on_lost = [&](const error& e) {
         BOOST_TEST_MESSAGE("holder lost the lock: " << e.what());
         ++losses;
