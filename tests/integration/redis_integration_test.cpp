@@ -26,6 +26,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "integration/fake_redis.hpp"
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
