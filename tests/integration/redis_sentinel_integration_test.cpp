@@ -530,6 +530,28 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_a_failover) {
             std::this_thread::sleep_for(100ms);
         }
     });
+    // Grants of another name, one after another all through the failover: every token handed
+    // out is larger than the one before.
+    std::atomic<int> sequence_grants{0}, tokens_out_of_order{0};
+    auto sequence_store = strategies::make_redis_store(o);
+    std::thread sequence([&] {
+        auto l = make_lock(sequence_store, name + "-sequence");
+        std::uint64_t last = 0;
+        while (!stop) {
+            try {
+                if (l.try_lock()) {
+                    const auto token = l.fencing_token();
+                    l.unlock();
+                    if (token && *token <= last) ++tokens_out_of_order;
+                    if (token) last = *token;
+                    ++sequence_grants;
+                }
+            } catch (const std::exception&) {
+                l.unlock();  // a grant or token not confirmed: not counted
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+    });
     auto waiter_store = strategies::make_redis_store(o);
     auto waited = std::async(std::launch::async, [&]() -> std::uint64_t {
         auto w = make_lock(waiter_store, name);
@@ -555,7 +577,11 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_a_failover) {
     const auto waiter_token = waited.get();
     stop = true;
     rival.join();
+    sequence.join();
     BOOST_CHECK_EQUAL(rival_grants_while_held.load(), 0);
+    BOOST_TEST_MESSAGE(sequence_grants.load() << " grants of another name during the failover");
+    BOOST_CHECK_GT(sequence_grants.load(), 0);
+    BOOST_CHECK_EQUAL(tokens_out_of_order.load(), 0);
     BOOST_REQUIRE_MESSAGE(waiter_token != 0, "the waiter was not served after the failover");
     BOOST_CHECK_GT(waiter_token, *first);
     auto next = make_lock(strategies::make_redis_store(o), name);
