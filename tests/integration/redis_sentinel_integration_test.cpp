@@ -507,10 +507,20 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_a_failover) {
         BOOST_TEST_MESSAGE("holder lost the lock: " << e.what());
         ++losses;
     };
+    // As if the old master's clock ran an hour ahead of the replica's: its last token is far
+    // above what the new master's clock gives, so only the name's last token, replicated with
+    // the grant, keeps the next tokens above it.
+    const auto ahead =
+        std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::system_clock::now().time_since_epoch() + std::chrono::hours(1))
+            .count();
+    BOOST_REQUIRE_EQUAL(
+        ask(r.named_master(), {"SET", prefix + "fence:" + name, std::to_string(ahead)}), "OK");
     auto holder = make_lock(strategies::make_redis_store(o), name, lo);
     BOOST_REQUIRE(holder.try_lock());
     const auto first = holder.fencing_token();
     BOOST_REQUIRE(first);
+    BOOST_REQUIRE_GT(*first, std::uint64_t(ahead));
 
     std::atomic<bool> stop{false};
     std::atomic<int> rival_grants_while_held{0};
