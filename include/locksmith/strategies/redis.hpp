@@ -53,15 +53,16 @@
 //    reported: then it is on wait_replicas replicas, so on the one Sentinel promotes when
 //    wait_replicas is the number of replicas (the guarantee needs that). A grant not confirmed
 //    is released and reported as backend_error "NOREPLICAS" (transient: a waiter keeps trying
-//    until its deadline); a refresh not confirmed is the same error and does not extend the
-//    lease, so the watchdog retries and reports the loss (on_lost) when the last confirmed
-//    lease runs out. A demoted master can take writes for seconds and the Sentinels still name
-//    it for about a second after a failover starts, but it has lost the replica that was
-//    promoted, so its writes are never confirmed: one holder per name, and fencing tokens keep
-//    increasing across the failover (the fence key of every token reported is on the promoted
-//    replica, the next token is at least one more). The master named by a Sentinel is used
-//    only after its ROLE says master; a connection error, a READONLY reply or an unconfirmed
-//    write makes the next connection ask the Sentinels again, and drops the pooled
+//    until its deadline; an unconfirmed promotion or repeated grant releases what the owner held
+//    too, as it cannot tell which of its writes a failover keeps); a refresh not confirmed is the
+//    same error and does not extend the lease, so the watchdog retries and reports the loss
+//    (on_lost) when the last confirmed lease runs out. A demoted master can take writes for seconds
+//    and the Sentinels still name it for about a second after a failover starts, but it has lost
+//    the replica that was promoted, so its writes are never confirmed: one holder per name, and
+//    fencing tokens keep increasing across the failover (the fence key of every token reported is
+//    on the promoted replica, the next token is at least one more). The master named by a Sentinel
+//    is used only after its ROLE says master; a connection error, a READONLY reply or an
+//    unconfirmed write makes the next connection ask the Sentinels again, and drops the pooled
 //    connections to the old master.
 //  - Errors: backend_error whose native_code is the Redis error prefix ("WRONGPASS", "NOAUTH",
 //    "NOSCRIPT") or the client's ("timeout", "eof", "errno N", "other"); its kind() is
