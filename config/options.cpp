@@ -210,6 +210,22 @@ std::optional<bool> options_reader::boolean(const std::string& name) {
     return v->get<bool>();
 }
 
+std::optional<std::vector<std::string>> options_reader::strings(const std::string& name) {
+    auto* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_array() || v->empty()) wrong_type(name, "a non-empty array of strings", *v);
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+        const auto& item = (*v)[i];
+        if (!item.is_string())
+            throw config_error(
+                "config.type", "/" + json_pointer_token(name) + "/" + std::to_string(i),
+                "option '" + name + "' must hold strings only, not " + type_name(item));
+        out.push_back(item.get<std::string>());
+    }
+    return out;
+}
+
 std::string number_text(double d) {
     if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.0e15)
         return std::to_string(std::int64_t(d));

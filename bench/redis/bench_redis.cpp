@@ -8,7 +8,11 @@
 //                        release call to the waiter's return, with pub/sub waiting and with the
 //                        same store polled (named_lock's backoff, native_wait hidden)
 //
-// Usage: bench_redis [pairs] [rounds]; endpoints from LOCKSMITH_TEST_REDIS_URL and
+//   sentinel             uncontended pairs behind Sentinel (WAIT per grant) beside the single
+//                        server and beside the same master without WAIT
+//
+// Usage: bench_redis [pairs] [rounds]; endpoints from LOCKSMITH_TEST_REDIS_URL,
+// LOCKSMITH_TEST_REDIS_SENTINELS (with _SENTINEL_MASTER and _SENTINEL_PASSWORD) and
 // LOCKSMITH_TEST_MEMCACHED (scripts/services.sh env). Benchmarks are not tests: nothing here
 // asserts a speed.
 #include <algorithm>
@@ -227,6 +231,60 @@ std::vector<double> handover(const std::shared_ptr<store>& holder_store,
     return out;
 }
 
+// The cost of WAIT: the same pairs on the single server, on the Sentinel rig's master by URL
+// (replicated, no WAIT) and behind Sentinel (every grant waits for the replica: WAIT 1).
+void sentinel_rows(const std::shared_ptr<store>& single, const std::string& sentinels, int pairs,
+                   int rounds) {
+    const char* master = std::getenv("LOCKSMITH_TEST_REDIS_SENTINEL_MASTER");
+    const char* password = std::getenv("LOCKSMITH_TEST_REDIS_SENTINEL_PASSWORD");
+    if (!master || !password) return;
+    auto list = nlohmann::json::array();
+    for (std::size_t from = 0; from <= sentinels.size();) {
+        const auto to = std::min(sentinels.find(',', from), sentinels.size());
+        list.push_back(sentinels.substr(from, to - from));
+        from = to + 1;
+    }
+    const nlohmann::json j{{"sentinels", list},
+                           {"master_name", master},
+                           {"sentinel_password", password},
+                           {"password", password},
+                           {"key_prefix", "locksmith-bench:"}};
+    auto behind = strategies::make_redis_store(strategies::redis_options::from_json(j));
+    // The master's address, as the Sentinels name it: the same server without WAIT.
+    const auto first = list.front().get<std::string>();
+    redisContext* c = redisConnect(first.substr(0, first.rfind(':')).c_str(),
+                                   std::atoi(first.c_str() + first.rfind(':') + 1));
+    if (!c || c->err) return;
+    redisReply* auth = static_cast<redisReply*>(redisCommand(c, "AUTH %s", password));
+    if (auth) freeReplyObject(auth);
+    redisReply* addr =
+        static_cast<redisReply*>(redisCommand(c, "SENTINEL get-master-addr-by-name %s", master));
+    if (!addr || addr->type != REDIS_REPLY_ARRAY || addr->elements != 2) return;
+    strategies::redis_options direct;
+    direct.endpoint.host = addr->element[0]->str;
+    direct.endpoint.port = std::atoi(addr->element[1]->str);
+    direct.endpoint.password = password;
+    direct.key_prefix = "locksmith-bench:";
+    freeReplyObject(addr);
+    redisFree(c);
+    auto unreplicated = strategies::make_redis_store(direct);
+    std::vector<double> one, master_only, waited;
+    for (int r = 0; r < rounds; ++r) {  // alternating, as above
+        one.push_back(library_pairs(single, "bench-single", pairs));
+        master_only.push_back(library_pairs(unreplicated, "bench-master", pairs));
+        waited.push_back(library_pairs(behind, "bench-sentinel", pairs));
+    }
+    std::printf(
+        "\nredis behind Sentinel: %d pairs x %d rounds\n\n| loop | min pairs/s | median pairs/s "
+        "| max pairs/s |\n|---|---:|---:|---:|\n",
+        pairs, rounds);
+    row("`named_lock::lock(); unlock()` on the single server (`url`)", one);
+    row("the same on the Sentinel rig's master by `url` (replicated, no WAIT)", master_only);
+    row("the same behind Sentinel (`sentinels`: SET NX PX, WAIT 1; release)", waited);
+    std::printf("\nratio sentinel / single server: %.2f; / its master without WAIT: %.2f\n",
+                median(waited) / median(one), median(waited) / median(master_only));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,6 +335,9 @@ int main(int argc, char** argv) {
         pct(pubsub, 0.5), pct(pubsub, 0.99), pubsub.back(), pct(polled, 0.5), pct(polled, 0.99),
         polled.back());
     redisFree(c);
+
+    if (const char* sentinels = std::getenv("LOCKSMITH_TEST_REDIS_SENTINELS"))
+        sentinel_rows(s, sentinels, pairs, rounds);
 
     if (const char* servers = std::getenv("LOCKSMITH_TEST_MEMCACHED")) {
         strategies::memcached_options mo;

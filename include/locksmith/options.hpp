@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,8 @@ class options_reader {
 
     std::optional<std::string> string(const std::string& name);
     std::optional<bool> boolean(const std::string& name);
+    // A non-empty array of strings.
+    std::optional<std::vector<std::string>> strings(const std::string& name);
     // An integer in [min, max].
     std::optional<std::int64_t> integer(const std::string& name, std::int64_t min,
                                         std::int64_t max);

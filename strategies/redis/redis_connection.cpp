@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
@@ -107,15 +108,19 @@ std::shared_ptr<const tls::tls_context> make_tls_context(const redis_options& op
         "redis");
 }
 
-connection::connection(const redis_options& options, std::shared_ptr<const tls::tls_context> tls)
-    : options_(options), reader_(redisReaderCreate()), generation_(fork_generation()) {
+connection::connection(const redis_options& options, redis_endpoint endpoint,
+                       std::shared_ptr<const tls::tls_context> tls)
+    : options_(options),
+      endpoint_(std::move(endpoint)),
+      reader_(redisReaderCreate()),
+      generation_(fork_generation()) {
     if (!reader_) fail("connecting", "oom", "cannot allocate a reply reader");
     open(std::move(tls));
     set_up();
 }
 
 void connection::open(std::shared_ptr<const tls::tls_context> tls) {
-    const auto& e = options_.endpoint;
+    const auto& e = endpoint_;
     const std::string what = "connecting";
     const auto until = steady_clock::now() + options_.connect_timeout;
     if (e.tls && !tls) throw invalid_argument_error("redis: a rediss:// url needs TLS settings");
@@ -151,7 +156,7 @@ void connection::open(std::shared_ptr<const tls::tls_context> tls) {
 }
 
 void connection::set_up() {
-    const auto& e = options_.endpoint;
+    const auto& e = endpoint_;
     if (!e.password.empty()) {
         std::vector<std::string_view> auth{"AUTH"};
         if (!e.user.empty()) auth.push_back(e.user);
@@ -176,8 +181,8 @@ void connection::fail(const std::string& what, const std::string& native_code,
 void connection::fail_as(const std::string& what, const std::string& native_code,
                          const std::string& detail, error_kind kind) const {
     throw backend_error("redis", native_code,
-                        "redis: " + what + " at " + options_.endpoint.redacted() +
-                            " failed: " + scrub_secret(detail, options_.endpoint.password),
+                        "redis: " + what + " at " + endpoint_.redacted() +
+                            " failed: " + scrub_secret(detail, endpoint_.password),
                         kind);
 }
 
@@ -186,10 +191,15 @@ void connection::fail_stream(const std::string& what, const tls::stream_error& e
     fail_as(what, e.code(), e.what(), e.kind());
 }
 
-void connection::check(const redisReply* reply, const std::string& what) const {
+void connection::check(const redisReply* reply, const std::string& what) {
     if (reply == nullptr) fail(what, "null", "no reply");
-    if (reply->type == REDIS_REPLY_ERROR)
-        fail(what, reply_error_code(*reply), std::string(reply->str, reply->len));
+    if (reply->type == REDIS_REPLY_ERROR) {
+        auto code = reply_error_code(*reply);
+        // A replica: behind Sentinel, a demoted master. Drop it, so that the next connection
+        // asks the Sentinels again.
+        if (code == "READONLY") broken_ = true;
+        fail(what, code, std::string(reply->str, reply->len));
+    }
 }
 
 reply_ptr connection::command(const std::vector<std::string_view>& args) {
@@ -317,7 +327,9 @@ connection_pool::settings pool_settings(const redis_options& options,
     connection_pool::settings s;
     s.size = options.pool_size;
     s.max_wait = options.connect_timeout + options.command_timeout;
-    s.open = [&options, tls] { return std::make_unique<connection>(options, tls); };
+    s.open = [&options, tls] {
+        return std::make_unique<connection>(options, options.endpoint, tls);
+    };
     s.reusable = [](const connection& c) { return !c.broken(); };
     // A connection the server closed while it sat idle (a restart): open another.
     s.still_open = [](const connection& c) { return !c.stale(); };

@@ -55,10 +55,13 @@ std::shared_ptr<const tls::tls_context> make_tls_context(const redis_options& op
 
 class connection {
   public:
-    // Connects (TCP or Unix socket, then the TLS handshake when `tls` is given, all within
-    // connect_timeout), authenticates and selects the database. `tls` is make_tls_context's.
+    // Connects to `endpoint` (options.endpoint, or a master or a Sentinel that sentinel.hpp
+    // found: TCP or Unix socket, then the TLS handshake when `tls` is given, all within
+    // connect_timeout), authenticates and selects the database. `tls` is make_tls_context's;
+    // `options` must outlive the connection.
     // Throws backend_error naming the redacted endpoint; never the password.
-    connection(const redis_options& options, std::shared_ptr<const tls::tls_context> tls);
+    connection(const redis_options& options, redis_endpoint endpoint,
+               std::shared_ptr<const tls::tls_context> tls);
     ~connection();
     connection(const connection&) = delete;
     connection& operator=(const connection&) = delete;
@@ -77,8 +80,15 @@ class connection {
     // Throws backend_error for I/O errors and a closed connection.
     reply_ptr read(std::chrono::milliseconds timeout);
 
-    // True after an I/O error: the connection must be thrown away.
+    // True after an I/O error or a READONLY reply (a replica, e.g. a demoted master): the
+    // connection must be thrown away.
     bool broken() const noexcept { return broken_; }
+    // Marks the connection broken (e.g. it could not confirm a write: maybe a demoted master).
+    void discard() noexcept { broken_ = true; }
+    const redis_endpoint& endpoint() const noexcept { return endpoint_; }
+    // Which master this is behind Sentinel (master_locator's generation; 0 otherwise).
+    std::uint64_t master_generation() const noexcept { return master_generation_; }
+    void set_master_generation(std::uint64_t g) noexcept { master_generation_ = g; }
     // True when an idle connection has data or a hang-up pending, i.e. the server closed it
     // (restart, idle timeout) or sent what nobody asked for: bytes on the socket, decrypted
     // bytes OpenSSL holds, or the rest of a reply the reader holds; and in a fork()ed child, for
@@ -87,7 +97,8 @@ class connection {
     bool stale() const noexcept;
 
     // Throws backend_error for `reply` when it is an error reply; `what` says what was tried.
-    void check(const redisReply* reply, const std::string& what) const;
+    // READONLY (the server is a replica now) also marks the connection broken.
+    void check(const redisReply* reply, const std::string& what);
     [[noreturn]] void fail(const std::string& what, const std::string& native_code,
                            const std::string& detail) const;
 
@@ -106,6 +117,8 @@ class connection {
     [[noreturn]] void fail_as(const std::string& what, const std::string& native_code,
                               const std::string& detail, error_kind kind) const;
     const redis_options& options_;
+    redis_endpoint endpoint_;
+    std::uint64_t master_generation_ = 0;
     std::unique_ptr<redisReader, reader_deleter> reader_;
     std::unique_ptr<tls::tls_stream> stream_;
     bool broken_ = false;

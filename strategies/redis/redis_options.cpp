@@ -171,16 +171,99 @@ redis_endpoint parse_redis_url(std::string_view url) {
     }
 }
 
+namespace {
+
+// A Sentinel's address, "host:port" or "[v6]:port" (no credentials: those are options of their
+// own). Throws config_error whose pointer names the entry; the message does not quote it (a
+// password pasted into it must not be shown).
+redis_endpoint parse_sentinel(const std::string& text, std::size_t i) {
+    const std::string at = "/sentinels/" + std::to_string(i);
+    redis_endpoint e;
+    try {
+        e = parse_url("redis://" + text);
+    } catch (const invalid_argument_error& err) {
+        throw config_error("config.value", at,
+                           std::string("a sentinel entry is not host:port: ") + err.what());
+    }
+    if (text.find_first_of("@/") != std::string::npos || e.db != 0 || !e.password.empty())
+        throw config_error("config.value", at,
+                           "sentinel entries are host:port only; give its credentials as "
+                           "'sentinel_user' and 'sentinel_password' or 'sentinel_password_file'");
+    if (text.find(']') == std::string::npos ? text.find(':') == std::string::npos
+                                            : text.find("]:") == std::string::npos)
+        throw config_error("config.value", at,
+                           "a sentinel entry needs a port (Sentinel's default is 26379)");
+    return e;
+}
+
+}  // namespace
+
 redis_options redis_options::from_json(const nlohmann::json& options) {
     options_reader r(options);
     redis_options o;
     auto url = r.string("url");
-    if (!url) throw config_error("config.missing", "/url", "option 'url' is required");
-    try {
-        o.endpoint = parse_redis_url(*url);
-    } catch (const invalid_argument_error& e) {
-        throw config_error("config.value", "/url", e.what());
+    auto sentinels = r.strings("sentinels");
+    if (url && sentinels)
+        throw config_error("config.value", "/sentinels",
+                           "give option 'url' (one server) or 'sentinels' (Redis behind Sentinel), "
+                           "not both");
+    if (!url && !sentinels)
+        throw config_error("config.missing", "/url",
+                           "option 'url' (or 'sentinels' with 'master_name') is required");
+    if (url) {
+        try {
+            o.endpoint = parse_redis_url(*url);
+        } catch (const invalid_argument_error& e) {
+            throw config_error("config.value", "/url", e.what());
+        }
+        for (const char* only :
+             {"master_name", "sentinel_user", "sentinel_password", "sentinel_password_file",
+              "sentinel_password_env", "user", "password", "db"})
+            if (options.contains(only))
+                throw config_error("config.value", std::string("/") + only,
+                                   std::string("option '") + only +
+                                       "' goes with 'sentinels'; with 'url', give user, password "
+                                       "and database in the URL");
+    } else {
+        for (std::size_t i = 0; i < sentinels->size(); ++i)
+            o.sentinels.push_back(parse_sentinel((*sentinels)[i], i));
+        auto name = r.string("master_name");
+        if (!name || name->empty())
+            throw config_error("config.missing", "/master_name",
+                               "option 'master_name' (the name the Sentinels monitor) is required "
+                               "with 'sentinels'");
+        o.master_name = *name;
+        auto sentinel_user = r.string("sentinel_user");
+        auto sentinel_password = r.secret("sentinel_password", o.sentinel_password_from);
+        for (auto& s : o.sentinels) {
+            if (sentinel_user) s.user = *sentinel_user;
+            if (sentinel_password) s.password = *sentinel_password;
+        }
+        o.endpoint = redis_endpoint{};
+        o.endpoint.host.clear();
+        if (auto v = r.string("user")) o.endpoint.user = *v;
+        if (auto v = r.integer("db", 0, 1'000'000)) o.endpoint.db = int(*v);
+        o.wait_replicas = 1;
     }
+    // The master's password: with `url` in it, or from a file or a variable; with `sentinels`
+    // also inline.
+    if (auto v = r.secret("password", o.password_from)) {
+        if (url)
+            throw config_error("config.value", "/password",
+                               "with 'url', give the password in the URL, or as 'password_file' "
+                               "or 'password_env'");
+        o.endpoint.password = *v;
+    }
+    if (!o.password_from.empty() && !o.endpoint.password.empty())
+        throw config_error("config.value",
+                           o.password_from.file.empty() ? "/password_env" : "/password_file",
+                           "the password is given twice (in the url, and in a file or variable): "
+                           "keep one");
+    if (auto v = r.integer("wait_replicas", 0, 1000)) o.wait_replicas = int(*v);
+    if (sentinels && o.wait_replicas == 0)
+        throw config_error("config.value", "/wait_replicas",
+                           "option 'wait_replicas' must be >= 1 with 'sentinels': without it a "
+                           "failover can lose a grant and give the name to a second holder");
     if (auto v = r.seconds("connect_timeout_s", 0.001, 3600)) o.connect_timeout = *v;
     if (auto v = r.seconds("command_timeout_s", 0.001, 3600)) o.command_timeout = *v;
     if (auto v = r.string("key_prefix")) o.key_prefix = *v;

@@ -6,9 +6,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <locksmith/author/plugin.hpp>
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/strategies/redis.hpp>
 #include <locksmith/version.hpp>
@@ -16,6 +18,7 @@
 #include "redis_connection.hpp"
 #include "redis_descriptor.hpp"
 #include "redis_scripts.hpp"
+#include "sentinel.hpp"
 
 namespace locksmith::strategies {
 namespace {
@@ -75,7 +78,9 @@ class redis_store final : public store {
         : store("redis", redis_capabilities),
           options_(std::move(options)),
           tls_(make_tls_context(options_)),
-          pool_(pool_settings(options_, tls_)) {
+          locator_(options_.sentinels.empty() ? nullptr
+                                              : std::make_unique<master_locator>(options_)),
+          pool_(settings()) {
         // Connect once now, so that a wrong endpoint or password fails at construction (and the
         // factory falls back), and load the scripts so that later calls go by SHA.
         auto c = pool_.take();
@@ -93,6 +98,21 @@ class redis_store final : public store {
     }
 
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
+        if (!locator_) return wait_acquire(k, mode, ttl, until);
+        // Behind Sentinel, a failover breaks connections and leaves the new master without a
+        // replica (no grant confirmed) for seconds: a waiter rides it out until its deadline,
+        // on connections to whichever master the Sentinels name next.
+        for (milliseconds pause(50);; pause = std::min(pause * 2, milliseconds(500))) {
+            try {
+                return wait_acquire(k, mode, ttl, until);
+            } catch (const backend_error& e) {
+                if (!e.transient() || clock::now() + pause >= until) throw;
+            }
+            std::this_thread::sleep_for(pause);
+        }
+    }
+
+    bool wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) {
         if (mode == lock_mode::shared) return wait_shared(k, ttl, until);
         const auto* known = k.local_state_of<redis_key_state>(instance_id());
         if (!(known && known->others_wait) && try_grant_exclusive(k, ttl)) return true;
@@ -128,7 +148,7 @@ class redis_store final : public store {
             if (handed_over(*w, member, now + slice)) {
                 k.set_fencing_token(std::nullopt);  // drawn on request, as for a SET NX grant
                 give_back(std::move(w));
-                return true;
+                return confirm_hand_over(k, ttl);
             }
         }
     }
@@ -138,7 +158,11 @@ class redis_store final : public store {
         const auto lock = name_of("lock:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         auto r = run(*c, refresh_id, {lock}, {k.token(), ttl_text});
-        return integer_of(r.get()) == 1;
+        if (integer_of(r.get()) != 1) return false;
+        // Not confirmed: the lease is not extended (the watchdog retries while the last
+        // confirmed one lasts, then reports the loss).
+        if (!replicated(*c)) not_replicated("refreshing lock '" + k.resource() + "'");
+        return true;
     }
 
     void do_release(key& k) override {
@@ -176,6 +200,9 @@ class redis_store final : public store {
         if (token <= 0)
             throw expired_error("redis: lock '" + k.resource() +
                                 "' was lost before its fencing token was assigned");
+        // A token a failover can lose could be drawn again by the promoted replica.
+        if (!replicated(*c))
+            not_replicated("drawing the fencing token of lock '" + k.resource() + "'");
         k.set_fencing_token(std::uint64_t(token));
         return k.fencing_token();
     }
@@ -279,6 +306,7 @@ class redis_store final : public store {
                      {k.token(), ttl_text, mode == lock_mode::exclusive ? "x" : "s", wait_text,
                       chan, member});
         outcome o{integer_at(r.get(), 0) == 1, integer_at(r.get(), 1)};
+        if (o.granted) confirm_grant(*c, k);
         if (o.granted && o.value > 0) k.set_fencing_token(std::uint64_t(o.value));
         return o;
     }
@@ -297,6 +325,7 @@ class redis_store final : public store {
         c->check(r.get(), "granting the lock");
         if (r->type == REDIS_REPLY_NIL) return false;
         k.set_fencing_token(std::nullopt);  // a token of an earlier grant is not this grant's
+        confirm_grant(*c, k);
         return true;
     }
 
@@ -311,7 +340,99 @@ class redis_store final : public store {
         auto r = run(*c, unwait_id, {wait, queue, lock}, {k.token(), chan, member});
         if (integer_of(r.get()) != 1) return false;
         k.set_fencing_token(std::nullopt);
+        return confirm_hand_over(k, ttl_of_member(member));
+    }
+
+    // The pool's settings; behind Sentinel its connections go to the master the locator found,
+    // and those of a forgotten master (an older generation) are dropped.
+    connection_pool::settings settings() {
+        auto s = pool_settings(options_, tls_);
+        if (!locator_) return s;
+        s.open = [this] { return locator_->connect(); };
+        s.reusable = [this](const connection& c) {
+            // A connection broken by an I/O error, READONLY or an unconfirmed write may be on a
+            // master that is gone: ask the Sentinels again.
+            if (c.broken()) locator_->forget(c.master_generation());
+            return !c.broken() && locator_->current(c);
+        };
+        s.still_open = [this](const connection& c) { return locator_->current(c) && !c.stale(); };
+        s.exhausted = [this] {
+            throw backend_error("redis", "pool",
+                                "redis: all " + std::to_string(options_.pool_size) +
+                                    " connections to the " + locator_->description() +
+                                    " stayed busy; raise pool_size",
+                                error_kind::transient);
+        };
+        return s;
+    }
+
+    // A new connection outside the pool (waiters' subscribers).
+    std::unique_ptr<connection> open_connection() {
+        return locator_ ? locator_->connect()
+                        : std::make_unique<connection>(options_, options_.endpoint, tls_);
+    }
+
+    // WAIT: true when wait_replicas replicas have every write made so far on `c` (or none are
+    // asked for). Else `c` is discarded: its server may be a master that is being demoted.
+    bool replicated(connection& c) {
+        if (options_.wait_replicas == 0) return true;
+        const auto replicas = std::to_string(options_.wait_replicas);
+        const auto timeout = std::to_string(wait_timeout().count());
+        auto r = c.command({"WAIT", replicas, timeout});
+        c.check(r.get(), "waiting for replicas");
+        if (r->type == REDIS_REPLY_INTEGER && r->integer >= options_.wait_replicas) return true;
+        c.discard();
+        return false;
+    }
+
+    // WAIT's own timeout: half the command's, so that its answer arrives within the command's.
+    milliseconds wait_timeout() const {
+        return std::max(options_.command_timeout / 2, milliseconds(1));
+    }
+
+    [[noreturn]] void not_replicated(const std::string& what) const {
+        throw backend_error("redis", "NOREPLICAS",
+                            "redis: " + what + " was not confirmed by " +
+                                std::to_string(options_.wait_replicas) + " replica(s) within " +
+                                std::to_string(wait_timeout().count()) +
+                                " ms (wait_replicas): a failover could lose it",
+                            error_kind::transient);
+    }
+
+    // A grant just written on `c`: confirmed, or released (as far as this master goes) and
+    // reported as not made, so that no failover can give the name to a second holder.
+    void confirm_grant(connection& c, key& k) {
+        if (replicated(c)) return;
+        try {
+            const auto lock = name_of("lock:", k.resource());
+            const auto wait = name_of("wait:", k.resource());
+            const auto queue = name_of("queue:", k.resource());
+            const auto readers = name_of("readers:", k.resource());
+            const auto chan = name_of("chan:", k.resource());
+            run(c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
+        } catch (const std::exception&) {
+            // The lease ends with its TTL anyway.
+        }
+        k.set_fencing_token(std::nullopt);
+        not_replicated("granting lock '" + k.resource() + "'");
+    }
+
+    // A grant a release handed to us was written by the releaser's connection: a refresh of our
+    // own (a write after it) confirms both with WAIT. False when the grant is gone already.
+    bool confirm_hand_over(key& k, milliseconds ttl) {
+        if (options_.wait_replicas == 0) return true;
+        auto c = pool_.take();
+        const auto lock = name_of("lock:", k.resource());
+        const auto ttl_text = std::to_string(ttl.count());
+        auto r = run(*c, refresh_id, {lock}, {k.token(), ttl_text});
+        if (integer_of(r.get()) != 1) return false;
+        confirm_grant(*c, k);
         return true;
+    }
+
+    // The TTL a waiting writer's queue entry carries (its first word).
+    static milliseconds ttl_of_member(const std::string& member) {
+        return milliseconds(std::atoll(member.c_str()));
     }
 
     // A connection subscribed, for as long as it lives, to a channel of its own, on which a
@@ -330,11 +451,12 @@ class redis_store final : public store {
                 idle_wakers_.pop_back();
                 // Pending data on an idle subscriber is a hang-up or a late message: a fresh one is
                 // cheaper than telling them apart.
-                if (!w->subscriber->stale()) return w;
+                if (!w->subscriber->stale() && (!locator_ || locator_->current(*w->subscriber)))
+                    return w;
             }
         }
         auto w = std::make_unique<waker>();
-        w->subscriber = std::make_unique<connection>(options_, tls_);
+        w->subscriber = open_connection();
         w->channel = options_.key_prefix + "wake:" + random_token();  // under the prefix, for ACLs
         subscribe_on(*w->subscriber, w->channel);
         return w;
@@ -386,7 +508,7 @@ class redis_store final : public store {
                 // Closed while idle (a server restart): a fresh connection decides.
             }
         }
-        auto fresh = std::make_unique<connection>(options_, tls_);
+        auto fresh = open_connection();
         subscribe_on(*fresh, chan);
         return fresh;
     }
@@ -444,6 +566,7 @@ class redis_store final : public store {
 
     redis_options options_;
     std::shared_ptr<const tls::tls_context> tls_;  // rediss:// only
+    std::unique_ptr<master_locator> locator_;      // behind Sentinel only
     connection_pool pool_;
     std::array<std::string, script_text.size()> sha_;
     std::mutex subscribers_mutex_;
@@ -459,7 +582,24 @@ std::shared_ptr<store> make_redis_store(const redis_options& options) {
     if (options.pool_size == 0) throw invalid_argument_error("redis: pool_size must be >= 1");
     if (options.connect_timeout <= milliseconds(0) || options.command_timeout <= milliseconds(0))
         throw invalid_argument_error("redis: timeouts must be positive");
-    return std::make_shared<redis_store>(options);
+    if (options.wait_replicas < 0)
+        throw invalid_argument_error("redis: wait_replicas must be >= 0");
+    if (!options.sentinels.empty() && (options.master_name.empty() || options.wait_replicas < 1))
+        throw invalid_argument_error(
+            "redis: behind Sentinel, master_name is required and wait_replicas must be >= 1");
+    auto with_secrets = options;
+    if (!options.password_from.empty()) {
+        if (!options.endpoint.password.empty())
+            throw invalid_argument_error("redis: the password is given twice: keep one");
+        with_secrets.endpoint.password =
+            resolve_secret({}, options.password_from, "redis", "password");
+    }
+    if (!options.sentinel_password_from.empty()) {
+        const auto secret =
+            resolve_secret({}, options.sentinel_password_from, "redis", "sentinel_password");
+        for (auto& s : with_secrets.sentinels) s.password = secret;
+    }
+    return std::make_shared<redis_store>(std::move(with_secrets));
 }
 
 }  // namespace locksmith::strategies

@@ -28,7 +28,8 @@ const std::string secret = "S3cretPw";
 struct endpoint_option {
     std::string strategy;
     std::string option;
-    std::vector<std::string> values;
+    std::vector<json> values;
+    json extra = json::object();  // options given beside each value
 };
 
 // The forms, for a server at 127.0.0.1:`port`.
@@ -51,7 +52,7 @@ std::vector<endpoint_option> endpoint_forms(int port) {
     };
     auto with = [&](std::vector<std::string> urls) {
         urls.insert(urls.end(), keyword_value.begin(), keyword_value.end());
-        return urls;
+        return std::vector<json>(urls.begin(), urls.end());
     };
     return {
         {"pg_advisory", "dsn",
@@ -72,6 +73,13 @@ std::vector<endpoint_option> endpoint_forms(int port) {
          with({"redis://:" + secret + "@" + at + "/0", "redis://" + secret + "@" + at + "/0",
                "redis://app:" + secret + "@" + at + "/0", "redis://" + at + "/0?password=" + secret,
                "unix:///run/redis.sock?password=" + secret})},
+        // Behind Sentinel: the passwords are options of their own, and one pasted into a
+        // Sentinel's entry.
+        {"redis",
+         "sentinels",
+         {json::array({at}), json::array({"app:" + secret + "@" + at}),
+          json::array({at, "127.0.0.1:" + secret})},
+         {{"master_name", "m"}, {"sentinel_password", secret}, {"password", secret}}},
         {"etcd", "endpoints",
          with({"http://app:" + secret + "@" + at, "http://" + at + "/?p=" + secret})},
         {"memcached", "servers", with({"app:" + secret + "@" + at, at + "?password=" + secret})},
@@ -104,7 +112,8 @@ BOOST_AUTO_TEST_CASE(no_command_prints_a_password_in_any_endpoint_form) {
             continue;
         }
         for (const auto& value : form.values) {
-            json options{{form.option, value}};
+            json options = form.extra;
+            options[form.option] = value;
             if (form.strategy == "etcd") options["request_timeout_s"] = 1;
             cli_sandbox box(json{{"strategies", {{form.strategy, {{"options", options}}}}}});
             const std::string config = box.config_path().string();

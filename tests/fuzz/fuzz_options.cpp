@@ -3,7 +3,8 @@
 // and endpoint parsers, combined's members). The input is "<strategy>\n<options as JSON>".
 // Properties:
 //  - validation throws nothing but config_error (what registry::check reports);
-//  - no message gives away the value of a "password" option, at any depth.
+//  - no message gives away the value of a "password" (or "sentinel_password") option, at any
+//    depth.
 #include <locksmith/config.hpp>
 #include <locksmith/registry.hpp>
 
@@ -24,10 +25,15 @@ const strategy_registry& registry() {
     return *r;
 }
 
+// "password" and the redis strategy's "sentinel_password".
+bool is_password_key(const std::string& key) {
+    return key == "password" || key == "sentinel_password";
+}
+
 void collect_passwords(const nlohmann::json& j, std::vector<std::string>& out) {
     if (j.is_object()) {
         for (auto it = j.begin(); it != j.end(); ++it) {
-            if (it.key() == "password" && it->is_string()) out.push_back(it->get<std::string>());
+            if (is_password_key(it.key()) && it->is_string()) out.push_back(it->get<std::string>());
             collect_passwords(*it, out);
         }
     } else if (j.is_array()) {
@@ -38,7 +44,7 @@ void collect_passwords(const nlohmann::json& j, std::vector<std::string>& out) {
 void replace_passwords(nlohmann::json& j) {
     if (j.is_object()) {
         for (auto it = j.begin(); it != j.end(); ++it) {
-            if (it.key() == "password" && it->is_string()) *it = "replaced-password";
+            if (is_password_key(it.key()) && it->is_string()) *it = "replaced-password";
             replace_passwords(*it);
         }
     } else if (j.is_array()) {

@@ -145,6 +145,34 @@ std::vector<strategy_under_test> strategies_under_test() {
                            "scripts/services.sh start, then eval \"$(scripts/services.sh env)\")",
                            false, std::chrono::milliseconds(100), "redis.tls"});
     }
+    // The same behind Sentinel (services.sh's redis-sentinel: a master, its replica, three
+    // Sentinels, every one with a password): every grant waits for the replica (WAIT 1).
+    {
+        const auto sentinels = env("LOCKSMITH_TEST_REDIS_SENTINELS");
+        const auto master = env("LOCKSMITH_TEST_REDIS_SENTINEL_MASTER");
+        const auto password = env("LOCKSMITH_TEST_REDIS_SENTINEL_PASSWORD");
+        if (sentinels && master && password) {
+            auto list = nlohmann::json::array();
+            for (std::size_t from = 0; from <= sentinels->size();) {
+                auto to = std::min(sentinels->find(',', from), sentinels->size());
+                list.push_back(sentinels->substr(from, to - from));
+                from = to + 1;
+            }
+            all.push_back({"redis",
+                           nlohmann::json{{"sentinels", list},
+                                          {"master_name", *master},
+                                          {"sentinel_password", *password},
+                                          {"password", *password},
+                                          {"key_prefix", remote_test_prefix()}},
+                           "", false, std::chrono::milliseconds(100), "redis.sentinel"});
+        } else {
+            all.push_back({"redis", std::nullopt,
+                           "LOCKSMITH_TEST_REDIS_SENTINELS, _SENTINEL_MASTER or "
+                           "_SENTINEL_PASSWORD is unset (run scripts/services.sh start, then "
+                           "eval \"$(scripts/services.sh env)\")",
+                           false, std::chrono::milliseconds(100), "redis.sentinel"});
+        }
+    }
     if (auto servers = env("LOCKSMITH_TEST_MEMCACHED"))
         // Memcached keeps whole seconds and the store adds one (its clock ticks once a second),
         // so a 1 s TTL lives 2-3 s: expiry cases need TTLs of several seconds.

@@ -111,6 +111,35 @@ BOOST_AUTO_TEST_CASE(redis_url_forms) {
                      "TLS options with redis://, make_redis_store");
 }
 
+BOOST_AUTO_TEST_CASE(redis_sentinel_forms) {
+    // Wrong Sentinel entries, the passwords beside them, and passwords where they do not belong:
+    // from_json, validation and the factory (which cannot connect to port 1) never show them.
+    const std::vector<nlohmann::json> forms = {
+        {{"sentinels", {"u:" + secret + "@127.0.0.1:1"}}, {"master_name", "m"}},
+        {{"sentinels", {"127.0.0.1:" + secret}}, {"master_name", "m"}},
+        {{"sentinels", {"127.0.0.1:1"}}, {"sentinel_password", secret}},
+        {{"sentinels", {"127.0.0.1:1"}},
+         {"master_name", "m"},
+         {"sentinel_password", secret},
+         {"password", secret}},
+        {{"sentinels", {"127.0.0.1:1"}},
+         {"master_name", "m"},
+         {"password", secret},
+         {"password_file", "/nonexistent"}},
+        {{"sentinels", {"127.0.0.1:1"}},
+         {"master_name", "m"},
+         {"sentinel_password", secret},
+         {"sentinel_password_file", "/nonexistent"}},
+        {{"url", "redis://127.0.0.1:1"}, {"password", secret}},
+        {{"url", "redis://:" + secret + "@127.0.0.1:1"}, {"password_file", "/nonexistent"}},
+    };
+    for (const auto& options : forms) {
+        expect_no_secret(message_of([&] { strategies::redis_options::from_json(options); }),
+                         options.dump() + ", from_json");
+        expect_no_secret_anywhere("redis", options);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(memcached_server_forms) {
     const std::vector<std::string> lists = {
         "u:" + secret + "@h:11211",

@@ -45,8 +45,25 @@
 //    are kept (writers' still subscribed) for later waits.
 //  - Names are binary-safe (any bytes, up to 1 MiB) and are used unhashed in the keys.
 //  - Needs Redis >= 5 (the scripts read the server's TIME before writing). Not for Redis
-//    Cluster (the scripts touch several keys) and not safe across an asynchronous replica
-//    failover (a promoted replica may not have the grant): use one primary.
+//    Cluster (the scripts touch several keys).
+//  - Replication: with one `url`, the server named is the only copy that counts; a failover to
+//    an asynchronous replica outside locksmith's knowledge can lose grants (a promoted replica
+//    may not have them). Behind Sentinel (`sentinels`), every grant, refresh, hand-over and
+//    fencing token is confirmed with `WAIT <wait_replicas> <command_timeout / 2>` before it is
+//    reported: then it is on wait_replicas replicas, so on the one Sentinel promotes when
+//    wait_replicas is the number of replicas (the guarantee needs that). A grant not confirmed
+//    is released and reported as backend_error "NOREPLICAS" (transient: a waiter keeps trying
+//    until its deadline; an unconfirmed promotion or repeated grant releases what the owner held
+//    too, as it cannot tell which of its writes a failover keeps); a refresh not confirmed is the
+//    same error and does not extend the lease, so the watchdog retries and reports the loss
+//    (on_lost) when the last confirmed lease runs out. A demoted master can take writes for seconds
+//    and the Sentinels still name it for about a second after a failover starts, but it has lost
+//    the replica that was promoted, so its writes are never confirmed: one holder per name, and
+//    fencing tokens keep increasing across the failover (the fence key of every token reported is
+//    on the promoted replica, the next token is at least one more). The master named by a Sentinel
+//    is used only after its ROLE says master; a connection error, a READONLY reply or an
+//    unconfirmed write makes the next connection ask the Sentinels again, and drops the pooled
+//    connections to the old master.
 //  - TLS: a rediss:// URL speaks TLS >= 1.2 (OpenSSL; hiredis is used for the protocol only).
 //    The server's certificate chain is verified against ca_file (or the system's CA store) and
 //    its name against server_name, or else the URL's host (an IP address against the
@@ -75,10 +92,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <locksmith/author/store.hpp>
+#include <locksmith/options.hpp>
 
 namespace locksmith::strategies {
 
@@ -113,8 +132,21 @@ struct redis_endpoint {
 redis_endpoint parse_redis_url(std::string_view url);
 
 struct redis_options {
-    // Where the server is: see parse_redis_url.
+    // Where the server is: see parse_redis_url. Behind Sentinel only its user, password and db
+    // count (the master's credentials); host and port come from the Sentinels.
     redis_endpoint endpoint;
+    // Sentinel mode when not empty: the Sentinels to ask, in this order, for the address of
+    // `master_name` (host and port, with the Sentinels' own user and password; db unused).
+    std::vector<redis_endpoint> sentinels;
+    std::string master_name;
+    // Where the master's and the Sentinels' passwords come from in place of the options (a
+    // file, read_secret_file, or an environment variable), read when the store is made.
+    secret_source password_from;
+    secret_source sentinel_password_from;
+    // Replicas that must acknowledge a grant, refresh or fencing token (WAIT) before it counts;
+    // 0 = no WAIT. Sentinel mode needs >= 1 and is safe across a failover when it is the number
+    // of replicas.
+    int wait_replicas = 0;
     // Longest wait for a TCP or socket connection to be set up (with rediss://, its TLS handshake
     // included). Must be > 0.
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(1)};
@@ -135,16 +167,21 @@ struct redis_options {
     std::string server_name;
 
     // Reads {"url": "...", "connect_timeout_s": 1, "command_timeout_s": 2, "key_prefix": "...",
-    // "pool_size": 8, "ca_file": "...", "cert_file": "...", "key_file": "...", "server_name":
-    // "..."}; only "url" is required; the TLS options need a rediss:// url. Throws config_error
-    // (never naming the password).
+    // "pool_size": 8, "password_file": "/abs/path" (or "password_env": "VARIABLE"),
+    // "wait_replicas": 0, "ca_file": "...",
+    // "cert_file": "...", "key_file": "...", "server_name": "..."} (the TLS options need a
+    // rediss:// url), or, in place of "url", {"sentinels": ["host:port", ...], "master_name":
+    // "...", "sentinel_user": "...", "sentinel_password" (or _file, _env), "user", "password"
+    // (or _file, _env), "db", "wait_replicas": 1} (no TLS behind Sentinel yet).
+    // Exactly one of "url" and "sentinels". Throws config_error (never naming a password).
     static redis_options from_json(const nlohmann::json& options);
 };
 
-// Connects (and authenticates) once, so that a wrong endpoint fails here.
+// Reads the password files, then connects (and authenticates) once, so that a wrong endpoint
+// fails here: behind Sentinel, asks the Sentinels and checks the master's ROLE.
 // Throws invalid_argument_error for bad options (TLS options without rediss://, a certificate or
-// key file that cannot be loaded), backend_error when the server cannot be reached or refuses
-// the credentials or the TLS handshake.
+// key file that cannot be loaded, an unreadable or unsafe password file), backend_error when no
+// server can be reached or one refuses the credentials or the TLS handshake.
 std::shared_ptr<store> make_redis_store(const redis_options& options);
 
 }  // namespace locksmith::strategies
