@@ -35,8 +35,10 @@ supp=$root/tests/sanitizers
 # -O1 keeps the stacks readable and the run near the speed of the ordinary build's tests.
 # gcc, not clang: the tests know a sanitizer build by __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__
 # (a child with a memory limit, fork_child's count of the runtime's threads), which gcc defines
-# and Debian's clang-14 does not.
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ \
+# and Debian's clang-14 does not. (CXX rather than CMAKE_CXX_COMPILER: a build directory made
+# with another compiler name, c++, keeps it; a changed CMAKE_CXX_COMPILER makes CMake delete the
+# cache and drop the other -D settings of that run, the sanitizer flags with them.)
+CXX=g++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   -DLOCKSMITH_BUILD_TESTS=ON -DLOCKSMITH_BUILD_EXAMPLES=ON -DLOCKSMITH_BUILD_BENCH=OFF >/dev/null
