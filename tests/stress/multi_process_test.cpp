@@ -340,7 +340,10 @@ void test_shared_holders(const strategy_under_test& entry) {
     reader.unlock_shared();
 
     release.close_write();
-    for (auto pid : children) BOOST_TEST(wait_child(pid, 20s) == 0, "child " << pid);
+    for (auto pid : children) {
+        const int status = wait_child(pid, 20s);
+        BOOST_TEST(status == 0, "reader " << pid << ": exit " << status << " (-1: still running)");
+    }
     BOOST_TEST(writer.try_lock_for(5s));
 
     // And the writer, now holding, excludes a reader in another process.
