@@ -69,6 +69,9 @@ enum class lock_result { acquired, recovered, busy, timed_out, self_deadlock };
 // (deadline::max() = without bound).
 lock_result lock_robust(pthread_mutex_t* m, bool try_only, deadline until);
 
+// Unlocks a mutex that lock_robust locked; returns pthread_mutex_unlock's result.
+int unlock_robust(pthread_mutex_t* m);
+
 // One mapping of the segment; shared by the store and by the keys it has granted, so that a key
 // can still release after its store is gone.
 //

@@ -133,7 +133,7 @@ class shm_store final : public store {
         s.holder_pid.store(0, std::memory_order_relaxed);
         s.holder_tid.store(0, std::memory_order_relaxed);
         st->held = false;
-        const int rc = pthread_mutex_unlock(&s.mutex);
+        const int rc = unlock_robust(&s.mutex);
         if (rc != 0)
             throw_errno(strategy_name, "unlocking the mutex of '" + k.resource() + "'", rc);
     }
@@ -208,7 +208,7 @@ class shm_store final : public store {
             if (s.generation.load() != st.generation) {
                 // The slot was freed or reclaimed, and maybe reused, since we referenced it; our
                 // reference went with it. Start over.
-                pthread_mutex_unlock(&s.mutex);
+                unlock_robust(&s.mutex);
                 st.has_ref = false;
                 continue;
             }

@@ -304,6 +304,7 @@ void test_shared_holders(const strategy_under_test& entry) {
             reports.put('S');
             (void)release.get(20s);
             lock.unlock_shared();
+            reports.put('U');  // tells a reader slow to unlock from one slow to exit
             return 0;
         }));
     }
@@ -340,7 +341,13 @@ void test_shared_holders(const strategy_under_test& entry) {
     reader.unlock_shared();
 
     release.close_write();
-    for (auto pid : children) BOOST_TEST(wait_child(pid, 20s) == 0, "child " << pid);
+    for (auto pid : children) {
+        const int status = wait_child(pid, 20s);
+        BOOST_TEST(status == 0, "reader " << pid << ": exit " << status << " (-1: still running)");
+    }
+    int unlocked = 0;
+    while (reports.get(0ms) == 'U') ++unlocked;
+    BOOST_TEST(unlocked == readers, "readers that returned from unlock_shared");
     BOOST_TEST(writer.try_lock_for(5s));
 
     // And the writer, now holding, excludes a reader in another process.
