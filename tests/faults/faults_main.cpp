@@ -141,8 +141,9 @@ int run_worker(const nlohmann::json& spec) {
         reg.write(worker_index, seq, token, value + 1);
         // Asks the store: where the grant is gone, this calls on_lost (an L record).
         try {
-            (void)lock->is_acquired();
+            if (!lock->is_acquired()) log.record(self, worker_index, seq, 'G');
         } catch (const std::exception&) {
+            log.record(self, worker_index, seq, 'X');
         }
         log.record(self, worker_index, seq, 'E');
         lock->unlock();

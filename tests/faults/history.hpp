@@ -16,6 +16,8 @@
 //   E  the critical section ends (before the release)
 //   L  the holder was told its lock is lost (on_lost, or fencing_token() found it expired)
 //   T  an acquisition gave up (try_lock_for's bound); F one failed with an error
+//   G  is_acquired() at the end of the section said no; X it threw (for reading a history:
+//      neither counts as told, only L does)
 //   K  the nemesis is about to SIGKILL pid (logged before the signal: the victim can act no
 //      later than this record); S / C  SIGSTOP / SIGCONT of pid
 //   N  a fault window: a = 1 begins, 0 ends; H  pid did not stop when asked (a hang)
