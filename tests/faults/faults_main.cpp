@@ -49,6 +49,7 @@
 #include "faults/history.hpp"
 #include "integration/integration_support.hpp"
 #include "support/strategies_under_test.hpp"
+#include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
 
 using namespace locksmith;
@@ -533,7 +534,11 @@ int main(int argc, char** argv) {
             std::cout << faults::check_history(argv[2]).to_json().dump(2) << std::endl;
             return 0;
         }
-        if (command == "ci" && argc == 3) return run_ci(argv[2]);
+        if (command == "ci" && argc == 3) {
+            const int status = run_ci(argv[2]);
+            test::remove_test_lock_dirs();
+            return status;
+        }
         if (command == "run") {
             cell c;
             std::optional<std::string> json_file;
@@ -555,7 +560,9 @@ int main(int argc, char** argv) {
                     return usage();
             }
             if (c.strategy.empty() || c.workers < 1 || c.seconds <= 0) return usage();
-            return report(run_cell(c), json_file);
+            const int status = report(run_cell(c), json_file);
+            test::remove_test_lock_dirs();
+            return status;
         }
     } catch (const std::exception& e) {
         std::cerr << "locksmith_faults: " << e.what() << "\n";
