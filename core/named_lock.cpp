@@ -236,6 +236,32 @@ void report_lost(named_lock::state& s, std::unique_lock<std::mutex>& guard) {
     if (on_lost) on_lost(lost);
 }
 
+// For unlock() and release(), the holder's last chance to hear that its lock lapsed while it
+// acted (issue 25: a holder stopped past its lease, so that its renewals did not run either,
+// ended its work and released without a word). Checks before the release whether the lock,
+// believed held, outlived its TTL, and reports it after the release, whatever that did
+// (report_lost: on_lost once, without the mutex). The caller holds the mutex in `guard`.
+class lapse_report {
+  public:
+    lapse_report(named_lock::state& s, std::unique_lock<std::mutex>& guard)
+        : s_(s), guard_(guard), lapsed_(s.held && s.expiring() && s.owner->is_expired()) {}
+    ~lapse_report() {
+        if (!lapsed_) return;
+        try {
+            report_lost(s_, guard_);
+        } catch (...) {
+            // A throwing on_lost must not end the process from a destructor.
+        }
+    }
+    lapse_report(const lapse_report&) = delete;
+    lapse_report& operator=(const lapse_report&) = delete;
+
+  private:
+    named_lock::state& s_;
+    std::unique_lock<std::mutex>& guard_;
+    bool lapsed_;
+};
+
 }  // namespace
 
 named_lock::named_lock(std::shared_ptr<store> store, std::shared_ptr<key> owner,
@@ -328,7 +354,8 @@ bool named_lock::acquire(capability mode) {
 
 void named_lock::unlock() noexcept {
     auto& s = *state_;
-    std::lock_guard guard(s.mutex);
+    std::unique_lock guard(s.mutex);
+    const lapse_report lapse(s, guard);
     try {
         release_locked(s);
     } catch (const error& e) {
@@ -344,7 +371,8 @@ void named_lock::unlock() noexcept {
 
 void named_lock::release() {
     auto& s = *state_;
-    std::lock_guard guard(s.mutex);
+    std::unique_lock guard(s.mutex);
+    const lapse_report lapse(s, guard);
     try {
         try {
             release_locked(s);

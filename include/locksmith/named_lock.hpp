@@ -69,9 +69,10 @@ struct lock_options {
     // Called once when a lock this object holds turns out to be lost: from the renewal thread
     // when a renewal finds it gone or keeps failing until the TTL runs out; from is_acquired()
     // when the store no longer has it (expired; a pg_advisory or zookeeper session the server
-    // ended); or from an acquire while held that finds the backend ended the grant, before it
-    // asks for a fresh one (a lock is never re-granted silently). Must not call back into the
-    // lock object.
+    // ended); from an acquire while held that finds the backend ended the grant, before it
+    // asks for a fresh one (a lock is never re-granted silently); or from unlock(), release()
+    // or the destructor when the lock's TTL ran out while held, unrenewed (its holder stopped
+    // past the TTL), after the release. Must not call back into the lock object.
     error_handler on_lost{};
     // Where this lock logs failures, renewals and slow waits (logger.hpp); null = nowhere.
     // lock_factory::set_logger sets it for the locks a factory creates.

@@ -692,6 +692,45 @@ BOOST_AUTO_TEST_CASE(a_lost_lock_is_reported_through_on_lost) {
     BOOST_TEST(lost.load() == 1);  // reported once, and renewals stopped
 }
 
+// Issue 25: a holder stopped past its TTL (so that its renewals did not run either) that ends its
+// work and releases hears of the loss then: on_lost from unlock(), release() or the destructor,
+// once, after the release. A release within the TTL tells nothing.
+BOOST_AUTO_TEST_CASE(a_lock_that_lapsed_while_held_is_reported_when_released) {
+    fixture f(expiring);
+    int lost = 0;
+    lock_options o;
+    o.on_lost = [&](const error& e) {
+        ++lost;
+        BOOST_TEST(std::string(e.what()).find("'resource'") != std::string::npos);
+    };
+    o.ttl = std::chrono::minutes(1);
+    {
+        auto lock = f.make("resource", o);
+        BOOST_REQUIRE(lock.acquire());
+        lock.unlock();
+        BOOST_REQUIRE(lock.acquire());
+        lock.release();
+    }
+    BOOST_TEST(lost == 0);
+    o.ttl = 20ms;
+    auto lock = f.make("resource", o);
+    BOOST_REQUIRE(lock.acquire());
+    std::this_thread::sleep_for(60ms);  // past the TTL, unrenewed
+    lock.unlock();
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(!lock.held_mode().has_value());
+    BOOST_REQUIRE(lock.acquire());
+    std::this_thread::sleep_for(60ms);
+    lock.release();
+    BOOST_TEST(lost == 2);
+    {
+        auto other = f.make("resource", o);
+        BOOST_REQUIRE(other.acquire());
+        std::this_thread::sleep_for(60ms);
+    }  // the destructor releases
+    BOOST_TEST(lost == 3);
+}
+
 // A strategy without renewals (pg_advisory: the server ended the session) learns of a loss only
 // when the owner asks: that is reported through on_lost too, once.
 BOOST_AUTO_TEST_CASE(a_loss_that_is_acquired_finds_is_reported_through_on_lost_once) {
