@@ -335,6 +335,20 @@ if [ -n "$(cat "$work"/baseline-failures "$work"/lane-*/baseline-failures 2>/dev
   echo "mutants: fix the baseline first" >&2
   exit 2
 fi
+# A fault that survived beside another lane runs once more, alone. Lanes share the test servers
+# and ccache, and faults that their suites catch when run alone were seen to survive beside
+# another lane (in two full runs, one of two entries on the same line of zookeeper_store.cpp,
+# a different one each time, and a core/strategy_support.cpp fault; the cause is not found yet).
+# One that still survives alone is a gap in the suite.
+survivors=$(awk '$1 == "SURVIVED" {print $2}' "$work/results")
+if [ "$lanes" -gt 1 ] && [ -n "$survivors" ]; then
+  echo "mutants: again, alone: $survivors"
+  again=()
+  for name in $survivors; do again+=("$(dirname "$(grep -lxF "$name" "$work"/entries/*/name)")"); done
+  grep -v '^SURVIVED ' "$work/results" >"$work/results.kept" || true
+  mv "$work/results.kept" "$work/results"
+  run_faults "${again[@]}"
+fi
 
 # Leave the build matching the restored sources.
 build_targets || true
