@@ -2,6 +2,7 @@
 #include <locksmith/strategies/combined.hpp>
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,10 +137,12 @@ fix needed(const slot& s) {
 struct owner_state final : key_local_state {
     ~owner_state() override {
         if (loss_epoll >= 0) ::close(loss_epoll);
+        if (ask_again >= 0) ::close(ask_again);
     }
     slots members;
     std::optional<lock_mode> held;  // what the last grant gave, until release or loss
     int loss_epoll = -1;            // the members' loss descriptors, merged (do_loss_fd)
+    int ask_again = -1;             // readable while a granting member was busy (do_loss_fd)
 };
 
 std::optional<lock_mode> mode_named(const nlohmann::json& j) {
@@ -524,12 +527,16 @@ class combined_store final : public store {
         auto* state = k.local_state_of<owner_state>(instance_id());
         if (!state || !state->held) return -1;
         std::vector<int> fds;
-        bool watchable = false;
+        bool watchable = false, busy = false;
         for (std::size_t i = 0; i < members_.size(); ++i) {
             auto& s = *state->members[i];
             {
                 std::lock_guard guard(s.mutex);
-                if (s.busy || !s.held) continue;
+                if (!s.held) continue;
+                if (s.busy) {
+                    busy = true;
+                    continue;
+                }
                 s.busy = true;
             }
             std::optional<int> fd;
@@ -546,7 +553,7 @@ class combined_store final : public store {
             watchable = watchable || fd.has_value();
             if (fd && *fd >= 0) fds.push_back(*fd);
         }
-        if (!watchable) return std::nullopt;
+        if (!watchable && !busy) return std::nullopt;
         if (state->loss_epoll >= 0) ::close(state->loss_epoll);
         state->loss_epoll = ::epoll_create1(EPOLL_CLOEXEC);
         if (state->loss_epoll < 0)
@@ -554,6 +561,16 @@ class combined_store final : public store {
                                 "cannot watch lock '" + k.resource() +
                                     "' for a loss: epoll_create1: " + std::strerror(errno),
                                 errno_kind(errno));
+        // A member left out while busy: readable, so that the caller asks holds() and then this
+        // again (`run` waits a moment between such asks) until its descriptor can be watched.
+        if (state->ask_again < 0) state->ask_again = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (state->ask_again >= 0) {
+            std::uint64_t value = 1;
+            ssize_t ignored = busy ? ::write(state->ask_again, &value, sizeof value)
+                                   : ::read(state->ask_again, &value, sizeof value);
+            (void)ignored;
+            if (busy) fds.push_back(state->ask_again);
+        }
         for (const int fd : fds) {
             epoll_event event{};
             event.events = EPOLLIN;
