@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Contention against CPU placement (issue 15): scenario 2 (one name, 1 / 2 / 4 / 8 processes) of
 # the given strategies with the processes and the server placed three ways on a 2-CPU machine:
 #

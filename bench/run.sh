@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The benchmark harness, in one command (issue 7):
 #
 #   bench/run.sh [--quick|--full|--smoke]   (default --quick; quick < 3.5 minutes once built)

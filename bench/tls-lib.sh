@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by the TLS cost benchmarks (bench/etcd-tls/run.sh, bench/redis-tls/run.sh): what they
 # measure alike.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What every part of the `locksmith` command shares.
 //
 //   exit codes   sysexits(3) for locksmith's own errors, plus the codes of `run`

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A subcommand of `locksmith`, registered from the file that implements it.
 //
 //   invocation  what main() hands every command: --config and the words after "--"

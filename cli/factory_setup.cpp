@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "factory_setup.hpp"
 
 #include "cli_common.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which configuration the command uses, and the library objects built from it.
 //
 //   resolve_config   the configuration, found as below

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The commands that look and never lock: strategies, explain, config check, status.
 //
 // Each returns the process exit code and writes its report to stdout (text, or JSON with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // locksmith: run a command under a named lock on the best strategy, and explain the choice.
 //
 // main() parses the command line (CLI11) with the commands that register themselves from their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `locksmith run`: take a lock, run a command while holding it, release it.
 #pragma once
 

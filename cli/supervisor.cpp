@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "supervisor.hpp"
 
 #include <fcntl.h>

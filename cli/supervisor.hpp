@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // supervise_child: runs a command while a lock is held, and keeps the lock honest meanwhile.
 //
 // Signals: SIGINT, SIGTERM and SIGHUP are blocked and read from a signalfd, together with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # locksmith_add_strategy(NAME <name> SOURCES <files...>
 #                        [MODULE DESCRIPTOR <files...>]
 #                        [REQUIRES <found-variable>...] [LIBRARIES <targets...>]

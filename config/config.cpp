@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/config.hpp>
 
 #include <fcntl.h>

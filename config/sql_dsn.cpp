@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Parsing of the sql strategy's DSN (parse_sql_dsn, include/locksmith/strategies/sql.hpp). It is
 // part of liblocksmith, not of a strategy module, because two modules read mysql:// DSNs: the sql
 // strategy and mysql_get_lock (both through strategies/common/mariadb).

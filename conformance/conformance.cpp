@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/conformance.hpp>
 
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // locksmith-conformance: runs the conformance cases (<locksmith/conformance.hpp>) against one
 // strategy. Exit 0 when none failed, 1 when one did, 2 for bad usage or a strategy that cannot
 // be set up.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/errors.hpp>
 
 #include <cerrno>

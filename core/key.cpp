@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/key.hpp>
 
 #include <sys/random.h>

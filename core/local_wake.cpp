@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "core/local_wake.hpp"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Same-host wake-ups for strategies that cannot wait natively (simple, memcached, sql, combined):
 // their waiters poll with backoff, so a release was noticed only at the next poll (hand-over
 // p99 of milliseconds, and up to retry_policy::max). A waiter on this host now sleeps on a futex

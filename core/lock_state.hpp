@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The state behind a named_lock handle. Private to the library.
 //
 // It lives in a shared_ptr so that the renewal thread can hold a weak reference: a handle may

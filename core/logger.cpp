@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/logger.hpp>
 
 #include <cstdio>

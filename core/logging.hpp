@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How the library sends records to a log_sink (include/locksmith/logger.hpp). Private.
 #pragma once
 

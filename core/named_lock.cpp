@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/named_lock.hpp>
 
 #include <poll.h>

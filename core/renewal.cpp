@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The renewal thread: one per process, renewing every auto_refresh lock at a third of its TTL.
 // One thread rather than one per lock, because a process may hold thousands of leases
 // (Redisson's watchdog makes the same choice).

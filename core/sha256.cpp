@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SHA-256 (FIPS 180-4), written out rather than pulling in a crypto library for one hash of lock
 // names; checked against the standard test vectors (tests/unit/strategy_support_test.cpp).
 #include <locksmith/author/strategy_support.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/author/store.hpp>
 
 #include <locksmith/author/caller_deadline.hpp>

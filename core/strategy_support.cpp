@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/author/strategy_support.hpp>
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "core/trusted_path.hpp"
 
 #include <unistd.h>

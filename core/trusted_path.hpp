@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Whether a file that decides what this process does (a plugin it loads, a config it obeys) can
 // have been written or swapped by another user. Private; one rule for every such file.
 #pragma once

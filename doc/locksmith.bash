@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bash completion for locksmith(1). Installed as share/bash-completion/completions/locksmith.
 # tests/cli/cli_manual_test.cpp checks that each command's options here are exactly those its
 # --help lists.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Symfony-style use: a lock with a TTL, refreshed while long work runs, and a shared (read)
 // lock that writers wait for. Also shows the standard C++ lock guards.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // TYPO3-style use: ask for a locker by capability mask, acquire with a mode.
 //
 //   example_typo3_style [NAME]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Registers the strategies built into this library, from the list CMake generates (one
 // LOCKSMITH_STRATEGY(name) line per strategy folder that was built).
 #include <locksmith/registry.hpp>

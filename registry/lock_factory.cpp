@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/lock_factory.hpp>
 
 #include <locksmith/author/module.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include <locksmith/author/module.hpp>
 
 #include <dlfcn.h>

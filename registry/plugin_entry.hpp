@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the library: the check of a plugin's entry point (registry/module_loader.cpp), which
 // every module and plugin passes before any of its strategies is used. Declared here so that the
 // fuzz target tests/fuzz/fuzz_plugin_info.cpp feeds it plugin structs of every shape.

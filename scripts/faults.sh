@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The full faults run (issue 25): every strategy under every single-host nemesis, checked from
 # the resource's history by tests/faults (locksmith_faults), written as JSON and a Markdown table.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets (tests/fuzz: one per parser of outside input) with
 # AddressSanitizer and UndefinedBehaviorSanitizer, every finding fatal, and runs each for
 # SECONDS (default 30), one after the other. Fails when any target finds anything: a crash, a

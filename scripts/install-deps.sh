@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian 12 packages that the given lists name and that are not installed yet
 # (idempotent). Default list: scripts/packages.txt (the build); the tests add
 # scripts/packages-servers.txt, the benchmarks scripts/packages-bench.txt.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The mutation check: applies each one-line fault of tests/mutants/faults.txt in turn, rebuilds
 # incrementally, runs the tests the entry names, restores the file, and reports each fault as
 #   caught            a named test failed (what we want)

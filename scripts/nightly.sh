@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The long checks, for a scheduled run (nightly) rather than for every change: each would add more
 # to .ci/run than its 15-minute budget allows. From a clone, like .ci/run:
 #   tsan   the unit, conformance, multi-process and hostile suites under ThreadSanitizer

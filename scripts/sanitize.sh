@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The test suite under the sanitizers, each in a build of its own:
 #
 #   scripts/sanitize.sh asan [extra ctest arguments]   AddressSanitizer + UndefinedBehaviorSanitizer

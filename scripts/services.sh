@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Starts and stops the servers the integration tests talk to: redis-server, a redis-server that
 # speaks only TLS and requires client certificates and a password (`redis-tls`;
 # LOCKSMITH_TEST_REDIS_TLS_URL), memcached, PostgreSQL, MariaDB, ZooKeeper (one standalone server,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The consumer's view of locksmith: install a build into a temporary prefix, then build against
 # that prefix only, as someone outside this repository would:
 #   1. pkg-config --cflags --libs locksmith compiles and links a program, which runs;

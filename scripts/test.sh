@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole test suite, as README.md gives it and as CI runs it:
 # installs what is missing (Debian 12), builds everything, starts the test servers, runs every
 # CTest suite, and stops the servers again, also on failure.

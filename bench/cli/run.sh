@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Measures `locksmith run -n NAME true` beside `flock -n FILE true`, in the same run, and what
 # the dynamic loader does at start-up for each (LD_DEBUG=statistics).
 #

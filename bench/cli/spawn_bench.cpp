@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // spawn_bench: how long whole runs of some commands take, measured in one go.
 //
 //   spawn_bench [--runs N] [--warmup N] -- LABEL CMD ARGS... [--- LABEL CMD ARGS...]...

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # What TLS costs the etcd strategy, and what OpenSSL costs beside libcurl (issue 24): on one
 # private etcd member that listens on both http:// and https:// (client certificates required on
 # the https one), so that the two differ only by TLS:

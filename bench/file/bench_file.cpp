@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Uncontended lock+unlock pairs per second: the `file` strategy through named_lock, beside the
 // raw flock(2) loop it is built on, measured in one run, alternating, 7 rounds each.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // locksmith_bench: one benchmark run of one scenario for one strategy; prints one JSON object.
 // bench/run.sh (through bench/harness/run_bench.py) calls it repeatedly and aggregates.
 //

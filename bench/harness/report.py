@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Writes bench/README.md and the PNG charts (gnuplot) from one result JSON of run_bench.py.
 
   /usr/bin/python3 bench/harness/report.py bench/results/<date>-<mode>.json   (re-render only)

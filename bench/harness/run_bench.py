@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Loops the benchmark driver and the peers, aggregates min/median/max, writes the JSON result,
 the charts and bench/README.md. Called by bench/run.sh (which builds and starts the servers).
 

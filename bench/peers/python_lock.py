@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Python peers (Debian packages, so run with /usr/bin/python3): N uncontended acquire+release
 pairs on one lock object, as each library documents it. Prints one JSON line.
 

@@ -1,4 +1,5 @@
 <?php
+// SPDX-License-Identifier: MIT
 // Symfony Lock 5.4 (Debian php-symfony-lock) peer: N uncontended acquire()+release() pairs on one
 // lock object, the way Symfony's documentation uses the component. Prints one JSON line.
 //

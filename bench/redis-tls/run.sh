@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # What TLS costs the redis strategy, and what its transport costs beside hiredis' own (issue 24):
 # on one private redis-server that listens on a plain port and on a TLS port (client certificates
 # required there), so that the two differ only by TLS:

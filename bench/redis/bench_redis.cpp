@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench_redis: the redis (and memcached) strategies beside raw client loops on the same server.
 //
 //   uncontended pairs/s  named_lock::lock() + unlock() on one name, one thread, versus a raw

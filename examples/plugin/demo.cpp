@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A program that locks through the flockdir plugin: the config names the plugin and gives the
 // strategy its directory; lock_factory loads it before it selects a strategy.
 //   flockdir_demo /path/libflockdir.so /path/to/locks

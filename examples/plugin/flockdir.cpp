@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // flockdir: an example locksmith plugin, built outside the locksmith tree (README, "Extending
 // locksmith"). flock(2) on one file per lock name in a directory the config gives, named so an
 // admin can read it: the lock name percent-encoded, "<encoded>.flock" (names too long for one

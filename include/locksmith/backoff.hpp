@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Waiting for stores that cannot wait natively.
 //
 //   retry_policy  exponential backoff parameters (first delay, cap, growth, jitter)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Capabilities: what a strategy can do, and what a caller requires of a lock.
 //
 //   capability      one bit per property (TYPO3's EXCLUSIVE=1, SHARED=2, NOBLOCK=4 kept);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The JSON configuration.
 //
 //   lock_rule          what the config pins for lock names matching a pattern

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The exceptions locksmith throws: one hierarchy under locksmith::error.
 //
 //   error                   base of all; what() is a complete sentence naming what is wrong

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // key: the identity of one lock holder.
 //
 // A key names the resource and carries a random owner token (128 bits, hex). Two keys for the

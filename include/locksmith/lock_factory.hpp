@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // lock_factory: the entry point. Turns a name and required capabilities into a named_lock on
 // the best strategy, following the config.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Everything an application needs: include this one header.
 #pragma once
 

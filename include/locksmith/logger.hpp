@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The logger hook: where a program receives locksmith's diagnostics (Symfony's LoggerAware
 // stores). Nothing is logged unless the program sets a sink, on a lock_factory
 // (lock_factory::set_logger, passed on to the locks it creates) or in lock_options::logger.

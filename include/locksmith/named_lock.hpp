@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // named_lock: one owner's handle on a named lock, with Symfony Lock's semantics under the
 // standard C++ names.
 //

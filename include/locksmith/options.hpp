@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // options_reader: strict reading of a strategy's JSON options, for strategy authors.
 //
 // Every accessor marks its key as known; finish() rejects any key nobody asked for. Errors are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The strategy registry and selection.
 //
 //   support_status       a probe's answer: usable here or not, and why

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `combined` strategy: see include/locksmith/strategies/combined.hpp for the contract.
 #include <locksmith/strategies/combined.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pool of idle sessions of the strategies whose locks live in a server session
 // (pg_advisory, mysql_get_lock): header-only, included by each such module (its CMakeLists adds
 // strategies/common to the include path).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The etcd strategy's registry entry. It is compiled into liblocksmith; the store itself is in
 // the module liblocksmith_etcd.so, loaded on first use (include/locksmith/author/module.hpp).
 #include "etcd_descriptor.hpp"

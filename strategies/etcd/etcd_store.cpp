@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The etcd strategy: options, the store (etcd's lock recipe over the v3 JSON gateway, on
 // http_connection) and the module's entry point.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "http_connection.hpp"
 
 #include <netdb.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the etcd strategy: one blocking HTTP/1.1 connection to one etcd member's v3 JSON
 // gateway, and the one place where transport failures become backend_errors.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `file` strategy: flock(2) on <lock_dir>/<prefix>.<hash>.lock. See
 // include/locksmith/strategies/file.hpp for the contract.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The memcached strategy's registry entry. It is compiled into liblocksmith; the store itself is
 // in the module liblocksmith_memcached.so, loaded on first use
 // (include/locksmith/author/module.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The memcached strategy: options, the store (on meta_connection, one connection pool per
 // server) and the module's entry point.
 #include <cstdint>

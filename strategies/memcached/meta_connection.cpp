@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "meta_connection.hpp"
 
 #include <netdb.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the memcached strategy: one blocking connection to one memcached server that speaks
 // the meta text protocol (memcached >= 1.6.10), and the one place where its failures become
 // backend_errors.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `memory` strategy: see include/locksmith/strategies/memory.hpp for the contract.
 #include <locksmith/strategies/memory.hpp>
 

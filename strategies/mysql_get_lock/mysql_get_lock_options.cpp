@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The mysql_get_lock strategy's JSON options and lock names.
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>

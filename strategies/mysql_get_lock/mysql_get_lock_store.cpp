@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The mysql_get_lock strategy's store (its registry entry is in mysql_get_lock_descriptor.cpp).
 #include <algorithm>
 #include <memory>

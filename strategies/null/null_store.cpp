@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `null` strategy: see include/locksmith/strategies/null.hpp for the contract.
 #include <locksmith/strategies/null.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pg_advisory strategy's registry entry. It is compiled into liblocksmith; the store itself
 // is in the module liblocksmith_pg_advisory.so, loaded on first use
 // (include/locksmith/author/module.hpp), so that programs that never use it do not load libpq.

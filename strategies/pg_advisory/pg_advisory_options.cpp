@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pg_advisory strategy's JSON options and key mapping.
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pg_advisory strategy's store (its registry entry is in pg_advisory_descriptor.cpp).
 #include <climits>
 #include <optional>

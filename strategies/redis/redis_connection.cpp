@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "redis_connection.hpp"
 
 #include <netinet/in.h>

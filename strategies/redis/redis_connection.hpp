@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the redis strategy: connections, their pool, and the one place where transport
 // and protocol errors become backend_errors.
 //

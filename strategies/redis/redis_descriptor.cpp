@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The redis strategy's registry entry. It is compiled into liblocksmith; the store itself is in
 // the module liblocksmith_redis.so, loaded on first use (include/locksmith/author/module.hpp).
 #include "redis_descriptor.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Parsing of the redis strategy's URL and JSON options. Messages never contain the password:
 // the URL is only ever shown in its redacted form.
 #include <charconv>

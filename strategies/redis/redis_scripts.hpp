@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the redis strategy: the server-side scripts. Each runs atomically on the server,
 // which is what makes check-then-act on a lock key safe.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The redis strategy: store, scripts transport and pub/sub waiting, and the module's entry point
 // (the registry entry's metadata is in redis_descriptor.cpp).
 #include <algorithm>

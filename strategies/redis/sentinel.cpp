@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Finding the master behind Redis Sentinel: SENTINEL get-master-addr-by-name, checked with ROLE.
 #include "sentinel.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the redis strategy: finding the master of a group that Redis Sentinel monitors.
 //
 //   master_locator  asks the Sentinels for the master's address, checks it with ROLE, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `semaphore` strategy: one System V semaphore set, names hashed onto its semaphores.
 //
 // Two layers, because a SysV semaphore has no owner:

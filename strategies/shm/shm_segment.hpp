@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The shared-memory segment of the `shm` strategy (private to strategies/shm/).
 //
 //   shm_slot, shm_table  what the segment holds: one table (header and table mutex), then slots

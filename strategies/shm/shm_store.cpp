@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `shm` strategy: robust process-shared mutexes in a POSIX shared-memory segment.
 //
 // The segment and its slot bookkeeping are in shm_segment.hpp; this file is the store: a lock

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `simple` strategy: O_CREAT|O_EXCL lock files with an owner record. See
 // include/locksmith/strategies/simple.hpp for the contract.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy's MariaDB/MySQL driver, with server-side prepared statements, through the
 // Connector/C layer it shares with mysql_get_lock (strategies/common/mariadb). MariaDB has no
 // INSERT .. ON CONFLICT .. WHERE .. RETURNING: the grant is an INSERT .. ON DUPLICATE KEY UPDATE

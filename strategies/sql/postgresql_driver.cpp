@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy's PostgreSQL driver: its statements, over the shared libpq layer
 // (strategies/common/pq, pg_session), which bounds every wait by connect_timeout and
 // command_timeout even when the server stops answering. Statements are prepared once per

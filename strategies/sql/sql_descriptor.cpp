@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy's registry entry. It is compiled into liblocksmith; the store and its drivers
 // are in the module liblocksmith_sql.so, loaded on first use (include/locksmith/author/module.hpp).
 #include "sql_descriptor.hpp"

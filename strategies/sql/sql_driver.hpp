@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the sql strategy: what the store asks of a driver, and what the drivers share (the
 // table's columns, the missing-table error). Loading client libraries, scrubbing passwords and
 // noticing a closed socket are strategy_support.hpp's; libpq is strategies/common/pq's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy's JSON options and the table's name (its DSN is parsed in config/sql_dsn.cpp).
 // Messages never contain the password: the DSN is only ever shown through redact_url.
 #include <cctype>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy's store: one for every driver. The drivers (sqlite_driver.cpp,
 // postgresql_driver.cpp, mariadb_driver.cpp) speak their dialects; the store owns the pool,
 // the key ids, table creation and the module's registration.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy's SQLite driver (libsqlite3). One file shared by the processes of one host:
 // WAL mode lets readers run beside the writer, and the busy timeout (command_timeout) makes a
 // statement wait for another process's write instead of failing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The zookeeper strategy's registry entry. It is compiled into liblocksmith; the store itself
 // is in the module liblocksmith_zookeeper.so, loaded on first use
 // (include/locksmith/author/module.hpp), so that programs that never use it do not load the

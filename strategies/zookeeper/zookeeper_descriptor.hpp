@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The zookeeper strategy's metadata, shared by the registry entry in liblocksmith
 // (zookeeper_strategy, loaded on first use) and the module's registration, which adds the
 // validator and the factory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The zookeeper strategy's options and store (its registry entry is in zookeeper_descriptor.cpp).
 #include <pthread.h>
 #include <sys/eventfd.h>

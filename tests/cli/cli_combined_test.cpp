@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `combined` in the command (issue 23): members that do not exclude across processes are
 // refused before two runs can both hold a name; a member that accepts connections and never
 // answers holds up neither `run -n` nor `run -w`; a member that is down and never granted makes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `locksmith strategies / explain / config check / status`, --help, --version, and bad input.
 #include <boost/test/unit_test.hpp>
 

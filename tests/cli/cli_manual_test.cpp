@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The manual page and the bash completion (issue 12 item 9) against --help: each command's
 // options in doc/locksmith.1 and in doc/locksmith.bash are exactly those its --help lists, so
 // that an option added, renamed or removed in cli/main.cpp fails here until both follow.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `null` strategy in the command (issue 12 item 5): refused unless the config enables it,
 // and once enabled, `run`, `explain` and `status` say on stderr that locking is off.
 #include <boost/test/unit_test.hpp>

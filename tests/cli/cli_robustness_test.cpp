@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `locksmith` command under unusual input and surroundings: names and paths that are not
 // UTF-8 in --json output, exit codes that do not depend on which strategy failed, a release that
 // fails while `run` holds the lock, a config behind a directory the caller may not search, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cli_sandbox: a private directory, lock directory and config file for one test, and the means
 // to run the real `locksmith` binary in it (synchronously or in the background).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // No password in anything the `locksmith` command prints: every form an endpoint or DSN can be
 // written in (a URL's userinfo or query, libpq's keyword/value form with plain, quoted, escaped
 // and spaced values, forms no parser accepts), for every strategy that takes one, through every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `locksmith run` and `explain` against the selection rules of issue 11: one name, one mechanism
 // (no silent fallback to another strategy), no in-process strategy for a command, `explain
 // --start`; and the expiring-lock cases, on a real Redis server.

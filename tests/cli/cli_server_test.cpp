@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `locksmith run` against a server of the test's own that misbehaves while the command runs.
 #include <boost/test/unit_test.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `locksmith run`: locking, exit codes, environment, signals, crash release, lock loss.
 #define BOOST_TEST_MODULE locksmith_cli
 #include <boost/test/unit_test.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The conformance suite: written once, run for every entry of strategies_under_test() whose
 // capabilities include what a case tests. It ports Symfony's store test traits
 // (shared/reference/symfony-lock.md §3.1-3.5) to locksmith's store interface:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The faults run's checker: what the history log (history.hpp) shows, counted from the log only.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // locksmith_faults: a Jepsen-style run of one strategy under one nemesis (issue 25).
 //
 //   locksmith_faults run --strategy ID --nemesis none|pause|kill|restart [--seconds S]

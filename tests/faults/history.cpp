@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "faults/history.hpp"
 
 #include <fcntl.h>

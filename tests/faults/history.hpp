@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The faults run's history: the resource the workers act on, and the log it keeps.
 //
 // The resource is a register in a file plus an append-only log. Its own atomicity comes from a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The configuration, as read from a file, from LOCKSMITH_CONFIG and from a string: size and
 // nesting pre-scan, JSON syntax, validation. Properties:
 //  - only config_error escapes, and a document parses to the same config every time (twice from

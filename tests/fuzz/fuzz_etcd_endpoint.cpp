@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The etcd strategy's endpoint parser (parse_endpoint, strategies/etcd/http_connection.hpp).
 // Properties:
 //  - it throws nothing but invalid_argument_error;

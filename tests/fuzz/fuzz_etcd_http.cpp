@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The etcd strategy's HTTP/1.1 client (http_connection): status line, headers, Content-Length,
 // chunked bodies, a body that ends with the connection, and the chunked watch stream read
 // message by message, fed through a socket pair as a server would send them. The input is an

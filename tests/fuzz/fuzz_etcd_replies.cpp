@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The etcd strategy's reading of the gateway's JSON replies and watch messages, through the
 // whole store (make_etcd_store: status, authentication, lease grant, the enqueuing transaction,
 // the queue, watches, keep-alive, refresh, status, release) against a scripted server on

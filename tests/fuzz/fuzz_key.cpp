@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Serialized keys (key::from_json, key::to_json): what lock_factory::create_lock_from_key
 // continues a lock from, sent by another process or host. The input is read twice: as a
 // serialized key (JSON) and as the resource name of a new key. Properties:

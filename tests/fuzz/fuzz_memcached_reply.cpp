@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The memcached strategy's reply parsing (meta_connection: the handshake's `mn` / `stats` /
 // `stats settings` replies, then the replies to ms, mg and md), fed through a socket pair as a
 // server would send them. The input is an exchange (fuzz_support.hpp): the handshake's reply,

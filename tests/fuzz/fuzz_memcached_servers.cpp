@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The memcached strategy's server list (parse_memcached_servers: "host[:port], [v6]:port, ...").
 // Properties:
 //  - it throws nothing but invalid_argument_error;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every strategy's options, as the registry validates them for `locksmith config check` and
 // before a store is made (validate_options: each strategy's from_json, its URL, DSN, server list
 // and endpoint parsers, combined's members). The input is "<strategy>\n<options as JSON>".

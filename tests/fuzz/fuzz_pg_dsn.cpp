@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The DSN check of the PostgreSQL strategies (pg::make_pg_target, shared by pg_advisory and the
 // sql strategy's PostgreSQL driver): the URL check, libpq's own parse (PQconninfoParse), the
 // redacted form for messages. The password is taken from libpq, which is what connects, so that

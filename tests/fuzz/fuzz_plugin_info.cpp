@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The check of a plugin's entry point (detail::enter, registry/plugin_entry.hpp), which every
 // module and plugin passes: its struct (API version, ABI, name, version, registration function)
 // and what its registration hands over (descriptors, failures), then the registry's own check of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // redact_url, which every message and listing that shows an endpoint goes through. The input is
 // "<scheme>\n<user>\n<password>\n<rest>", from which the target builds the URL
 // <scheme>://<user>:<password>@<rest> (without "<scheme>://" when the scheme is empty: a URL

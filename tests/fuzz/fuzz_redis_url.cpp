@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The redis strategy's URL parser (parse_redis_url). Properties:
 //  - it throws nothing but invalid_argument_error;
 //  - the password it reads is in neither the endpoint's redacted() form nor redact_url(url);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The shm strategy's segment as found in /dev/shm, which any process of the user can write:
 // the header check when it is opened (segment::map_existing: size, magic, version, slot count),
 // then the slot bookkeeping over whatever the slots hold (reference, unreference, find, in_use,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy's DSN parser (parse_sql_dsn). Properties:
 //  - it throws nothing but invalid_argument_error;
 //  - the password it reads is not in the DSN's redacted() form;

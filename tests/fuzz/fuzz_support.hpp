@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the fuzz targets (tests/fuzz/fuzz_*.cpp) share.
 //
 //   check            a property that must hold: when it does not, the target aborts with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The hostile-surroundings suite (issue 23): what every strategy must survive whatever the
 // surroundings, run for every entry of strategies_under_test() by what it uses.
 //

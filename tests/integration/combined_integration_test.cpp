@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // combined over three real redis-servers of the test's own, one of which is stopped: what the
 // quorum rules promise when a member is really down (the unit tests use doubles for the same).
 #define BOOST_TEST_MODULE combined_integration

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The etcd strategy against services.sh's etcd-cluster: three members with TLS on client and peer
 // URLs and client certificates required (LOCKSMITH_TEST_ETCD_CLUSTER, certificates in
 // LOCKSMITH_TEST_TLS_DIR). TLS refusals (no client certificate, a wrong CA, a wrong host name, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The etcd strategy against a real etcd: the shared one from scripts/services.sh
 // (LOCKSMITH_TEST_ETCD) and, for the fault case, a private instance this test stops and restarts.
 #define BOOST_TEST_MODULE etcd_integration

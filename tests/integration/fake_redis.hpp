@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A fake Redis server on 127.0.0.1, in a thread of the test, for what a real one will not do:
 // answer late, trickle, or play a Sentinel or master that says what the test needs.
 #pragma once

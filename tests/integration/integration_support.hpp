@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers for the integration suites, which talk to real servers:
 //
 //   server_precondition  skips a suite (with the reason) when its endpoint variable is unset,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The memcached strategy against a real memcached: the shared one from scripts/services.sh
 // (LOCKSMITH_TEST_MEMCACHED) and, for fault tests, a private instance this test stops.
 #define BOOST_TEST_MODULE memcached_integration

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The mysql_get_lock strategy against a real MariaDB: the shared server of scripts/services.sh
 // (LOCKSMITH_TEST_MARIADB_DSN, and its TLS-only user, LOCKSMITH_TEST_MARIADB_TLS_DSN) and, for
 // the fault cases, a private server this test starts, stops and restarts with the same script.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pg_advisory strategy against a real PostgreSQL: the shared server of scripts/services.sh
 // (LOCKSMITH_TEST_POSTGRES_DSN) and, for the fault cases, a private server this test starts,
 // stops and restarts with the same script (its own state folder and port).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The redis strategy against a real redis-server: the shared one from scripts/services.sh
 // (LOCKSMITH_TEST_REDIS_URL) and, for fault and authentication tests, private instances this
 // test starts and stops itself.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The redis strategy behind Redis Sentinel (issue 24): discovery, a dead or refusing Sentinel,
 // WAIT, and locks held through `SENTINEL FAILOVER`. The failover cases run on a rig of this
 // test's own (scripts/services.sh redis-sentinel on free ports: a master, a replica, three

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The redis strategy over TLS (rediss://) against services.sh's redis-tls: TLS only, client
 // certificates required (tls-auth-clients yes), a password (LOCKSMITH_TEST_REDIS_TLS_URL,
 // certificates in LOCKSMITH_TEST_TLS_DIR). Locking and waiting across processes over TLS;

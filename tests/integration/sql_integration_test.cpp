@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The sql strategy against real databases: a SQLite file of the test's own, the shared
 // PostgreSQL and MariaDB of scripts/services.sh (LOCKSMITH_TEST_POSTGRES_DSN,
 // LOCKSMITH_TEST_MARIADB_DSN) and, for the fault and password cases, a private PostgreSQL this

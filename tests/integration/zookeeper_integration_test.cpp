@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The zookeeper strategy against a real ZooKeeper: the shared server of scripts/services.sh
 // (LOCKSMITH_TEST_ZOOKEEPER) and, for the fault case, a private server this test starts, stops
 // and restarts with the same script (its own state folder and port).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `file` strategy beyond the conformance suite: lock files removed on release, fresh lock
 // objects in several processes, and lock files that are not ours (planted content, hard links).
 #define BOOST_TEST_MODULE file strategy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The counter test in the pattern of `locksmith run`: every increment goes through a fresh
 // lock_factory and named_lock, so each acquisition opens (and, for `file`, recreates) the lock
 // from scratch. Shared by the tests of the strategies that span processes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers shared by the tests of the local strategies (simple, semaphore, shm): a counter file
 // that several processes increment under a lock, a private temporary directory, and lock
 // construction with a fast polling schedule.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The lock directory that `file` and `simple` use (core/strategy_support.cpp): one default per
 // user whatever the environment, configured directories that only the caller (and root) can
 // write to unless deliberately shared with a group, and what another local user can and cannot

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `semaphore` strategy: exclusion across processes and threads, SEM_UNDO crash release, a
 // bounded number of kernel objects, hash collisions, and a set removed by an administrator.
 #define BOOST_TEST_MODULE semaphore strategy

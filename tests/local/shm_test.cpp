@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `shm` strategy: exclusion across processes and threads, crash recovery through robust
 // mutexes, bounded slot use, a full segment, and the owning-thread rule.
 #define BOOST_TEST_MODULE shm strategy

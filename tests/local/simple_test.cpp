@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `simple` strategy: exclusion across processes and threads, stale locks (dead owner, other
 // boot, max_age), racing breakers, bad lock files, release by token, and a key continued and
 // released by another process.

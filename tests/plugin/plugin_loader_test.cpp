@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The config's `plugins`: loading, refusing (API version, C++ ABI, unsafe files, taken names,
 // failing registration), and what the command shows of them.
 #define BOOST_TEST_MODULE plugin_loader

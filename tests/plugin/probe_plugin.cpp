@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A plugin for the loader's tests, built in several variants (tests/plugin/CMakeLists.txt):
 // for another API version, with another C++ ABI, registering a taken name, or failing. Its
 // registration leaves a mark ($LOCKSMITH_TEST_PLUGIN_MARK, a file it creates), and so does its

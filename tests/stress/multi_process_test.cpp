@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Multi-process tests, run for every entry of strategies_under_test() that works across
 // processes (in_process_only entries such as `memory` are skipped):
 //  - counter: several processes increment a counter file under the lock, with a delay between

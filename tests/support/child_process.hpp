@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers for tests that fork: a pipe to pass single bytes between parent and child (the
 // synchronisation, instead of sleeps), and fork/wait with a safety timeout so a broken lock
 // makes a test fail instead of hanging CTest.

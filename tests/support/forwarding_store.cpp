@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/forwarding_store.hpp"
 
 #include <thread>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // forwarding_store: wraps a real store, counts the calls that reach it and can delay them.
 //
 // The conformance suite uses it to check what named_lock does on top of a real strategy:

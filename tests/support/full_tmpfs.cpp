@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/full_tmpfs.hpp"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A full file system for one test: a small tmpfs, filled up, mounted in a mount namespace of a
 // forked child, so that only that child and the processes it starts see it, and it goes with
 // them (nothing to unmount when a test fails). What any local user can arrange on a shared tmpfs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/hostile_http_server.hpp"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An HTTP/1.1 server for tests of what a client does when its server is broken or hostile. It
 // runs in a process of its own (a thread per connection there), listens on 127.0.0.1 (a port of the
 // kernel's choice), reads each request (head and Content-Length body) and does what the test's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A server that misbehaves on purpose, for the hostile-surroundings suite (tests/hostile): it
 // listens on 127.0.0.1 (a port of the kernel's choice) in a process of its own and treats every
 // connection it accepts alike, whatever protocol the client speaks; optionally after a TLS

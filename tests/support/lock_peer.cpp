@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/lock_peer.hpp"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // lock_peer: a forked process that holds lock objects for one resource and acts on the parent's
 // commands, so that tests can put holders and waiters in different processes and order their
 // steps through pipes (never sleeps). Generic: it builds its locks from a strategies_under_test()

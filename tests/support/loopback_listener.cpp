@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/loopback_listener.hpp"
 
 #include <arpa/inet.h>

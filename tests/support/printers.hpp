@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Lets BOOST_TEST print locksmith's enums in failure messages ("exclusive|noblock" instead of a
 // compile error). Found by ADL, so include this before using BOOST_TEST on these types.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // recording_store: a store double for unit tests of named_lock, lock_factory and the registry.
 //
 // It keeps a real, in-memory lock table (owners are key tokens, so a key restored from JSON is

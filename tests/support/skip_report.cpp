@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/skip_report.hpp"
 
 #include <boost/test/unit_test.hpp>

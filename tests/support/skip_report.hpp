@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Skipped cases made visible. Boost.Test counts a skipped case as passed and exits 0, so CTest
 // would say "Passed" for a suite that never reached its server. Every test executable's main()
 // is run_tests(): it collects what was skipped (a precondition that failed, or skip_case()),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/strategies_under_test.hpp"
 
 #include <signal.h>

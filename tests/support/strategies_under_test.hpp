@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The strategies the conformance and multi-process suites run against, with the options each
 // needs. Adding a strategy adds one entry in strategies_under_test.cpp.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/suite_helpers.hpp"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Small helpers shared by the conformance and multi-process suites.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/tcp_fault_proxy.hpp"
 
 #include <arpa/inet.h>

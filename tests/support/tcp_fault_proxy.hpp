@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A TCP proxy for fault tests, run in a thread of the test: it listens on 127.0.0.1 (a port of
 // the kernel's choice), forwards every connection it accepts to a real server, and on command
 // cuts one connection at the worst moment for a request/response protocol: after the client's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the tests need from their environment: server endpoints and the CI switch.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // main() of every test executable (BOOST_TEST_NO_MAIN is set for all of them): the suite's
 // init_unit_test(), from BOOST_TEST_MODULE or written by hand, run with the skip report.
 #include "support/skip_report.hpp"

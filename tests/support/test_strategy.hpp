@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // test_strategy: a strategy double for registry, selection, config and factory tests.
 //
 // It builds a strategy_descriptor whose probe and factory count their calls and can be told to

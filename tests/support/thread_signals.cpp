@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "support/thread_signals.hpp"
 
 #include <filesystem>

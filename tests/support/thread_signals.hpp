@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the library's background threads do with process signals, for the tests that check that
 // every thread it starts blocks them all (strategy_support.hpp: every_signal_blocked).
 #pragma once

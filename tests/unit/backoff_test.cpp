@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // backoff: the polling schedule for stores that cannot wait natively.
 #define BOOST_TEST_MODULE backoff
 #include <boost/test/unit_test.hpp>

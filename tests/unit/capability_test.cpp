@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Capabilities: TYPO3's values, the text form and its errors.
 #define BOOST_TEST_MODULE capability
 #include <boost/test/unit_test.hpp>

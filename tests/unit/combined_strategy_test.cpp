@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `combined` strategy (issue 14 point 3): the quorum rules (Symfony's ConsensusStrategyTest
 // and UnanimousStrategyTest tables), a member down under each rule, rollback of partial grants,
 // Redlock's validity check, and config validation. Members are recording_stores (a member that

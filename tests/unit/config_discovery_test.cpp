@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // config::discover (issue 12 item 7): library users find the configuration as the command does —
 // LOCKSMITH_CONFIG, then ~/.config/locksmith/config.json (~ from the passwd entry), then
 // /etc/locksmith/config.json, then the built-in defaults — with the command's rules: a named

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Configuration: the document's fields, strict validation (one case per error class, each
 // checking the JSON pointer), glob_match, rule_for and LOCKSMITH_CONFIG.
 #define BOOST_TEST_MODULE config

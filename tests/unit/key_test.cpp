@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // key: owner tokens, lifetime rules (Symfony's KeyTest and LockTest::testExpiration) and JSON.
 #define BOOST_TEST_MODULE key
 #include <boost/test/unit_test.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // lock_factory: owners, rules, fallback, bad names and TTLs (Symfony's LockFactoryTest and the
 // "Bad input" list of issue 3).
 #define BOOST_TEST_MODULE lock_factory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The logger hook (issue 12 item 6): a recording sink on the factory, or on one lock, sees
 // failures, fallbacks, renewals, lost locks, slow waits and locking_off, with their fields; with
 // no sink nothing is logged; a throwing sink breaks nothing; no record carries a secret.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // named_lock's generic semantics, against the recording store double (Symfony's LockTest).
 #define BOOST_TEST_MODULE named_lock
 #include <boost/test/unit_test.hpp>

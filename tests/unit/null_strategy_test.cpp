@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `null` strategy (issue 12 item 5; Symfony's NullStore, TYPO3's "disable locking"): every
 // acquire succeeds and nothing is excluded, so it must never be chosen unless a config asks.
 #define BOOST_TEST_MODULE null_strategy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The strategy registry and selection, with test strategy doubles (tests/support/test_strategy).
 #define BOOST_TEST_MODULE registry
 #include <boost/test/unit_test.hpp>

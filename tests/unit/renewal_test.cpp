@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // auto_refresh: the process's renewal thread keeps expiring locks alive at a third of their
 // TTL, stops when the lock is released, and reports a loss.
 #define BOOST_TEST_MODULE renewal

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // No secret in any message: every URL form the redis, memcached and sql parsers see, with a
 // password in its userinfo, a query parameter, a fragment or percent-encoded, and libpq's
 // keyword/value form in every strategy that takes an endpoint, through every path

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers for strategy authors (<locksmith/author/strategy_support.hpp>, throw_errno) that no one
 // strategy's tests cover alone.
 #define BOOST_TEST_MODULE strategy_support

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The conformance cases for strategy authors: what every strategy must do, checked through the
 // public API against any strategy a config can reach (built in, or from a plugin).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // caller_deadline: the deadline of the acquire a thread is making, for a store whose one try
 // can take long.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // connection_pool: a bounded pool of client connections shared by the threads of a remote
 // strategy's store (header-only, for strategy authors).
 //

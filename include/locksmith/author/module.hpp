@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Loading strategies from shared libraries: the built-in modules, on first use, and the
 // config's plugins. Both are plugins in the sense of <locksmith/author/plugin.hpp>: one entry
 // point, locksmith_plugin_info, whose API version and C++ ABI are checked before anything else in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writing a strategy outside this repository: a plugin, a shared library the config's `plugins`
 // key names. The built-in modules (redis, memcached) are plugins too, loaded the same way.
 //

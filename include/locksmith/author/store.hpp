@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // store: the backend half of a lock, implemented once per strategy.
 //
 //   lock_mode     exclusive (writer) or shared (reader)

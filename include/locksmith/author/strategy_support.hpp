@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers for strategy authors: what several strategies need and must do alike.
 //
 //   name_hash / stable_name_hash  a 128-bit hash of a lock name that every build and version

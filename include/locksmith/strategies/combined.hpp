@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `combined` strategy: one lock on N member stores, granted when a quorum of them grants
 // (Symfony's CombinedStore, with Redlock's time accounting).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `etcd` strategy: etcd v3's lock recipe (clientv3 concurrency.Mutex), spoken over etcd's
 // v3 JSON gateway (HTTP/1.1, etcd >= 3.4).
 //

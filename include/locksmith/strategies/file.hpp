@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `file` strategy: flock(2) on one file per lock name.
 //
 // Contract:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `memcached` strategy: locks kept as items of Memcached servers, spoken to with
 // Memcached's meta protocol (memcached >= 1.6.10; Debian 12 ships 1.6.18).
 //

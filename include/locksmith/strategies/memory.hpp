@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `memory` strategy: locks that live in one store object, in this process.
 //
 // Contract: meant for tests and single-process programs; disabled by default. Owners are keys;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `mysql_get_lock` strategy: MariaDB's and MySQL's user-level locks (GET_LOCK,
 // RELEASE_LOCK, IS_USED_LOCK), shared by every host that talks to the same server. The twin of
 // pg_advisory, after Symfony 8.2's MysqlStore.

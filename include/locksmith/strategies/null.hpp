@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `null` strategy: locking switched off (Symfony's NullStore, TYPO3's "disable locking").
 //
 // Contract: every acquire succeeds at once, in either mode, and nothing is excluded: two owners

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `pg_advisory` strategy: PostgreSQL's session-level advisory locks (libpq), shared by
 // every host that talks to the same database.
 //

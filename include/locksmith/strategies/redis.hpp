@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `redis` strategy: locks kept by one Redis server (its protocol through hiredis), shared by
 // every host that talks to it.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `semaphore` strategy: System V semaphores with SEM_UNDO.
 //
 //   semaphore_options     IPC key, number of semaphores, permissions

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `shm` strategy: a fixed table of robust, process-shared mutexes in one named shared-memory
 // segment (/dev/shm/<segment>).
 //

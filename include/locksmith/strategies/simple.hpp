@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `simple` strategy: a lock file created with O_CREAT|O_EXCL (TYPO3's SimpleLockStrategy),
 // with an owner record, stale-owner detection and safe breaking.
 //

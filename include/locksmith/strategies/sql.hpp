@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `sql` strategy: locks kept as rows of one table in an SQL database, shared by every
 // process (SQLite file) or every host (PostgreSQL, MariaDB/MySQL server) that uses the table.
 //

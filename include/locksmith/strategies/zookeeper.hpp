@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `zookeeper` strategy: Apache Curator's lock recipe (InterProcessMutex and
 // InterProcessReadWriteLock) on ZooKeeper, through its C client.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "mariadb_session.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MariaDB Connector/C for locksmith's strategies (mysql_get_lock, and the sql strategy's MariaDB
 // driver): one connection to MariaDB or MySQL, and the one place where the client's and the
 // server's error codes become backend_errors (whether retrying may help, never the password).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libpq for locksmith's strategies (pg_advisory, and the sql strategy's PostgreSQL driver): one
 // PostgreSQL session, and the one place where libpq errors become backend_errors (with the
 // SQLSTATE, whether retrying may help, and never the password). libpq is opened with dlopen on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The TLS options of the strategies that use tls_stream: one reading, so that "ca_file" means the
 // same in etcd's options as in redis's, and a wrong combination gets the same error.
 #include <utility>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tls_stream.hpp"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The byte stream of the strategies that speak their server's protocol themselves over TCP
 // (etcd; redis, whose hiredis 0.14 has no TLS and parses replies only): a connected socket,
 // plain or TLS (OpenSSL), every operation bounded by a deadline.
