@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/strategies/sql.hpp>
@@ -199,6 +200,11 @@ sql_dsn parse_sql_dsn(std::string_view dsn) {
     } catch (const invalid_argument_error& e) {
         throw invalid_argument_error("sql dsn " + redact_url(dsn) + ": " + e.what());
     }
+}
+
+std::vector<std::string> sql_dsn::servers() const {
+    if (driver == kind::sqlite) return {"file:" + path};
+    return server_identities(host, port != 0 ? port : driver == kind::mysql ? 3306 : 5432);
 }
 
 }  // namespace locksmith::strategies

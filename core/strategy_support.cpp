@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -575,6 +576,19 @@ void brief_retries::wait_before_next_try(bool pause) noexcept {
         asm volatile("yield");
 #endif
     }
+}
+
+std::vector<std::string> server_identities(std::string_view host, int port) {
+    std::string h(host);
+    if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+    for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const auto with_port = [port](const std::string& address) {
+        return (address.find(':') != std::string::npos ? "[" + address + "]" : address) + ":" +
+               std::to_string(port);
+    };
+    if (h.empty() || h == "localhost" || h == "localhost.")
+        return {with_port("127.0.0.1"), with_port("::1")};
+    return {with_port(h)};
 }
 
 }  // namespace locksmith

@@ -298,6 +298,11 @@ strategy_descriptor load_on_first_use(strategy_descriptor d) {
         if (m.failure.empty() && m.descriptor.validate_options)
             m.descriptor.validate_options(options);
     };
+    d.backends = [name](const nlohmann::json& options) -> std::vector<std::string> {
+        const auto& m = module_for(name);
+        if (m.failure.empty() && m.descriptor.backends) return m.descriptor.backends(options);
+        return {};
+    };
     d.create = [name](const nlohmann::json& options) -> std::shared_ptr<store> {
         const auto& m = module_for(name);
         if (!m.failure.empty())

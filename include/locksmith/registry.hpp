@@ -12,6 +12,7 @@
 //   default_registry()   the process registry, holding the built-in strategies
 #pragma once
 
+#include <concepts>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,6 +64,15 @@ struct strategy_descriptor {
     // the ensemble can delete a lock): `config check` and `explain` print each as a warning.
     // Cheap, no I/O; must not throw. Empty = none.
     std::function<std::vector<std::string>(const nlohmann::json& options)> warnings;
+    // The servers (or local objects) a store built from these options keeps its locks on, one
+    // identity each ("127.0.0.1:6379", "unix:/run/redis.sock", "dir:/run/lock/app"), so that
+    // `combined` can refuse two members on one of them: a restart or flush of that server takes
+    // both votes, and the quorum holds with fewer backends than it says. The identities come
+    // from the options alone (server_identities() in strategy_support.hpp: "localhost" is both
+    // loopback addresses; no name is resolved), so two names of one server are not caught.
+    // Throws config_error as validate_options does. Empty = unknown (only members with equal
+    // options are refused). set_factory() fills it from Options::backends() when there is one.
+    std::function<std::vector<std::string>(const nlohmann::json& options)> backends;
     // Whether the strategy works on this system. Empty = always. Called at most once per
     // registry (the answer is cached), so it should be cheap and leave nothing behind.
     std::function<support_status()> supported;
@@ -87,6 +97,10 @@ std::string not_configured_hint(const strategy_descriptor& d);
 template <class Options, class Make>
 void set_factory(strategy_descriptor& d, Make make) {
     d.validate_options = [](const nlohmann::json& o) { (void)Options::from_json(o); };
+    if constexpr (requires(const Options& o) {
+                      { o.backends() } -> std::convertible_to<std::vector<std::string>>;
+                  })
+        d.backends = [](const nlohmann::json& o) { return Options::from_json(o).backends(); };
     d.create = [make](const nlohmann::json& o) -> std::shared_ptr<store> {
         return make(Options::from_json(o));
     };

@@ -928,6 +928,7 @@ combined_config read_config(const nlohmann::json& o, const strategy_registry& re
         throw config_error(it == o.end() ? "config.missing" : "config.type", "/members",
                            "members must be a non-empty array of {\"strategy\": <name>, "
                            "\"options\": {...}} (three or more for consensus)");
+    std::vector<std::vector<std::string>> backends_of;  // per member read so far
     for (std::size_t i = 0; i < it->size(); ++i) {
         const auto& m = (*it)[i];
         const std::string at = "/members/" + std::to_string(i);
@@ -989,6 +990,23 @@ combined_config read_config(const nlohmann::json& o, const strategy_registry& re
                                        member_text(j, mc.strategy) +
                                        " again: a backend listed twice has two votes, so the "
                                        "quorum holds with fewer backends than it says");
+        // Two names of one server are one failure domain too: a restart or a flush of it takes
+        // both votes. Only what the options say is compared (the strategy's `backends`).
+        if (check_members && d->backends) {
+            for (const auto& server : d->backends(mc.options))
+                for (std::size_t j = 0; j < c.members.size(); ++j)
+                    if (std::ranges::count(backends_of[j], server))
+                        throw config_error(
+                            "config.value", at,
+                            member_text(i, mc.strategy) + " and " +
+                                member_text(j, c.members[j].strategy) + " both use " + server +
+                                ": one server's restart or flush takes both votes, so the quorum "
+                                "holds with fewer backends than it says; give each member a "
+                                "server of its own");
+            backends_of.push_back(d->backends(mc.options));
+        } else {
+            backends_of.emplace_back();
+        }
         mc.capabilities = capabilities_of(*d, mc.options);
         mc.descriptor = std::move(*d);
         c.members.push_back(std::move(mc));

@@ -892,6 +892,15 @@ std::shared_ptr<store> make_etcd_store(const etcd_options& options) {
     return std::make_shared<etcd_store>(with_password);
 }
 
+std::vector<std::string> etcd_options::backends() const {
+    std::vector<std::string> ids;
+    for (const auto& url : endpoints) {
+        const auto e = etcd_detail::parse_endpoint(url);
+        for (auto& id : server_identities(e.host, e.port)) ids.push_back(std::move(id));
+    }
+    return ids;
+}
+
 }  // namespace locksmith::strategies
 
 // The module's registration (include/locksmith/author/plugin.hpp): the metadata from

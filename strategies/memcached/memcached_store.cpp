@@ -398,6 +398,13 @@ std::shared_ptr<store> make_memcached_store(const memcached_options& options) {
     return std::make_shared<memcached_store>(options);
 }
 
+std::vector<std::string> memcached_options::backends() const {
+    std::vector<std::string> ids;
+    for (const auto& [host, port] : servers)
+        for (auto& id : server_identities(host, port)) ids.push_back(std::move(id));
+    return ids;
+}
+
 }  // namespace locksmith::strategies
 
 // The module's registration (include/locksmith/author/plugin.hpp): the metadata from

@@ -51,4 +51,8 @@ mysql_get_lock_options mysql_get_lock_options::from_json(const nlohmann::json& o
     return o;
 }
 
+std::vector<std::string> mysql_get_lock_options::backends() const {
+    return parse_sql_dsn(dsn).servers();
+}
+
 }  // namespace locksmith::strategies

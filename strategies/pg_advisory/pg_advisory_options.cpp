@@ -32,4 +32,8 @@ pg_advisory_options pg_advisory_options::from_json(const nlohmann::json& options
     return o;
 }
 
+std::vector<std::string> pg_advisory_options::backends() const {
+    return pg::make_pg_target("pg_advisory", dsn).servers;
+}
+
 }  // namespace locksmith::strategies

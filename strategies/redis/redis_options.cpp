@@ -2,10 +2,12 @@
 // Parsing of the redis strategy's URL and JSON options. Messages never contain the password:
 // the URL is only ever shown in its redacted form.
 #include <charconv>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 #include <locksmith/strategies/redis.hpp>
@@ -276,6 +278,19 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
     o.server_name = std::move(t.server_name);
     r.finish();
     return o;
+}
+
+std::vector<std::string> redis_options::backends() const {
+    const auto server = [](const redis_endpoint& e) -> std::vector<std::string> {
+        if (!e.socket_path.empty())
+            return {"unix:" + std::filesystem::path(e.socket_path).lexically_normal().string()};
+        return server_identities(e.host, e.port);
+    };
+    if (sentinels.empty()) return server(endpoint);
+    std::vector<std::string> masters;
+    for (const auto& s : sentinels)
+        for (const auto& at : server(s)) masters.push_back(master_name + "@" + at);
+    return masters;
 }
 
 }  // namespace locksmith::strategies

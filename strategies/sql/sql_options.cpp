@@ -108,4 +108,8 @@ sql_options sql_options::from_json(const nlohmann::json& options) {
     return o;
 }
 
+std::vector<std::string> sql_options::backends() const {
+    return dsn.servers();
+}
+
 }  // namespace locksmith::strategies

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
@@ -853,6 +854,31 @@ std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options) {
                                           : "'auth_file': '" + options.auth_from.file + "'") +
                                      " must hold " + auth_form);
     return std::make_shared<zookeeper_store>(with_auth);
+}
+
+std::vector<std::string> zookeeper_options::backends() const {
+    // "host:port,host:port[/chroot]": one ensemble whatever the chroot.
+    const std::string servers = hosts.substr(0, hosts.find('/'));
+    std::vector<std::string> ids;
+    std::size_t from = 0;
+    while (from <= servers.size()) {
+        const auto comma = std::min(servers.find(',', from), servers.size());
+        const std::string server = servers.substr(from, comma - from);
+        const auto colon = server.rfind(':');
+        int port = 2181;
+        std::string host = server;
+        if (colon != std::string::npos && server.find(']', colon) == std::string::npos) {
+            host = server.substr(0, colon);
+            const auto digits = server.substr(colon + 1);
+            const auto [end, ec] =
+                std::from_chars(digits.data(), digits.data() + digits.size(), port);
+            if (ec != std::errc() || end != digits.data() + digits.size()) port = 0;
+        }
+        if (!host.empty())
+            for (auto& id : server_identities(host, port)) ids.push_back(std::move(id));
+        from = comma + 1;
+    }
+    return ids;
 }
 
 }  // namespace locksmith::strategies

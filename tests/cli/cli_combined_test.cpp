@@ -147,6 +147,19 @@ BOOST_AUTO_TEST_CASE(a_member_listed_twice_is_refused) {
     BOOST_TEST(has(r.out + r.err, "member 2 (redis) is member 1 (redis) again"), describe(r));
 }
 
+// Another database of one server is no second backend: `localhost` and 127.0.0.1 reach one
+// redis-server, whose restart would take both votes.
+BOOST_AUTO_TEST_CASE(two_members_on_one_server_are_refused) {
+    cli_sandbox box(combined_config({redis_member("redis://localhost:16999/0"),
+                                     redis_member("redis://127.0.0.1:16999/1"),
+                                     redis_member("redis://127.0.0.1:16998/0")}));
+    auto r = box.run({"config", "check", box.config_path().string()});
+    BOOST_TEST(r.exit_code != 0, describe(r));
+    BOOST_TEST(has(r.out + r.err, "/strategies/combined/options/members/1"), describe(r));
+    BOOST_TEST(has(r.out + r.err, "member 2 (redis) and member 1 (redis) both use 127.0.0.1:16999"),
+               describe(r));
+}
+
 // A member that accepts connections and never answers: the two others decide, at once, for
 // `run -n`, for a second run that finds the name held, and for `run -w 1` (issue 23: 6 s and
 // 10 s, and every run ended with exit 74).

@@ -169,6 +169,12 @@ cli_result cli_sandbox::wait(cli_process& p, std::chrono::milliseconds timeout) 
     cli_result r;
     auto until = clock::now() + timeout;
     int status = 0;
+    auto slurp = [](const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        return text.str();
+    };
     for (;;) {
         pid_t done = ::waitpid(p.pid, &status, WNOHANG);
         if (done == p.pid) break;
@@ -176,7 +182,10 @@ cli_result cli_sandbox::wait(cli_process& p, std::chrono::milliseconds timeout) 
             ::kill(p.pid, SIGKILL);
             ::waitpid(p.pid, &status, 0);
             std::erase(running_, p.pid);
-            throw std::runtime_error("locksmith did not finish within the timeout");
+            // What it had printed says where it stood.
+            throw std::runtime_error("locksmith did not finish within " +
+                                     std::to_string(timeout.count()) + " ms; stdout: [" +
+                                     slurp(p.out_path) + "] stderr: [" + slurp(p.err_path) + "]");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
@@ -187,12 +196,6 @@ cli_result cli_sandbox::wait(cli_process& p, std::chrono::milliseconds timeout) 
     } else if (WIFSIGNALED(status)) {
         r.exit_code = 128 + WTERMSIG(status);
     }
-    auto slurp = [](const std::string& path) {
-        std::ifstream in(path, std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        return text.str();
-    };
     r.out = slurp(p.out_path);
     r.err = slurp(p.err_path);
     return r;

@@ -284,24 +284,65 @@ std::int64_t epoch_ns() {
         .count();
 }
 
-// Ends every granted advisory-lock session of `application` (its runs' sessions carry that
-// name, so that only they are looked at) from a third connection (psql, whose start counts in
-// the time returned), and checks that `sessions` were ended: waiting sessions are not granted.
+// What `command` prints, stdout and stderr.
+std::string shell_output(const std::string& command) {
+    FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+    BOOST_REQUIRE(p);
+    std::string out;
+    char buffer[256];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, p)) > 0;) out.append(buffer, n);
+    ::pclose(p);
+    return out;
+}
+
+std::string psql(const std::string& dsn, const std::string& sql) {
+    return shell_output("psql '" + dsn + "' -Atc \"" + sql + "\"");
+}
+
+std::string mariadb(const locksmith::strategies::sql_dsn& d, const std::string& sql) {
+    return shell_output("mariadb --no-defaults --protocol=tcp -h " + d.host + " -P " +
+                        std::to_string(d.port) + " -u " + d.user + " -p'" + d.password +
+                        "' -N -e \"" + sql + "\"");
+}
+
+// The granted advisory-lock sessions of `application` (its runs' sessions carry that name, so
+// that only they are looked at; waiting sessions are not granted), as `what` of them.
+std::string holding_sessions(const std::string& application, const std::string& what) {
+    return "SELECT " + what +
+           " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = "
+           "'advisory' AND l.granted AND a.application_name = '" +
+           application + "'";
+}
+
+// Ends the holding sessions of `application` from a third connection (psql, whose start counts
+// in the time returned), and checks that `sessions` were ended.
 std::int64_t end_holding_sessions(const std::string& dsn, const std::string& application,
                                   int sessions) {
-    const auto sql =
-        "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l JOIN "
-        "pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND "
-        "l.granted AND a.application_name = '" +
-        application + "'";
     const auto at = epoch_ns();
-    FILE* p = ::popen(("psql '" + dsn + "' -Atc \"" + sql + "\" 2>&1").c_str(), "r");
-    BOOST_REQUIRE(p);
-    char out[256] = {};
-    const auto n = std::fread(out, 1, sizeof out - 1, p);
-    ::pclose(p);
-    BOOST_REQUIRE_MESSAGE(std::string(out, n) == std::to_string(sessions) + "\n", "psql: " << out);
+    const auto out = psql(dsn, holding_sessions(application, "count(pg_terminate_backend(l.pid))"));
+    BOOST_REQUIRE_MESSAGE(out == std::to_string(sessions) + "\n", "psql: " << out);
     return at;
+}
+
+// KILL CONNECTION of the MariaDB session that holds 'taken-away' (IS_USED_LOCK names it; a
+// waiting session holds nothing), from the mariadb client, whose start counts in the time.
+std::int64_t kill_holding_session(const locksmith::strategies::sql_dsn& d) {
+    const auto at = epoch_ns();
+    const auto out = mariadb(d,
+                             "SELECT IS_USED_LOCK('locksmith:taken-away') INTO @id; KILL "
+                             "CONNECTION @id; SELECT @id IS NOT NULL");
+    BOOST_REQUIRE_MESSAGE(out == "1\n", "mariadb: " << out);
+    return at;
+}
+
+// Waits (10 s at most) until `query` answers "1": a combined lock is granted as soon as a quorum
+// of its members is, and the others grant a moment later.
+void wait_for_one(const std::function<std::string()>& query, const std::string& what) {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    std::string out;
+    while ((out = query()) != "1\n" && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(20ms);
+    BOOST_REQUIRE_MESSAGE(out == "1\n", what << " never held: " << out);
 }
 
 std::string with_application(const std::string& dsn, const std::string& application) {
@@ -319,23 +360,33 @@ BOOST_AUTO_TEST_CASE(run_on_pg_advisory_stops_the_command_when_the_server_ends_t
 }
 
 // combined passes its members' notices on (issue 23): two of three members lose their sessions,
-// the quorum is lost, and the command is stopped at once, not at its end. The two PostgreSQL
-// members are two databases of one server (advisory locks are per database).
+// the quorum is lost, and the command is stopped at once, not at its end: the server ends the
+// PostgreSQL member's session and the MariaDB member's.
 BOOST_AUTO_TEST_CASE(run_on_combined_stops_the_command_when_members_sessions_end) {
     auto dsn = server("LOCKSMITH_TEST_POSTGRES_DSN");
-    auto other_database = server("LOCKSMITH_TEST_POSTGRES_TLS_DSN");
+    auto mariadb_dsn = server("LOCKSMITH_TEST_MARIADB_DSN");
     auto hosts = server("LOCKSMITH_TEST_ZOOKEEPER");
-    if (!dsn || !other_database || !hosts) return;
+    if (!dsn || !mariadb_dsn || !hosts) return;
     const auto application = "locksmith-cli-combined-" + std::to_string(::getpid());
     const json members = json::array(
         {{{"strategy", "pg_advisory"}, {"options", {{"dsn", with_application(*dsn, application)}}}},
-         {{"strategy", "pg_advisory"},
-          {"options", {{"dsn", with_application(*other_database, application)}}}},
+         {{"strategy", "mysql_get_lock"}, {"options", {{"dsn", *mariadb_dsn}}}},
          {{"strategy", "zookeeper"},
           {"options", {{"hosts", *hosts}, {"root", "/" + prefix() + "combined"}}}}});
     lost_while_held(
-        "combined", {{"quorum", "consensus"}, {"members", members}},
-        [&](pid_t, cli_sandbox&) { return end_holding_sessions(*dsn, application, 2); });
+        "combined", {{"quorum", "consensus"}, {"members", members}}, [&](pid_t, cli_sandbox&) {
+            const auto d = locksmith::strategies::parse_sql_dsn(*mariadb_dsn);
+            wait_for_one([&] { return psql(*dsn, holding_sessions(application, "count(*)")); },
+                         "the PostgreSQL member");
+            wait_for_one(
+                [&] {
+                    return mariadb(d, "SELECT IS_USED_LOCK('locksmith:taken-away') IS NOT NULL");
+                },
+                "the MariaDB member");
+            const auto at = end_holding_sessions(*dsn, application, 1);
+            kill_holding_session(d);
+            return at;
+        });
 }
 
 BOOST_AUTO_TEST_CASE(run_on_mysql_get_lock_holds_excludes_and_returns) {
@@ -351,20 +402,8 @@ BOOST_AUTO_TEST_CASE(run_on_mysql_get_lock_stops_the_command_when_the_server_kil
     auto dsn = server("LOCKSMITH_TEST_MARIADB_DSN");
     if (!dsn) return;
     const auto d = locksmith::strategies::parse_sql_dsn(*dsn);
-    lost_while_held("mysql_get_lock", {{"dsn", *dsn}}, [&](pid_t, cli_sandbox&) {
-        const auto at = epoch_ns();
-        const auto command = "mariadb --no-defaults --protocol=tcp -h " + d.host + " -P " +
-                             std::to_string(d.port) + " -u " + d.user + " -p'" + d.password +
-                             "' -N -e \"SELECT IS_USED_LOCK('locksmith:taken-away') INTO @id; "
-                             "KILL CONNECTION @id; SELECT @id IS NOT NULL\" 2>&1";
-        FILE* p = ::popen(command.c_str(), "r");
-        BOOST_REQUIRE(p);
-        char out[256] = {};
-        const auto n = std::fread(out, 1, sizeof out - 1, p);
-        ::pclose(p);
-        BOOST_REQUIRE_MESSAGE(std::string(out, n) == "1\n", "mariadb: " << out);
-        return at;
-    });
+    lost_while_held("mysql_get_lock", {{"dsn", *dsn}},
+                    [&](pid_t, cli_sandbox&) { return kill_holding_session(d); });
 }
 
 BOOST_AUTO_TEST_CASE(run_on_zookeeper_stops_the_command_when_its_session_expired) {

@@ -513,6 +513,89 @@ BOOST_AUTO_TEST_CASE(members_that_do_not_exclude_across_processes_are_refused) {
         invalid_argument_error);
 }
 
+// Two spellings of one server are one failure domain too (issue 23): a restart or flush of it
+// takes both votes. What the options say is compared: host case, default ports, "localhost" and
+// the loopback addresses, another database or chroot on the same server, a directory with "/.".
+BOOST_AUTO_TEST_CASE(members_on_one_server_are_refused) {
+    const auto d = *default_registry().find("combined");
+    auto error_of = [&](const nlohmann::json& first, const nlohmann::json& second) {
+        member_dir third;
+        try {
+            d.validate_options({{"members", {first, second, third.member()}}});
+        } catch (const config_error& e) {
+            return e.pointer() + " | " + e.what();
+        }
+        return std::string("accepted");
+    };
+    auto member = [](const char* strategy, nlohmann::json options) {
+        return nlohmann::json{{"strategy", strategy}, {"options", std::move(options)}};
+    };
+    struct twin {
+        const char* strategy;
+        nlohmann::json first, second;
+        std::string server;  // as the message names it; "" = not refused for it
+    };
+    member_dir a;
+    const std::vector<twin> twins = {
+        {"redis",
+         {{"url", "redis://localhost:6379/0"}},
+         {{"url", "redis://127.0.0.1/1"}},
+         "127.0.0.1:6379"},
+        {"redis",
+         {{"url", "redis://LOCALHOST:6379"}},
+         {{"url", "redis://[::1]:6379/2"}},
+         "[::1]:6379"},
+        {"redis", {{"url", "redis://127.0.0.1:6379"}}, {{"url", "redis://127.0.0.1:6380"}}, ""},
+        {"memcached",
+         {{"servers", "10.0.0.1:11211"}},
+         {{"servers", "10.0.0.2,10.0.0.1"}},
+         "10.0.0.1:11211"},
+        {"etcd",
+         {{"endpoints", "http://Node1:2379"}},
+         {{"endpoints", "http://node1:2379"}},
+         "node1:2379"},
+        {"zookeeper",
+         {{"hosts", "127.0.0.1:2181,127.0.0.2:2181/a"}},
+         {{"hosts", "127.0.0.2:2181/b"}},
+         "127.0.0.2:2181"},
+        {"pg_advisory",
+         {{"dsn", "postgresql://u@localhost/a"}},
+         {{"dsn", "postgresql://u@127.0.0.1:5432/b"}},
+         "127.0.0.1:5432"},
+        {"pg_advisory",
+         {{"dsn", "postgresql://u@db:5432/a"}},
+         {{"dsn", "postgresql://u@db:5433/a"}},
+         ""},
+        {"sql", {{"dsn", "mysql://u@db/a"}}, {{"dsn", "mysql://u@db:3306/b"}}, "db:3306"},
+        {"mysql_get_lock",
+         {{"dsn", "mysql://u@db/a"}},
+         {{"dsn", "mysql://u@DB:3306/b"}},
+         "db:3306"},
+        {"file",
+         {{"lock_dir", a.path.string()}},
+         {{"lock_dir", (a.path / ".").string()}},
+         "dir:" + a.path.string()},
+    };
+    for (const auto& t : twins) {
+        if (!default_registry().contains(t.strategy)) continue;
+        const auto e = error_of(member(t.strategy, t.first), member(t.strategy, t.second));
+        BOOST_TEST_CONTEXT(t.strategy << " " << t.first << " / " << t.second) {
+            if (t.server.empty()) {
+                BOOST_TEST(!contains(e, "both use"), e);  // (the third member may not fit)
+            } else {
+                BOOST_TEST(
+                    contains(e, "/members/1 | member 2 (" + std::string(t.strategy) +
+                                    ") and member 1 (" + t.strategy + ") both use " + t.server),
+                    e);
+            }
+        }
+    }
+    // Across strategies too: pg_advisory and sql on one PostgreSQL server are one vote.
+    BOOST_TEST(contains(error_of(member("pg_advisory", {{"dsn", "postgresql://u@db/a"}}),
+                                 member("sql", {{"dsn", "postgresql://u@db:5432/a"}})),
+                        "both use db:5432"));
+}
+
 BOOST_AUTO_TEST_CASE(config_errors_point_at_the_member) {
     const auto d = *default_registry().find("combined");
     auto pointer_of = [&](const nlohmann::json& o) {

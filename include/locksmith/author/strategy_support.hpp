@@ -34,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <locksmith/errors.hpp>
 
@@ -208,6 +209,11 @@ std::string read_secret_file(const std::string& path, std::string_view option);
 // option, the file or the variable, never the secret. Throws invalid_argument_error.
 std::string resolve_secret(std::string inline_value, const secret_source& from,
                            std::string_view strategy, std::string_view name);
+
+// The identities of the server at `host`:`port`, for strategy_descriptor::backends: the host
+// lower-cased, without IPv6 brackets, as "host:port" ("[addr]:port" for IPv6); "localhost" and
+// an empty host give both loopback addresses, which are what they reach. No name is resolved.
+std::vector<std::string> server_identities(std::string_view host, int port);
 
 // True when the idle client socket `fd` has data, a hang-up or an error pending, which on an idle
 // connection means the server closed it (restart, idle timeout, terminated session); also for

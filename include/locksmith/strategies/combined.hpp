@@ -16,7 +16,9 @@
 // A member is any strategy of the registry (a module is loaded on first use), except combined
 // and strategies that do not exclude across processes (spans_processes false, as `memory`, or
 // excludes_nothing, as `null`: every owner would get their vote), each listed once (same
-// strategy and options twice is one backend with two votes); config check refuses the others.
+// strategy and options twice is one backend with two votes), no two on one server as their
+// options name it (strategy_descriptor::backends: one restart takes both votes); config check
+// refuses the others.
 // Its options are checked by its own strategy. Every process must use the same member list.
 //
 // Contract:

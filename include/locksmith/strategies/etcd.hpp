@@ -103,6 +103,9 @@ struct etcd_options {
     // "endpoints" is required; the TLS options need https:// endpoints. Throws config_error (never
     // naming the password).
     static etcd_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): each endpoint ("host:port").
+    std::vector<std::string> backends() const;
 };
 
 // Connects to the first endpoint that answers and checks that it is an etcd v3 gateway.

@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,9 @@ struct file_options {
 
     // Reads {"lock_dir": "/path", "shared_group": "name"}; throws config_error.
     static file_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): the lock directory ("dir:/path").
+    std::vector<std::string> backends() const;
 };
 
 // Throws invalid_argument_error naming what is wrong with lock_dir.

@@ -84,6 +84,9 @@ struct memcached_options {
     // "command_timeout_s": 2, "key_prefix": "...", "pool_size": 8}; "servers" is required.
     // Throws config_error.
     static memcached_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): each server ("host:port").
+    std::vector<std::string> backends() const;
 };
 
 // Parses "host:port[,host:port...]". Throws invalid_argument_error.

@@ -71,6 +71,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -109,6 +110,9 @@ struct mysql_get_lock_options {
     // "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required. Throws config_error
     // (never naming the password).
     static mysql_get_lock_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): the server ("host:port").
+    std::vector<std::string> backends() const;
 };
 
 // The server-side lock name of `name` (see Names above): "locksmith:" + name, or "locksmith#" +

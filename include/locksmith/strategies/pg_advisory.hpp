@@ -60,6 +60,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,10 @@ struct pg_advisory_options {
     // "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required.
     // Throws config_error (never naming the password).
     static pg_advisory_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): each server the DSN names ("host:port"; a Unix socket as
+    // "unix:DIR:port").
+    std::vector<std::string> backends() const;
 };
 
 // The advisory key (bigint) of `name`: the first 64 bits of stable_name_hash(name).

@@ -176,6 +176,10 @@ struct redis_options {
     // (or _file, _env), "db", "wait_replicas": 1} (no TLS behind Sentinel yet).
     // Exactly one of "url" and "sentinels". Throws config_error (never naming a password).
     static redis_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): the server ("host:port" or "unix:/path"), or with sentinels
+    // the master's name at each Sentinel ("mymaster@host:port").
+    std::vector<std::string> backends() const;
 };
 
 // Reads the password files, then connects (and authenticates) once, so that a wrong endpoint

@@ -79,6 +79,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -115,6 +116,9 @@ struct sql_dsn {
 
     // The DSN fit to print (redact_url).
     std::string redacted() const;
+    // Where the data lives (strategy_descriptor::backends): "file:/path" for SQLite, else the
+    // server as "host:port" (the driver's default port when none is given).
+    std::vector<std::string> servers() const;
 };
 
 // Parses the forms above. Throws invalid_argument_error naming what is wrong, never the password.
@@ -149,6 +153,10 @@ struct sql_options {
     // "connect_timeout_s": 2, "command_timeout_s": 5, "pool_size": 4}; only "dsn" is required.
     // "table" may be "schema.table". Throws config_error (never naming the password).
     static sql_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): the server ("host:port"), or a SQLite database as
+    // "file:/path".
+    std::vector<std::string> backends() const;
 };
 
 // The capabilities a store built from `options` has: sql_capabilities, without `distributed`

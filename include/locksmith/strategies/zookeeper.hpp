@@ -95,6 +95,10 @@ struct zookeeper_options {
     // "auth_env": "VARIABLE"}; only "hosts" is
     // required. Throws config_error, which never quotes `auth`.
     static zookeeper_options from_json(const nlohmann::json& options);
+    // Where the locks live, for combined's check that no two members share it
+    // (strategy_descriptor::backends): each server of `hosts` ("host:port"; the chroot aside: one
+    // ensemble).
+    std::vector<std::string> backends() const;
 };
 
 // The path of `name`'s parent node under `root`.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <vector>
 
@@ -196,6 +197,45 @@ statement_error::statement_error(std::string backend, std::string sqlstate, std:
       sqlstate_(std::move(sqlstate)),
       detail_(std::move(detail)) {}
 
+namespace {
+
+// libpq's host (or hostaddr) and port lists, as identities: a host beginning with '/' is a
+// socket directory, no host the default one; one port serves every host.
+std::vector<std::string> servers_of(const std::string& hosts, const std::string& ports) {
+    const auto split = [](const std::string& list) {
+        std::vector<std::string> parts;
+        std::size_t from = 0;
+        for (std::size_t comma; (comma = list.find(',', from)) != std::string::npos;
+             from = comma + 1)
+            parts.push_back(list.substr(from, comma - from));
+        parts.push_back(list.substr(from));
+        return parts;
+    };
+    const auto host_list = split(hosts), port_list = split(ports);
+    std::vector<std::string> servers;
+    for (std::size_t i = 0; i < host_list.size(); ++i) {
+        std::string port = port_list.size() == 1  ? port_list[0]
+                           : i < port_list.size() ? port_list[i]
+                                                  : "";
+        if (port.empty()) port = "5432";
+        const auto& h = host_list[i];
+        if (h.empty() || h.front() == '/') {
+            servers.push_back("unix:" + (h.empty() ? std::string("default") : h) + ":" + port);
+            continue;
+        }
+        int number = 0;
+        const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+        if (ec != std::errc() || end != port.data() + port.size()) {
+            servers.push_back(h + ":" + port);  // libpq refuses it when it connects
+            continue;
+        }
+        for (auto& id : server_identities(h, number)) servers.push_back(std::move(id));
+    }
+    return servers;
+}
+
+}  // namespace
+
 pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string password) {
     pg_target t;
     t.strategy = std::move(strategy);
@@ -215,12 +255,17 @@ pg_target make_pg_target(std::string strategy, std::string_view dsn, std::string
                                      " is not a valid PostgreSQL URL: " + scrubbed(why, {}, dsn));
     }
     bool has_database = false;
+    std::string host, hostaddr, port;
     for (auto* o = options; o->keyword != nullptr; ++o) {
         if (o->val == nullptr) continue;
         const std::string_view keyword = o->keyword;
         if (keyword == "password") t.password = o->val;
         if (keyword == "dbname" && *o->val != '\0') has_database = true;
+        if (keyword == "host") host = o->val;
+        if (keyword == "hostaddr") hostaddr = o->val;
+        if (keyword == "port") port = o->val;
     }
+    t.servers = servers_of(hostaddr.empty() ? host : hostaddr, port);
     t.default_sslmode = default_sslmode_of(options);
     const std::unique_ptr<PQconninfoOption, decltype(pq().PQconninfoFree)> free_options(
         options, pq().PQconninfoFree);

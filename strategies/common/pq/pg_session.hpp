@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <libpq-fe.h>
 
@@ -50,6 +51,9 @@ struct pg_target {
     std::string default_sslmode;
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
     std::chrono::milliseconds command_timeout{std::chrono::seconds(5)};
+    // The servers the DSN names (strategy_descriptor::backends): "host:port", or "unix:DIR:port"
+    // for a socket directory ("unix:default:port" when the DSN names no host).
+    std::vector<std::string> servers;
 };
 
 // Checks `dsn` (postgresql:// or postgres://, which libpq parses) and fills a target; `password`
