@@ -2,32 +2,42 @@
 # SPDX-License-Identifier: MIT
 # The consumer's view of locksmith: install a build into a temporary prefix, then build against
 # that prefix only, as someone outside this repository would:
-#   1. pkg-config --cflags --libs locksmith compiles and links a program, which runs;
+#   1. pkg-config --cflags --libs locksmith compiles and links a program, which runs; so does
+#      README.md's example program; the installed library finds its strategy modules;
 #   2. find_package(locksmith): the out-of-tree example plugin (examples/plugin), its demo
 #      program and its conformance run (ctest in the plugin's own build);
 #   3. the installed locksmith command (linked statically) loads the plugin from its config,
 #      runs a command under a plugin lock, reports contention, and reports options the plugin
 #      rejects as a config error.
 # Usage: scripts/test-install.sh [BUILD_DIR]   (default build, where scripts/test.sh builds; it must be built)
+#        scripts/test-install.sh --system      the same checks on the locksmith installed in /usr
+#                                              (the Debian packages: scripts/test-packages.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 chmod 700 "$tmp"  # plugins are refused in folders others may write to
-prefix=$tmp/prefix
 step() { printf '== %s\n' "$*"; }
 
-step "cmake --install $build --prefix <tmp>"
-cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
-pc=$(find "$prefix" -name locksmith.pc)
-[ -n "$pc" ] || { echo "locksmith.pc was not installed" >&2; exit 1; }
-libdir=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=libdir locksmith)
+if [ "${1:-}" = --system ]; then
+  prefix=/usr
+  pcdir=$(pkg-config --variable=pcfiledir locksmith) || { echo "no locksmith.pc installed" >&2; exit 1; }
+else
+  build=${1:-build}
+  prefix=$tmp/prefix
+  step "cmake --install $build --prefix <tmp>"
+  cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
+  pc=$(find "$prefix" -name locksmith.pc)
+  [ -n "$pc" ] || { echo "locksmith.pc was not installed" >&2; exit 1; }
+  pcdir=$(dirname "$pc")
+fi
+export PKG_CONFIG_PATH=$pcdir
+libdir=$(realpath "$(pkg-config --variable=libdir locksmith)")
 
 step "one version: pkg-config, version.hpp, the manual page and --version agree"
-version=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --modversion locksmith)
+version=$(pkg-config --modversion locksmith)
 grep -q "version = \"$version\";" "$prefix/include/locksmith/version.hpp"
-grep -q "^\.TH LOCKSMITH 1 .*\"locksmith $version\"" "$prefix/share/man/man1/locksmith.1"
+zcat "$prefix/share/man/man1/locksmith.1.gz" | grep "^\.TH LOCKSMITH 1 .*\"locksmith $version\"" >/dev/null
 "$prefix/bin/locksmith" --version | head -n 1 | grep -qx "locksmith $version"
 [ ! -e "$prefix/include/locksmith/version.hpp.in" ]
 
@@ -43,9 +53,44 @@ int main() {
     return 0;
 }
 CPP
-flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs locksmith)
+flags=$(pkg-config --cflags --libs locksmith)
 c++ -std=c++20 "$tmp/pc_program.cpp" $flags -Wl,-rpath,"$libdir" -o "$tmp/pc_program"
 "$tmp/pc_program"
+
+step "pkg-config: README.md's example program"
+awk '/^```cpp$/ { on = 1; next } on && /^```$/ { exit } on' README.md >"$tmp/readme_example.cpp"
+grep -q 'int main' "$tmp/readme_example.cpp" || { echo "README.md: no \`\`\`cpp program" >&2; exit 1; }
+c++ -std=c++20 "$tmp/readme_example.cpp" $flags -Wl,-rpath,"$libdir" -o "$tmp/readme_example"
+"$tmp/readme_example"
+
+step "the installed library finds its strategy modules in $libdir/locksmith-modules"
+cat >"$tmp/modules.cpp" <<'CPP'
+#include <filesystem>
+#include <iostream>
+#include <locksmith/locksmith.hpp>
+// Each module strategy of the default registry: where the library looks for it, and whether it
+// loads there (support_status says why not).
+int main(int, char** argv) {
+    namespace fs = std::filesystem;
+    const fs::path expected = fs::canonical(argv[1]);
+    int modules = 0, bad = 0;
+    auto& registry = locksmith::default_registry();
+    for (const auto& name : registry.names()) {
+        const auto d = registry.find(name);
+        if (!d || d->origin.rfind("module ", 0) != 0) continue;
+        ++modules;
+        const auto file = d->origin.substr(7, d->origin.find(' ', 7) - 7);
+        const auto status = d->supported ? d->supported() : locksmith::support_status::yes();
+        std::cout << name << ": " << file << ": " << (status.supported ? "loads" : status.reason) << '\n';
+        std::error_code ec;
+        if (!status.supported || fs::canonical(file, ec).parent_path() != expected) ++bad;
+    }
+    std::cout << modules << " modules, " << bad << " not found or not loading\n";
+    return bad == 0 ? 0 : 1;
+}
+CPP
+c++ -std=c++20 "$tmp/modules.cpp" $flags -Wl,-rpath,"$libdir" -o "$tmp/modules"
+"$tmp/modules" "$libdir/locksmith-modules"
 
 step "find_package(locksmith): examples/plugin"
 generator=()
