@@ -3,7 +3,9 @@
 # The consumer's view of locksmith: install a build into a temporary prefix, then build against
 # that prefix only, as someone outside this repository would:
 #   1. pkg-config --cflags --libs locksmith compiles and links a program, which runs; so does
-#      README.md's example program; the installed library finds its strategy modules;
+#      README.md's example program; the installed library finds its strategy modules, and
+#      with a client library hidden (as root, in a private mount namespace) only the strategy
+#      that needs it fails, naming it;
 #   2. find_package(locksmith): the out-of-tree example plugin (examples/plugin), its demo
 #      program and its conformance run (ctest in the plugin's own build);
 #   3. the installed locksmith command (linked statically) loads the plugin from its config,
@@ -90,7 +92,37 @@ int main(int, char** argv) {
 }
 CPP
 c++ -std=c++20 "$tmp/modules.cpp" $flags -Wl,-rpath,"$libdir" -o "$tmp/modules"
-"$tmp/modules" "$libdir/locksmith-modules"
+"$tmp/modules" "$libdir/locksmith-modules" | tee "$tmp/modules.out"
+
+# The client libraries are the packages' Recommends: apt-get --no-install-recommends leaves them
+# out. Taken away here in a private mount namespace (the file hidden under /dev/null), so that
+# nothing else on the machine sees it.
+step "a client library missing: its strategy says which package to install, the others work"
+hiredis=$(ldd "$libdir/locksmith-modules/liblocksmith_redis.so" 2>/dev/null | awk '/libhiredis/ { print $3 }')
+libpq=$(ldconfig -p | awk '$1 == "libpq.so.5" { print $NF; exit }')
+if [ "$(id -u)" != 0 ] || [ -z "$hiredis" ] || [ -z "$libpq" ]; then
+  echo "SKIPPED: needs root (a private mount namespace), the redis module and libpq.so.5"
+  [ "${CI:-}" != true ] || exit 1
+else
+  hide() { unshare -m sh -c 'mount --bind /dev/null "$1" && shift && exec "$@"' sh "$@"; }
+  set +e
+  out=$(hide "$hiredis" "$tmp/modules" "$libdir/locksmith-modules" 2>&1)
+  code=$?
+  set -e
+  printf '%s\n' "$out"
+  loads=$(grep -c ': loads$' "$tmp/modules.out")
+  [ "$code" = 1 ] && grep -E '^redis: .*libhiredis' <<<"$out" >/dev/null &&
+    [ "$(grep -c ': loads$' <<<"$out")" = $((loads - 1)) ] ||
+    { echo "without $hiredis: expected redis alone to fail, naming it" >&2; exit 1; }
+  set +e
+  out=$(LOCKSMITH_CONFIG='{"strategies": {"pg_advisory": {"options": {"dsn": "postgresql://u@127.0.0.1:1/db"}}}}' \
+    hide "$libpq" "$prefix/bin/locksmith" run -n install-check -- true 2>&1)
+  code=$?
+  set -e
+  printf '%s\n' "$out"
+  [ "$code" = 69 ] && grep 'install the package libpq5' <<<"$out" >/dev/null ||
+    { echo "without $libpq: expected exit 69 naming libpq5, got $code" >&2; exit 1; }
+fi
 
 step "find_package(locksmith): examples/plugin"
 generator=()
