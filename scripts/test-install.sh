@@ -10,7 +10,8 @@
 #      program and its conformance run (ctest in the plugin's own build);
 #   3. the installed locksmith command (linked statically) loads the plugin from its config,
 #      runs a command under a plugin lock, reports contention, and reports options the plugin
-#      rejects as a config error.
+#      rejects as a config error; named by file name alone, the plugin is found in the module
+#      folder (put there for the check, removed after).
 # Usage: scripts/test-install.sh [BUILD_DIR]   (default build, where scripts/test.sh builds; it must be built)
 #        scripts/test-install.sh --system      the same checks on the locksmith installed in /usr
 #                                              (the Debian packages: scripts/test-packages.sh)
@@ -158,4 +159,19 @@ code=$?
 set -e
 [ "$code" = 78 ] || { echo "rejected options: expected exit 78, got $code: $out" >&2; exit 1; }
 grep -q '/strategies/flockdir/options/directory' <<<"$out" || { echo "$out" >&2; exit 1; }
+
+# The folder compiled into the command (LOCKSMITH_LIBDIR), which pkg-config's moduledir and
+# find_package's locksmith_MODULE_DIR name too.
+moduledir=$(realpath "$(pkg-config --variable=moduledir locksmith)")
+step "the command finds a plugin named by file name alone in $moduledir"
+install -m 644 "$tmp/plugin-build/libflockdir.so" "$moduledir/"
+trap 'rm -f "$moduledir/libflockdir.so"; rm -rf "$tmp"' EXIT
+cat >"$tmp/bare.json" <<JSON
+{"plugins": ["libflockdir.so"],
+ "strategies": {"flockdir": {"priority": 95, "options": {"directory": "$tmp/locks"}}}}
+JSON
+"$prefix/bin/locksmith" --config "$tmp/bare.json" strategies |
+  grep -E "^flockdir .*plugin $moduledir/libflockdir.so \(flockdir 1.0.0\)$"
+"$prefix/bin/locksmith" --config "$tmp/bare.json" run -n bare -- sh -c 'test "$LOCKSMITH_STRATEGY" = flockdir'
+rm "$moduledir/libflockdir.so"
 step "install test passed"

@@ -3,10 +3,10 @@
 # The Debian packages' round trip, from a finished build (no second compile):
 #   1. cpack makes locksmith, liblocksmith<N> and liblocksmith-dev (cmake/LocksmithPackaging.cmake);
 #      dpkg-deb lists what each ships; lintian must find no error (warnings are printed);
-#   2. apt-get installs them (./*.deb); the build tree's programs still load the build tree's
-#      library, not the installed one (their run paths);
-#   3. /usr/bin/locksmith runs (--version, `run -n`, as root and as nobody, in an empty
-#      environment as cron gives), checks the example config; scripts/test-install.sh --system
+#   2. apt-get installs locksmith alone: /usr/bin/locksmith runs (--version, `run -n`, as root
+#      and as nobody, in an empty environment as cron gives) and checks the example config;
+#   3. apt-get installs them all (./*.deb); the build tree's programs still load the build
+#      tree's library, not the installed one (their run paths); scripts/test-install.sh --system
 #      builds README.md's example, a pkg-config program and the example plugin (find_package,
 #      its conformance run) against the installed -dev package, and loads the modules;
 #   4. apt-get purge removes them, and nothing of ours is left: no file dpkg -L listed, and
@@ -29,9 +29,14 @@ chmod 755 "$tmp"  # nobody reads the packages from here
 packages=()
 cleanup() {
   local rc=$?
-  if [ ${#packages[@]} -gt 0 ] && dpkg-query -W "${packages[@]}" >/dev/null 2>&1; then
-    echo "test-packages: purging the packages after a failure" >&2
-    "${apt[@]}" purge "${packages[@]}" >/dev/null || true
+  local p installed=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -E ' (installed|config-files)$' >/dev/null &&
+      installed+=("$p")
+  done
+  if [ ${#installed[@]} -gt 0 ]; then
+    echo "test-packages: purging ${installed[*]} after a failure" >&2
+    "${apt[@]}" purge "${installed[@]}" >/dev/null || true
   fi
   rm -rf "$tmp"
   exit $rc
@@ -75,6 +80,23 @@ for p in "${packages[@]}"; do
 done
 snapshot >"$tmp/before"
 
+step "apt-get install ./locksmith_*.deb alone: /usr/bin/locksmith, as root and as nobody, in an empty environment"
+(cd "$tmp/debs" && "${apt[@]}" install ./locksmith_*.deb >/dev/null)
+for p in "${packages[@]}"; do
+  [ "$p" = locksmith ] || ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep ' installed$' >/dev/null ||
+    { echo "installing locksmith installed $p too" >&2; exit 1; }
+done
+version=$(dpkg-deb -f "$tmp"/debs/locksmith_*.deb Version)
+clean=(env -i PATH=/usr/bin:/bin)
+"${clean[@]}" /usr/bin/locksmith --version | tee "$tmp/version"
+head -n 1 "$tmp/version" | grep -qx "locksmith ${version%-*}"
+"${clean[@]}" /usr/bin/locksmith run -n "test-packages-$$" -- true
+(cd / && runuser -u nobody -- "${clean[@]}" /usr/bin/locksmith run -n "test-packages-$$" -- \
+  sh -c 'test "$(id -un)" = nobody && test -n "$LOCKSMITH_STRATEGY"')
+"${clean[@]}" /usr/bin/locksmith config check /usr/share/doc/locksmith/examples/config.json
+test -s /usr/share/bash-completion/completions/locksmith
+zcat /usr/share/man/man1/locksmith.1.gz | grep '^\.TH LOCKSMITH 1' >/dev/null
+
 step "apt-get install ./*.deb"
 (cd "$tmp/debs" && "${apt[@]}" install ./*.deb >/dev/null)
 for p in "${packages[@]}"; do dpkg -L "$p"; done | sort -u >"$tmp/listed"
@@ -91,18 +113,6 @@ while IFS= read -r -d '' f; do
   fi
 done < <(find "$build" -type f \( -perm -u+x -o -name '*.so*' \) -not -path '*/CMakeFiles/*' -print0)
 echo "$checked build-tree programs and libraries need liblocksmith: each loads $build's"
-
-step "/usr/bin/locksmith, as root and as nobody, in an empty environment"
-version=$(dpkg-deb -f "$tmp"/debs/locksmith_*.deb Version)
-clean=(env -i PATH=/usr/bin:/bin)
-"${clean[@]}" /usr/bin/locksmith --version | tee "$tmp/version"
-head -n 1 "$tmp/version" | grep -qx "locksmith ${version%-*}"
-"${clean[@]}" /usr/bin/locksmith run -n "test-packages-$$" -- true
-(cd / && runuser -u nobody -- "${clean[@]}" /usr/bin/locksmith run -n "test-packages-$$" -- \
-  sh -c 'test "$(id -un)" = nobody && test -n "$LOCKSMITH_STRATEGY"')
-"${clean[@]}" /usr/bin/locksmith config check /usr/share/doc/locksmith/examples/config.json
-test -s /usr/share/bash-completion/completions/locksmith
-zcat /usr/share/man/man1/locksmith.1.gz | grep '^\.TH LOCKSMITH 1' >/dev/null
 
 step "scripts/test-install.sh --system"
 bash "$root/scripts/test-install.sh" --system
