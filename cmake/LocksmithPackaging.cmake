@@ -50,10 +50,8 @@ file(CONFIGURE OUTPUT ${deb_dir}/changelog.Debian CONTENT
 
  -- ${LOCKSMITH_DEB_MAINTAINER}  ${deb_date}
 ")
-foreach(doc IN ITEMS changelog.Debian)
-  execute_process(COMMAND gzip -9nc ${deb_dir}/${doc} OUTPUT_FILE ${deb_dir}/${doc}.gz
-                  COMMAND_ERROR_IS_FATAL ANY)
-endforeach()
+execute_process(COMMAND gzip -9nc ${deb_dir}/changelog.Debian
+                OUTPUT_FILE ${deb_dir}/changelog.Debian.gz COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND gzip -9nc ${PROJECT_SOURCE_DIR}/CHANGELOG.md
                 OUTPUT_FILE ${deb_dir}/changelog.gz COMMAND_ERROR_IS_FATAL ANY)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
