@@ -67,7 +67,7 @@ LOCKSMITH_PLUGIN_ENTRY(${S_NAME})
         LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${CMAKE_INSTALL_LIBDIR}/locksmith-modules
         INSTALL_RPATH "$ORIGIN/..")
       install(TARGETS ${module} EXPORT locksmithTargets
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/locksmith-modules)
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/locksmith-modules COMPONENT lib)
       target_sources(locksmith_objects PRIVATE ${S_DESCRIPTOR})
       set_property(GLOBAL APPEND PROPERTY LOCKSMITH_MODULES ${S_NAME})
       if(S_LIBRARIES AND NOT S_STATIC_LIBRARIES)

@@ -4,7 +4,7 @@
 // admin can read it: the lock name percent-encoded, "<encoded>.flock" (names too long for one
 // file name use their hash). The kernel drops a lock when its holder dies; files stay.
 //
-//   "plugins":    ["/usr/local/lib/locksmith-modules/libflockdir.so"],
+//   "plugins":    ["libflockdir.so"],  (installed into locksmith_MODULE_DIR, the module folder)
 //   "strategies": {"flockdir": {"priority": 90, "options": {"directory": "/run/mylocks"}}}
 #include <fcntl.h>
 #include <sys/file.h>
