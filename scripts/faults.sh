@@ -106,6 +106,49 @@ for c in cells:
         f" {fmt(c['grants_per_s_before'])} / {fmt(c['grants_per_s_during'])} / {fmt(c['grants_per_s_after'])} |"
         f" {fmt(c['recover_ms_max']) if c['recover_ms_max'] >= 0 else '-'} |"
         f" {'; '.join(c['broken']) or '-'} |")
+# Per strategy (README's *Which strategy for which guarantee* comes from this): counts summed
+# over its cells; x / y: through the library / through `locksmith run`.
+def summary(cells):
+    order, by = [], {}
+    for c in cells:
+        if "skipped" in c or "strategy" not in c:
+            continue
+        if c["strategy"] not in by:
+            order.append(c["strategy"])
+        by.setdefault(c["strategy"], []).append(c)
+    def pick(cs, nemesis, via):
+        return [c for c in cs if c["nemesis"] == nemesis and c.get("via", "library") == via]
+    def pair(cs, nemesis, f):
+        out = []
+        for via in ("library", "run"):
+            got = pick(cs, nemesis, via)
+            out.append(f(got) if got else "-")
+        return " / ".join(out)
+    def ms(got):
+        worst = max(c["recover_ms_max"] for c in got)
+        late = sum(c.get("late_recoveries", 0) for c in got if c["nemesis"] == "restart")
+        return ("-" if worst < 0 else f"{worst:.0f}") + (f" ({late} late)" if late else "")
+    lines = ["| strategy | fencing | (a) overlaps under pause | (b) stale writes accepted / refused |"
+             " (c) lost increments under pause | (d) lost locks not told | recovery after kill, ms |"
+             " recovery after restart, ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in order:
+        cs = by[s]
+        fencing = cs[0]["fencing"]
+        stale = (f"{sum(c['stale_accepted'] for c in cs)} / {sum(c['stale_refused'] for c in cs)}"
+                 if fencing else "no fencing")
+        lines.append(
+            f"| {s} | {'yes' if fencing else 'no'} |"
+            f" {pair(cs, 'pause', lambda g: str(sum(c['overlaps'] for c in g)))} |"
+            f" {stale} |"
+            f" {pair(cs, 'pause', lambda g: str(sum(c['lost_increments'] for c in g)))} |"
+            f" {sum(c['lost_untold'] for c in cs)} |"
+            f" {pair(cs, 'kill', ms)} | {pair(cs, 'restart', ms)} |")
+    return lines
+lines += ["", "Per strategy: counts summed over its cells; x / y: through the library / through"
+          " `locksmith run`; recovery: the longest time from a fault's end to the next grant, and"
+          " after a restart how many missed the goal (next grant within one TTL or session"
+          " timeout + 1 s).", ""] + summary(cells)
 open(stem + ".md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
