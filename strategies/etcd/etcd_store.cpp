@@ -293,7 +293,8 @@ class etcd_store final : public store {
 
     bool do_refresh(key& k, milliseconds ttl) override {
         auto* s = k.local_state_of<etcd_key_state>(instance_id());
-        if (s == nullptr || s->orphaned) return false;
+        if (s == nullptr) return false;
+        if (s->orphaned) return false;  // released (the release failed): never renewed again
         const auto seconds = ttl_seconds(ttl);
         if (seconds == s->ttl_s) return keep_alive(s->lease);
         // Another TTL: a lease's TTL is fixed, so move the key to a new lease (a put keeps the

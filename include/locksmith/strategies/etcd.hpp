@@ -57,6 +57,8 @@
 //    down) leaves the lease to this process's next acquisition on the same cluster (any store),
 //    which revokes it first: etcd keeps leases across a restart and renews each to its full TTL
 //    (plus its election timeout) when it starts, and the key would block the name that long.
+//    A lock whose release failed so is not renewed or re-acquired any more (holds() says
+//    false); release() may be called again.
 #pragma once
 
 #include <chrono>
