@@ -17,10 +17,12 @@
 #
 # Nemeses: none, pause (SIGSTOP a holder past its TTL / session / lease, then SIGCONT), kill
 # (SIGKILL holders and waiters, respawned), restart (kill the strategy's server and start it
-# again: a private server through scripts/services.sh, for the strategies that have one).
+# again: a private server through scripts/services.sh, for the strategies that have one);
+# through `locksmith run`, pause stops locksmith and its command, kill SIGKILLs locksmith.
 # Pause and kill use the servers of `scripts/services.sh env` (LOCKSMITH_TEST_*): start them
 # first. Needs a build with tests (BUILD_DIR, default build). Fails when a cell breaks an
-# invariant (the table says which), never on figures.
+# invariant (the table says which), never on figures but one: after a restart, the next grant
+# within one TTL (or session timeout) plus 1 s.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -36,7 +38,7 @@ while getopts "s:e:o:n:v:h" opt; do
     o) out=$OPTARG ;;
     n) nemeses=$OPTARG ;;
     v) via=$OPTARG ;;
-    *) sed -n '2,20p' "$0"; exit 64 ;;
+    *) sed -n '2,25p' "$0"; exit 64 ;;
   esac
 done
 shift $((OPTIND - 1))
