@@ -17,12 +17,14 @@
 //      the highest accepted: Kleppmann's storage check)
 //   E  the critical section ends (before the release)
 //   L  the holder was told its lock is lost (on_lost, or fencing_token() found it expired)
-//   T  an acquisition gave up (try_lock_for's bound); F one failed with an error
+//   T  an acquisition gave up (try_lock_for's bound); F one failed with an error (the `run`
+//      variant: L for locksmith's lost-lock exit code, F with a = any other failing code)
 //   G  is_acquired() at the end of the section said no; X it threw (for reading a history:
 //      neither counts as told, only L does)
 //   K  the nemesis is about to SIGKILL pid (logged before the signal: the victim can act no
-//      later than this record); S / C  SIGSTOP / SIGCONT of pid (a: the process signalled
-//      when it is not pid: the `run` variant's locksmith, a negative process group)
+//      later than this record); S / C  SIGSTOP / SIGCONT of pid. For K, S and C, a is the
+//      process signalled when it is not pid: the `run` variant's locksmith (K), its process
+//      group as a negative number (S, C)
 //   P  the `run` variant: worker pid started `locksmith run` as process a
 //   N  a fault window: a = 1 begins, 0 ends; H  pid did not stop when asked (a hang)
 #pragma once
