@@ -3,36 +3,51 @@
 # The full faults run (issue 25): every strategy under every single-host nemesis, checked from
 # the resource's history by tests/faults (locksmith_faults), written as JSON and a Markdown table.
 #
-#   scripts/faults.sh [-s SECONDS] [-e SEED] [-o DIR] [STRATEGY...]
+#   scripts/faults.sh [-s SECONDS] [-e SEED] [-o DIR] [-n NEMESES] [-v VIA] [STRATEGY...]
 #
 #   -s  seconds per cell (default 60; the issue's goal for the committed table: 600, or 1,000
 #       grants); -e  the seed of every cell's schedule (default: the date's seconds, printed);
 #   -o  where to write (default bench/results): <date>-faults.json (one object per cell, with
 #       its command) and <date>-faults.md (strategy × nemesis → (a)-(e));
+#   -n  the nemeses, comma-separated (default none,pause,kill,restart);
+#   -v  library (default: workers use the library), run (workers take the lock through
+#       `locksmith run`, how admins use it), or both;
 #   STRATEGY  ids of tests/support/strategies_under_test (default: file simple semaphore shm
 #       redis memcached pg_advisory zookeeper etcd sql.sqlite sql.postgresql).
 #
 # Nemeses: none, pause (SIGSTOP a holder past its TTL / session / lease, then SIGCONT), kill
 # (SIGKILL holders and waiters, respawned), restart (kill the strategy's server and start it
-# again: a private server through scripts/services.sh, for the strategies that have one).
+# again: a private server through scripts/services.sh, for the strategies that have one);
+# through `locksmith run`, pause stops locksmith and its command, kill SIGKILLs locksmith.
 # Pause and kill use the servers of `scripts/services.sh env` (LOCKSMITH_TEST_*): start them
 # first. Needs a build with tests (BUILD_DIR, default build). Fails when a cell breaks an
-# invariant (the table says which), never on figures.
+# invariant (the table says which), never on figures but one: after a restart, the next grant
+# within one TTL (or session timeout) plus 1 s.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 seconds=60
 seed=$(date +%s)
 out=$root/bench/results
-while getopts "s:e:o:h" opt; do
+nemeses=none,pause,kill,restart
+via=library
+while getopts "s:e:o:n:v:h" opt; do
   case $opt in
     s) seconds=$OPTARG ;;
     e) seed=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '2,20p' "$0"; exit 64 ;;
+    n) nemeses=$OPTARG ;;
+    v) via=$OPTARG ;;
+    *) sed -n '2,25p' "$0"; exit 64 ;;
   esac
 done
 shift $((OPTIND - 1))
+case $via in
+  library|run) vias=("$via") ;;
+  both) vias=(library run) ;;
+  *) echo "faults: -v takes library, run or both, not '$via'" >&2; exit 64 ;;
+esac
+IFS=, read -r -a nemesis_list <<<"$nemeses"
 strategies=("$@")
 [ ${#strategies[@]} -gt 0 ] ||
   strategies=(file simple semaphore shm redis memcached pg_advisory zookeeper etcd sql.sqlite
@@ -46,48 +61,96 @@ cells=$stem.jsonl
 echo "faults: seed $seed, $seconds s per cell, into $stem.{json,md}" >&2
 status=0
 for s in "${strategies[@]}"; do
-  for n in none pause kill restart; do
+  for n in "${nemesis_list[@]}"; do
     case "$n:$s" in
       restart:redis|restart:memcached|restart:pg_advisory|restart:sql.postgresql|restart:zookeeper|restart:etcd|[!r]*) ;;
       *) continue ;;
     esac
-    echo "faults: $s under $n" >&2
-    rc=0
-    "$program" run --strategy "$s" --nemesis "$n" --seconds "$seconds" --seed "$seed" \
-      --json "$cells" >/dev/null || rc=$?
-    [ $rc = 0 ] || [ $rc = 77 ] || status=1
+    for v in "${vias[@]}"; do
+      echo "faults: $s under $n (via $v)" >&2
+      rc=0
+      "$program" run --strategy "$s" --nemesis "$n" --seconds "$seconds" --seed "$seed" \
+        --via "$v" --json "$cells" >/dev/null || rc=$?
+      [ $rc = 0 ] || [ $rc = 77 ] || status=1
+    done
   done
 done
 
-/usr/bin/python3 - "$cells" "$stem" "$seed" "$seconds" "$*" <<'EOF'
+/usr/bin/python3 - "$cells" "$stem" "$seed" "$seconds" "-n $nemeses -v $via $*" "$(uname -srm; nproc)" <<'EOF'
 import json, sys
-cells_path, stem, seed, seconds, args = sys.argv[1:]
+cells_path, stem, seed, seconds, args, machine = sys.argv[1:]
 cells = [json.loads(l) for l in open(cells_path) if l.strip()]
 command = f"scripts/faults.sh -s {seconds} -e {seed} {args}".strip()
+machine = machine.replace("\n", ", ") + " CPUs"
 json.dump({"command": command, "seed": int(seed), "seconds_per_cell": float(seconds),
-           "cells": cells}, open(stem + ".json", "w"), indent=1)
+           "machine": machine, "cells": cells}, open(stem + ".json", "w"), indent=1)
 def fmt(x):
     return f"{x:.0f}" if isinstance(x, float) else str(x)
-lines = [f"Faults run: `{command}` (seed {seed}). (a) critical sections another process entered,"
+lines = [f"Faults run: `{command}` (seed {seed}, {seconds} s per cell; {machine})."
+         " Via: the workers' lock through the library or `locksmith run`."
+         " (a) critical sections another process entered,"
          " (b) stale writes accepted / refused by the fenced resource, (c) lost increments,"
          " (d) lost locks / of them not told, (e) grants/s before / during / after the faults and"
          " the longest time from a fault's end to the next grant (ms). Broken: invariants that"
          " did not hold.", "",
-         "| strategy | nemesis | grants | (a) overlaps | (b) stale acc./ref. | (c) lost incr. |"
+         "| strategy | nemesis | via | grants | (a) overlaps | (b) stale acc./ref. | (c) lost incr. |"
          " (d) lost / untold | (e) grants/s | (e) recover ms | broken |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
 for c in cells:
     if "skipped" in c:
-        lines.append(f"| {c.get('strategy','?')} | {c.get('nemesis','?')} | skipped: {c['skipped']} |||||||")
+        lines.append(f"| {c.get('strategy','?')} | {c.get('nemesis','?')} | {c.get('via','?')} | skipped: {c['skipped']} |||||||")
         continue
     fencing = "" if c["fencing"] else " (no fencing)"
     lines.append(
-        f"| {c['strategy']} | {c['nemesis']} | {c['grants']} | {c['overlaps']} |"
+        f"| {c['strategy']} | {c['nemesis']} | {c.get('via', 'library')} | {c['grants']} | {c['overlaps']} |"
         f" {c['stale_accepted']} / {c['stale_refused']}{fencing} | {c['lost_increments']} |"
         f" {c['lost_locks']} / {c['lost_untold']} |"
         f" {fmt(c['grants_per_s_before'])} / {fmt(c['grants_per_s_during'])} / {fmt(c['grants_per_s_after'])} |"
         f" {fmt(c['recover_ms_max']) if c['recover_ms_max'] >= 0 else '-'} |"
         f" {'; '.join(c['broken']) or '-'} |")
+# Per strategy (README's *Which strategy for which guarantee* comes from this): counts summed
+# over its cells; x / y: through the library / through `locksmith run`.
+def summary(cells):
+    order, by = [], {}
+    for c in cells:
+        if "skipped" in c or "strategy" not in c:
+            continue
+        if c["strategy"] not in by:
+            order.append(c["strategy"])
+        by.setdefault(c["strategy"], []).append(c)
+    def pick(cs, nemesis, via):
+        return [c for c in cs if c["nemesis"] == nemesis and c.get("via", "library") == via]
+    def pair(cs, nemesis, f):
+        out = []
+        for via in ("library", "run"):
+            got = pick(cs, nemesis, via)
+            out.append(f(got) if got else "-")
+        return " / ".join(out)
+    def ms(got):
+        worst = max(c["recover_ms_max"] for c in got)
+        late = sum(c.get("late_recoveries", 0) for c in got if c["nemesis"] == "restart")
+        return ("-" if worst < 0 else f"{worst:.0f}") + (f" ({late} late)" if late else "")
+    lines = ["| strategy | fencing | (a) overlaps under pause | (b) stale writes accepted / refused |"
+             " (c) lost increments under pause | (d) lost locks not told | recovery after kill, ms |"
+             " recovery after restart, ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in order:
+        cs = by[s]
+        fencing = cs[0]["fencing"]
+        stale = (f"{sum(c['stale_accepted'] for c in cs)} / {sum(c['stale_refused'] for c in cs)}"
+                 if fencing else "no fencing")
+        lines.append(
+            f"| {s} | {'yes' if fencing else 'no'} |"
+            f" {pair(cs, 'pause', lambda g: str(sum(c['overlaps'] for c in g)))} |"
+            f" {stale} |"
+            f" {pair(cs, 'pause', lambda g: str(sum(c['lost_increments'] for c in g)))} |"
+            f" {sum(c['lost_untold'] for c in cs)} |"
+            f" {pair(cs, 'kill', ms)} | {pair(cs, 'restart', ms)} |")
+    return lines
+lines += ["", "Per strategy: counts summed over its cells; x / y: through the library / through"
+          " `locksmith run`; recovery: the longest time from a fault's end to the next grant, and"
+          " after a restart how many missed the goal (next grant within one TTL or session"
+          " timeout + 1 s).", ""] + summary(cells)
 open(stem + ".md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF

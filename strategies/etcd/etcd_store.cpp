@@ -5,11 +5,14 @@
 #include <atomic>
 #include <charconv>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <locksmith/author/plugin.hpp>
@@ -113,6 +116,7 @@ struct etcd_key_state final : key_local_state {
     // When the lease was last granted or kept alive: it lives at least the TTL from then. A
     // waiter's grant counts its lifetime from here, not from the start of a long wait.
     key::clock::time_point renewed{};
+    bool orphaned = false;  // its release failed: the lease is among the orphaned ones
 };
 
 // The wire names of the key's queue under a lock name.
@@ -141,6 +145,56 @@ struct queue_names {
                 {"sort_order", order}, {"limit", limit},       {"keys_only", true}};
     }
 };
+
+// Leases this process gave up but could not revoke: a release, or a waiter giving up, while the
+// server was down or unreachable. etcd keeps leases across a restart and renews each to its full
+// TTL (plus its election timeout) when it starts, so such a key would stand in the name's queue
+// for that long after the server is back, and every waiter queues behind it (the faults run,
+// etcd under `restart`: no grant for the rest of the run). Every store of this process on the
+// same cluster revokes them before its next acquisition. Process-wide rather than per store: a
+// store is often made per acquisition and gone by the time the server is back.
+class orphaned_leases {
+  public:
+    // The list of one cluster (its endpoints and user).
+    static orphaned_leases& of(const std::string& cluster) {
+        static std::mutex registry_mutex;
+        static std::map<std::string, std::unique_ptr<orphaned_leases>> registry;
+        std::lock_guard guard(registry_mutex);
+        auto& list = registry[cluster];
+        if (!list) list = std::make_unique<orphaned_leases>();
+        return *list;
+    }
+
+    void add(std::int64_t lease) {
+        std::lock_guard guard(mutex_);
+        if (std::find(leases_.begin(), leases_.end(), lease) != leases_.end()) return;
+        // Bounded: the oldest ones expire on their own meanwhile.
+        if (leases_.size() >= max_kept) leases_.pop_front();
+        leases_.push_back(lease);
+    }
+
+    // All of them, oldest first; the caller adds back those it could not revoke.
+    std::deque<std::int64_t> take() {
+        std::lock_guard guard(mutex_);
+        return std::exchange(leases_, {});
+    }
+
+    bool empty() {
+        std::lock_guard guard(mutex_);
+        return leases_.empty();
+    }
+
+  private:
+    static constexpr std::size_t max_kept = 4096;
+    std::mutex mutex_;
+    std::deque<std::int64_t> leases_;
+};
+
+std::string cluster_of(const etcd_options& o) {
+    std::string id = o.user + '\n';
+    for (const auto& e : o.endpoints) id += e + ',';
+    return id;
+}
 
 [[noreturn]] void protocol_error(std::string_view what) {
     throw backend_error(
@@ -198,7 +252,9 @@ queue_place place_in_queue(const json& first, const json& before, std::int64_t r
 class etcd_store final : public store {
   public:
     explicit etcd_store(etcd_options options)
-        : store(strategy_name, etcd_capabilities), options_(std::move(options)) {
+        : store(strategy_name, etcd_capabilities),
+          options_(std::move(options)),
+          orphans_(orphaned_leases::of(cluster_of(options_))) {
         for (const auto& e : options_.endpoints) endpoints_.push_back(parse_endpoint(e));
         if (endpoints_.front().tls)
             tls_ = std::make_shared<const tls::tls_context>(
@@ -238,6 +294,7 @@ class etcd_store final : public store {
     bool do_refresh(key& k, milliseconds ttl) override {
         auto* s = k.local_state_of<etcd_key_state>(instance_id());
         if (s == nullptr) return false;
+        if (s->orphaned) return false;  // released (the release failed): never renewed again
         const auto seconds = ttl_seconds(ttl);
         if (seconds == s->ttl_s) return keep_alive(s->lease);
         // Another TTL: a lease's TTL is fixed, so move the key to a new lease (a put keeps the
@@ -268,14 +325,22 @@ class etcd_store final : public store {
         auto* s = k.local_state_of<etcd_key_state>(instance_id());
         if (s == nullptr) return;
         const auto lease = s->lease;
-        // Revoking the lease deletes the key with it, in one round trip.
-        revoke(lease);
+        try {
+            // Revoking the lease deletes the key with it, in one round trip.
+            revoke(lease);
+        } catch (const backend_error& e) {
+            // Transient: the lease is an orphan now (revoke()), which the next acquisition
+            // revokes. The state stays for a release that is tried again, but the grant is
+            // never renewed or taken up again: it would be revoked under its holder.
+            if (e.kind() != error_kind::permanent) s->orphaned = true;
+            throw;
+        }
         k.set_local_state(instance_id(), nullptr);
     }
 
     bool do_holds(const key& k) override {
         const auto* s = k.local_state_of<etcd_key_state>(instance_id());
-        if (s == nullptr) return false;
+        if (s == nullptr || s->orphaned) return false;
         // The server's word: the key exists (its lease did not expire) and is still the one this
         // grant created. The holder's key is always the first: keys created later come after it.
         const auto r = call("/v3/kv/range", {{"key", base64(s->key)}, {"keys_only", true}},
@@ -333,6 +398,7 @@ class etcd_store final : public store {
     // Creates k's key under a fresh lease, at the end of the name's queue, and reads its place
     // there. Two round trips.
     queued enqueue(const key& k, milliseconds ttl) {
+        revoke_orphans();
         queued q;
         q.state.ttl_s = ttl_seconds(ttl);
         q.state.renewed = key::clock::now();
@@ -624,12 +690,34 @@ class etcd_store final : public store {
         return number(field(r, "result"), "TTL") > 0;
     }
 
+    // Revokes `lease`; when the server cannot be reached, the lease joins orphans_ (revoked
+    // before this process's next acquisition on the cluster) and the error is thrown.
     void revoke(std::int64_t lease) {
         try {
             call("/v3/lease/revoke", {{"ID", std::to_string(lease)}}, "revoking the lease");
         } catch (const backend_error& e) {
             // Expired, or revoked by an earlier attempt whose reply was lost: done either way.
-            if (e.native_code() != "grpc 5") throw;
+            if (e.native_code() == "grpc 5") return;
+            if (e.kind() != error_kind::permanent) orphans_.add(lease);
+            throw;
+        }
+    }
+
+    // Revokes the leases that earlier revocations could not reach, until one fails again (the
+    // server is still away: the rest wait for the next acquisition).
+    void revoke_orphans() {
+        if (orphans_.empty()) return;
+        auto leases = orphans_.take();
+        while (!leases.empty()) {
+            const auto lease = leases.front();
+            leases.pop_front();
+            try {
+                revoke(lease);  // kept as an orphan again when it fails transiently
+            } catch (const backend_error& e) {
+                if (e.kind() == error_kind::permanent) continue;
+                for (const auto l : leases) orphans_.add(l);
+                return;
+            }
         }
     }
 
@@ -815,6 +903,7 @@ class etcd_store final : public store {
     static constexpr std::size_t max_idle = 16;
 
     const etcd_options options_;
+    orphaned_leases& orphans_;
     std::vector<endpoint> endpoints_;
     std::shared_ptr<const tls::tls_context> tls_;  // for https:// endpoints
     std::atomic<std::size_t> preferred_{0};

@@ -36,6 +36,12 @@ nlohmann::json verdict::to_json() const {
             {"unrecovered", unrecovered}};
 }
 
+long verdict::late_recoveries(double bound_ms) const {
+    return long(std::count_if(recoveries.begin(), recoveries.end(), [&](const recovery& r) {
+        return r.ms > bound_ms || (r.ms < 0 && r.window_ms >= bound_ms);
+    }));
+}
+
 namespace {
 
 struct record {
@@ -55,6 +61,7 @@ struct section {
     std::int64_t end = std::numeric_limits<std::int64_t>::max();
     bool closed = false;
     std::int64_t last_action = 0;  // the last R, W or V of the section
+    std::int64_t locksmith = 0;    // the `run` variant: the locksmith process that granted it
 };
 
 }  // namespace
@@ -82,7 +89,8 @@ verdict check_history(const std::string& path) {
 
     verdict v;
     std::map<section_id, section> sections;
-    std::map<long, std::int64_t> killed_at;  // pid -> time of the K record
+    // pid -> its K records: time, and the process signalled (the `run` variant's locksmith)
+    std::map<long, std::vector<std::pair<std::int64_t, std::int64_t>>> killed_at;
     std::set<section_id> told, refused;
     std::vector<std::pair<std::int64_t, std::int64_t>> windows;  // fault windows
     std::int64_t first = log.empty() ? 0 : log.front().t, last = log.empty() ? 0 : log.back().t;
@@ -94,6 +102,7 @@ verdict check_history(const std::string& path) {
             case 'B':
                 ++v.grants;
                 sections[id] = section{id, r.t};
+                sections[id].locksmith = r.c;
                 break;
             case 'R':
                 if (auto s = sections.find(id); s != sections.end()) s->second.last_action = r.t;
@@ -133,7 +142,7 @@ verdict check_history(const std::string& path) {
                 ++v.hangs;
                 break;
             case 'K':
-                killed_at[r.pid] = r.t;
+                killed_at[r.pid].emplace_back(r.t, r.a);
                 break;
             case 'N':
                 if (r.a == 1) {
@@ -154,8 +163,12 @@ verdict check_history(const std::string& path) {
     std::vector<section> all;
     for (auto& [id, s] : sections) {
         if (!s.closed) {
-            auto k = killed_at.find(id.first);
-            s.end = (k != killed_at.end()) ? std::max(k->second, s.begin) : last;
+            // The `run` variant's worker outlives the locksmith processes the nemesis kills
+            // and goes on with other sections: the kill of the section's own locksmith counts.
+            s.end = last;
+            if (auto k = killed_at.find(id.first); k != killed_at.end())
+                for (const auto& [t, signalled] : k->second)
+                    if (s.locksmith == 0 || signalled == s.locksmith) s.end = std::max(t, s.begin);
         }
         all.push_back(s);
     }
@@ -205,11 +218,14 @@ verdict check_history(const std::string& path) {
             after += long(count_in(to, next));
             after_ns += next - to;
             auto g = std::lower_bound(grants.begin(), grants.end(), to);
+            verdict::recovery r{-1, double(next - to) / 1e6};
             if (g == grants.end() || *g >= next) {
                 ++v.unrecovered;
             } else {
-                v.recover_ms_max = std::max(v.recover_ms_max, double(*g - to) / 1e6);
+                r.ms = double(*g - to) / 1e6;
+                v.recover_ms_max = std::max(v.recover_ms_max, r.ms);
             }
+            v.recoveries.push_back(r);
         }
         v.grants_per_s_during = rate(during, during_ns);
         v.grants_per_s_after = rate(after, after_ns);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,18 @@ struct verdict {
     double grants_per_s_before = 0, grants_per_s_during = 0, grants_per_s_after = 0;
     double recover_ms_max = -1;
     long unrecovered = 0;  //     fault ends after which no process was granted again
+    // Per fault end: ms to the next grant (-1: none), and ms from the fault's end to the next
+    // fault's begin or the end of the log (how long a grant could have come).
+    struct recovery {
+        double ms = -1;
+        double window_ms = 0;
+    };
+    std::vector<recovery> recoveries;
+
+    // The fault ends after which no grant came within `bound_ms`, among those followed by at
+    // least that long without a fault (the availability goal: after a server restart, the next
+    // grant within one TTL or session timeout plus 1 s).
+    long late_recoveries(double bound_ms) const;
 
     nlohmann::json to_json() const;
 };

@@ -2,10 +2,14 @@
 // locksmith_faults: a Jepsen-style run of one strategy under one nemesis (issue 25).
 //
 //   locksmith_faults run --strategy ID --nemesis none|pause|kill|restart [--seconds S]
-//                        [--seed N] [--workers K] [--json FILE]
+//                        [--seed N] [--workers K] [--via library|run] [--json FILE]
 //       K worker processes (this program, `worker`) loop: acquire, read the resource's
 //       register, write it + 1 with the fencing token, release; half of them keep one lock
-//       object, the other half make a fresh store and lock per acquisition. The nemesis, on a
+//       object, the other half make a fresh store and lock per acquisition. `--via run`: each
+//       acquisition is `locksmith run NAME -- locksmith_faults client ...` instead (how admins
+//       use it), the client acting on the resource with LOCKSMITH_FENCING_TOKEN; `pause` then
+//       stops the locksmith process and its command, `kill` SIGKILLs the locksmith process
+//       (the kernel sends its command SIGTERM). The nemesis, on a
 //       schedule drawn from the seed: `pause` SIGSTOPs the holder past its TTL / session timeout
 //       / lease and SIGCONTs it; `kill` SIGKILLs holders and waiters (and respawns them);
 //       `restart` kills the strategy's server and starts it again (a private server, through
@@ -13,13 +17,16 @@
 //       its verdict as JSON (appended as one line to FILE), and the exit status says whether the
 //       invariants hold (0), not (1), or the strategy's server is not configured (77; 1 under
 //       CI=true).
-//   locksmith_faults ci ID        the CI-sized cells of one strategy (CTest faults.ID)
+//   locksmith_faults ci ID [run]  the CI-sized cells of one strategy (CTest faults.ID, and
+//                                 faults.ID.run for the `run` variant)
 //   locksmith_faults check LOG    the checker alone, on a log
 //
 // Invariants (issue 25; counts from the log, no timing): a `fencing` strategy accepts 0 stale
 // writes under every nemesis; a `crash_release` strategy has 0 overlaps under SIGKILL; every
 // strategy: every lost lock reported to its holder (on_lost), 0 lost increments and 0 overlaps
-// without a fault, no hang (workers stop when asked, the lock is free afterwards).
+// without a fault, no hang (workers stop when asked, the lock is free afterwards). One goal
+// timed from the log's clock: under `restart`, the next grant within one TTL (or session
+// timeout) plus 1 s of the server's return (what the outage left behind must not block longer).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -68,10 +75,13 @@ std::atomic<long> current_seq{0};
 faults::history_log* worker_log = nullptr;
 int worker_index = 0;
 
+int run_worker_via_cli(const nlohmann::json& spec, faults::history_log& log);
+
 int run_worker(const nlohmann::json& spec) {
     faults::history_log log(spec.at("log").get<std::string>());
     worker_log = &log;
     worker_index = spec.at("worker").get<int>();
+    if (spec.at("via").get<std::string>() == "run") return run_worker_via_cli(spec, log);
     faults::resource reg(spec.at("register").get<std::string>(), log,
                          spec.at("fenced").get<bool>());
     const auto name = spec.at("strategy").get<std::string>();
@@ -150,6 +160,99 @@ int run_worker(const nlohmann::json& spec) {
         log.record(self, worker_index, seq, 'E');
         lock->unlock();
     }
+    return 0;
+}
+
+// The `run` variant: the worker loops over `locksmith run`, whose command (`client`) acts on the
+// resource under the worker's pid and the iteration's seq, so that the history reads as the
+// library variant's. The worker logs what locksmith's exit status says: T (the wait ran out), L
+// (the lost-lock code: told), F (any other failure).
+int run_worker_via_cli(const nlohmann::json& spec, faults::history_log& log) {
+    const auto locksmith = spec.at("locksmith").get<std::string>();
+    const auto config = spec.at("config").get<std::string>();
+    const auto name = spec.at("resource").get<std::string>();
+    const auto strategy = spec.at("strategy").get<std::string>();
+    const auto ttl_s = std::to_string(double(spec.at("ttl_ms").get<long>()) / 1000);
+    const auto wait_s = std::to_string(double(spec.at("acquire_ms").get<long>()) / 1000);
+    const fs::path stop_file = spec.at("stop_file").get<std::string>();
+    std::mt19937_64 random(spec.at("seed").get<std::uint64_t>());
+    const pid_t self = ::getpid();
+    constexpr int conflict = 3, lost = 75;
+    for (long seq = 1; !fs::exists(stop_file); ++seq) {
+        auto client = spec;
+        client["pid"] = self;
+        client["seq"] = seq;
+        client["seed"] = random();
+        const auto client_text = client.dump();
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            // A group of its own: `pause` stops locksmith and its command together.
+            ::setpgid(0, 0);
+            std::vector<std::string> args = {locksmith,
+                                             "run",
+                                             name,
+                                             "--strategy",
+                                             strategy,
+                                             "--config",
+                                             config,
+                                             "--ttl",
+                                             ttl_s,
+                                             "-w",
+                                             wait_s,
+                                             "-E",
+                                             std::to_string(conflict),
+                                             "--kill-after",
+                                             "1",
+                                             "--",
+                                             "/proc/" + std::to_string(self) + "/exe",
+                                             "client",
+                                             client_text};
+            std::vector<char*> argv;
+            for (auto& a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execv(argv[0], argv.data());
+            ::_exit(127);
+        }
+        if (pid < 0) return 2;
+        ::setpgid(pid, pid);  // here too: the nemesis may signal the group before the child runs
+        log.record(self, worker_index, seq, 'P', pid);
+        int status = 0;
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;  // -1: the nemesis's kill
+        if (code == 0) continue;
+        if (code == conflict) {
+            log.record(self, worker_index, seq, 'T');
+            continue;
+        }
+        if (code == lost) log.record(self, worker_index, seq, 'L');
+        if (code > 0 && code != lost) log.record(self, worker_index, seq, 'F', code);
+        std::this_thread::sleep_for(50ms);
+    }
+    return 0;
+}
+
+// `client`: the command of the `run` variant, inside the critical section.
+int run_client(const nlohmann::json& spec) {
+    faults::history_log log(spec.at("log").get<std::string>());
+    faults::resource reg(spec.at("register").get<std::string>(), log,
+                         spec.at("fenced").get<bool>());
+    const long pid = spec.at("pid").get<long>();
+    const long seq = spec.at("seq").get<long>();
+    const int worker = spec.at("worker").get<int>();
+    std::mt19937_64 random(spec.at("seed").get<std::uint64_t>());
+    std::int64_t token = -1;
+    if (spec.at("fencing").get<bool>()) {
+        const char* text = std::getenv("LOCKSMITH_FENCING_TOKEN");
+        if (text == nullptr) return 3;  // a strategy with fencing must give one
+        token = std::strtoll(text, nullptr, 10);
+    }
+    log.record(pid, worker, seq, 'B', token, 0, ::getppid());  // c: the locksmith process
+    const auto value = reg.read(worker, seq, pid);
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        std::uniform_int_distribution<long>(0, spec.at("hold_us").get<long>())(random)));
+    reg.write(worker, seq, token, value + 1, pid);
+    log.record(pid, worker, seq, 'E');
     return 0;
 }
 
@@ -240,6 +343,7 @@ struct cell {
     double seconds = 4;
     std::uint64_t seed = 1;
     int workers = 5;
+    std::string via = "library";  // or "run": through `locksmith run`
 };
 
 struct cell_outcome {
@@ -272,6 +376,7 @@ class holder_tracker {
             if (kind == 'B' || kind == 'R') before_write_[pid] = true;
             if (kind == 'W' || kind == 'V' || kind == 'E' || kind == 'K')
                 before_write_[pid] = false;
+            if (long child; kind == 'P' && f >> child) locksmith_of_[pid] = child;
         }
         std::vector<long> now;
         for (auto [pid, is_before] : before_write_)
@@ -279,9 +384,17 @@ class holder_tracker {
         return now;
     }
 
+    // The `run` variant: the locksmith process a worker runs now (0: none yet).
+    long locksmith_of(long worker_pid) {
+        holders();
+        auto l = locksmith_of_.find(worker_pid);
+        return l == locksmith_of_.end() ? 0 : l->second;
+    }
+
   private:
     std::ifstream in_;
     std::map<long, bool> before_write_;
+    std::map<long, long> locksmith_of_;
 };
 
 cell_outcome run_cell(const cell& c) {
@@ -309,6 +422,11 @@ cell_outcome run_cell(const cell& c) {
         server->export_env();
     }
     auto entry = find_entry(c.strategy);
+    if (c.via == "run" && std::string(LOCKSMITH_CLI).empty()) {
+        out.skipped = true;
+        out.json = {{"skipped", "this build has no CLI (LOCKSMITH_BUILD_CLI=OFF)"}};
+        return out;
+    }
     if (!entry || !entry->options) {
         out.skipped = true;
         out.json = {{"skipped", entry ? entry->missing : "no strategy " + c.strategy}};
@@ -322,28 +440,47 @@ cell_outcome run_cell(const cell& c) {
     const bool fencing = has(caps, capability::fencing);
     const bool crash_release = has(caps, capability::crash_release);
     const ms ttl = std::max<ms>(1s, entry->clock_delay);
-    // A pause outlives the TTL (or ZooKeeper's 2 s session, or a lease's rounding) by seconds.
-    const ms pause =
-        expiring || entry->name == "zookeeper" ? std::max<ms>(ttl, 2s) + 2500ms : 1500ms;
+    // How long a grant can outlive its holder: the TTL, or ZooKeeper's 2 s session.
+    const ms lease = entry->name == "zookeeper" ? std::max<ms>(ttl, 2s) : ttl;
+    // A pause outlives the TTL (or the session, or a lease's rounding) by seconds.
+    const ms pause = expiring || entry->name == "zookeeper" ? lease + 2500ms : 1500ms;
+    // The availability goal after a server restart (issue 25): the next grant within one TTL or
+    // session timeout plus 1 s of the server being back (what a holder or a waiter that gave up
+    // during the outage left behind must not block longer).
+    const ms recover_bound = lease + 1s;
 
     const auto log_path = run_dir / "history.log";
     const auto register_path = run_dir / "register";
     const auto stop_file = run_dir / "stop";
     faults::resource::initialise(register_path.string());
+    // The `run` variant's configuration: the strategy with the entry's options.
+    const auto config_path = run_dir / "locksmith.json";
+    std::ofstream(config_path)
+        << nlohmann::json{{"strategies", {{entry->name, {{"options", *entry->options}}}}}}.dump();
     faults::history_log log(log_path.string());
     std::mt19937_64 random(c.seed);
     const auto resource_name =
-        "faults." + std::to_string(::getpid()) + "." + c.strategy + "." + c.nemesis;
+        "faults." + std::to_string(::getpid()) + "." + c.strategy + "." + c.nemesis + "." + c.via;
 
     auto spawn = [&](int index) -> pid_t {
-        nlohmann::json spec = {{"log", log_path.string()},  {"register", register_path.string()},
-                               {"fenced", fencing},         {"fencing", fencing},
-                               {"strategy", entry->name},   {"options", *entry->options},
-                               {"resource", resource_name}, {"worker", index},
-                               {"fresh", index % 2 == 1},   {"ttl_ms", ttl.count()},
-                               {"auto_refresh", expiring},  {"acquire_ms", 5000},
-                               {"hold_us", 5000},           {"stop_file", stop_file.string()},
-                               {"seed", random()}};
+        nlohmann::json spec = {{"log", log_path.string()},
+                               {"register", register_path.string()},
+                               {"fenced", fencing},
+                               {"fencing", fencing},
+                               {"strategy", entry->name},
+                               {"options", *entry->options},
+                               {"resource", resource_name},
+                               {"worker", index},
+                               {"fresh", index % 2 == 1},
+                               {"ttl_ms", ttl.count()},
+                               {"auto_refresh", expiring},
+                               {"acquire_ms", 5000},
+                               {"hold_us", 5000},
+                               {"stop_file", stop_file.string()},
+                               {"seed", random()},
+                               {"via", c.via},
+                               {"locksmith", LOCKSMITH_CLI},
+                               {"config", config_path.string()}};
         const auto text = spec.dump();
         const auto err = (run_dir / ("worker-" + std::to_string(index) + ".err")).string();
         pid_t pid = ::fork();
@@ -385,24 +522,39 @@ cell_outcome run_cell(const cell& c) {
         return workers[int(random() % workers.size())];
     };
     long faults_done = 0;
+    const bool via_run = c.via == "run";
     std::this_thread::sleep_for(1s);  // grants before the first fault (availability's baseline)
     while (c.nemesis != "none" && std::chrono::steady_clock::now() < end) {
         ++faults_done;
         if (c.nemesis == "pause") {
             std::this_thread::sleep_for(ms(random() % 200));
             const long victim = pick(1.0);
+            // The `run` variant: the locksmith process and its command (its process group).
+            const long stopped = via_run ? -tracker.locksmith_of(victim) : victim;
+            if (stopped == 0) continue;
             log.record(0, -1, 0, 'N', 1);
-            log.record(victim, index_of(victim), 0, 'S');
-            ::kill(pid_t(victim), SIGSTOP);
+            log.record(victim, index_of(victim), 0, 'S', stopped);
+            ::kill(pid_t(stopped), SIGSTOP);
             std::this_thread::sleep_for(pause);
-            log.record(victim, index_of(victim), 0, 'C');
-            ::kill(pid_t(victim), SIGCONT);
+            log.record(victim, index_of(victim), 0, 'C', stopped);
+            ::kill(pid_t(stopped), SIGCONT);
             log.record(0, -1, 0, 'N', 0);
             sleep_until_or_end(2s);
         } else if (c.nemesis == "kill") {
             std::this_thread::sleep_for(ms(200 + random() % 400));
             const long victim = pick(0.7);
             const int index = index_of(victim);
+            if (via_run) {
+                // The locksmith process alone: the kernel sends its command SIGTERM
+                // (PR_SET_PDEATHSIG), and the worker goes on with its next `locksmith run`.
+                const long locksmith = tracker.locksmith_of(victim);
+                if (locksmith == 0) continue;
+                log.record(0, -1, 0, 'N', 1);
+                log.record(victim, index, 0, 'K', locksmith);
+                ::kill(pid_t(locksmith), SIGKILL);
+                log.record(0, -1, 0, 'N', 0);
+                continue;
+            }
             log.record(0, -1, 0, 'N', 1);
             log.record(victim, index, 0, 'K');
             ::kill(pid_t(victim), SIGKILL);
@@ -416,7 +568,8 @@ cell_outcome run_cell(const cell& c) {
             std::this_thread::sleep_for(1500ms);
             if (!server->start()) out.broken.push_back("the private server did not restart");
             log.record(0, -1, 0, 'N', 0);
-            sleep_until_or_end(3s);
+            // Past the end of the run if need be: the availability goal is checked over this.
+            std::this_thread::sleep_for(std::max<ms>(3s, recover_bound + 500ms));
         } else {
             out.broken.push_back("unknown nemesis " + c.nemesis);
             break;
@@ -462,21 +615,31 @@ cell_outcome run_cell(const cell& c) {
         out.broken.push_back("(a) overlaps under SIGKILL (crash_release)");
     if (c.nemesis == "none" && (v.overlaps || v.lost_increments))
         out.broken.push_back("(a)/(c) overlaps or lost increments without a fault");
+    const long late = v.late_recoveries(double(recover_bound.count()));
+    if (c.nemesis == "restart" && late)
+        out.broken.push_back("(e) " + std::to_string(late) + " of " +
+                             std::to_string(v.recoveries.size()) +
+                             " restarts without a grant within " +
+                             std::to_string(recover_bound.count()) + " ms of the server's return");
     out.json = v.to_json();
     out.json["strategy"] = c.strategy;
     out.json["nemesis"] = c.nemesis;
     out.json["seed"] = c.seed;
     out.json["seconds"] = c.seconds;
     out.json["workers"] = c.workers;
+    out.json["via"] = c.via;
     out.json["fencing"] = fencing;
     out.json["crash_release"] = crash_release;
     out.json["expiring"] = expiring;
     out.json["faults_injected"] = faults_done;
     out.json["free_after"] = free_after;
+    out.json["recover_bound_ms"] = recover_bound.count();
+    out.json["late_recoveries"] = late;
     out.json["broken"] = out.broken;
     out.json["command"] = "locksmith_faults run --strategy " + c.strategy + " --nemesis " +
                           c.nemesis + " --seconds " + std::to_string(c.seconds) + " --seed " +
-                          std::to_string(c.seed) + " --workers " + std::to_string(c.workers);
+                          std::to_string(c.seed) + " --workers " + std::to_string(c.workers) +
+                          (c.via == "run" ? " --via run" : "");
     server.reset();
     if (out.broken.empty()) {  // keep the evidence of a failure only
         std::error_code ignored;
@@ -497,18 +660,20 @@ int report(const cell_outcome& o, const std::optional<std::string>& json_file) {
 }
 
 // The CI-sized cells of one strategy: seconds, not minutes (the full run is scripts/faults.sh).
-int run_ci(const std::string& id) {
+int run_ci(const std::string& id, const std::string& via) {
     int worst = 0;
     std::vector<std::string> nemeses = {"none", "pause", "kill"};
-    // Restarting a private server: the quick ones in CI (PostgreSQL's initdb, ZooKeeper's and
-    // etcd's start-up cost seconds of CPU each: the full run covers them).
-    if (id == "redis" || id == "memcached") nemeses.push_back("restart");
+    // Restarting a private server: the quick ones in CI, and etcd (about a second to start),
+    // whose leases outlive a restart (PostgreSQL's initdb and ZooKeeper's start-up cost seconds
+    // of CPU each: the full run covers them).
+    if (id == "redis" || id == "memcached" || id == "etcd") nemeses.push_back("restart");
     for (const auto& n : nemeses) {
         cell c;
         c.strategy = id;
         c.nemesis = n;
         c.seconds = n == "pause" ? 3 : n == "restart" ? 4 : 3;
         c.seed = 25;
+        c.via = via;
         const int status = report(run_cell(c), std::nullopt);
         if (status == skip_status) return status;
         worst = std::max(worst, status);
@@ -518,8 +683,8 @@ int run_ci(const std::string& id) {
 
 int usage() {
     std::cerr << "usage: locksmith_faults run --strategy ID --nemesis none|pause|kill|restart "
-                 "[--seconds S] [--seed N] [--workers K] [--json FILE]\n"
-                 "       locksmith_faults ci ID\n"
+                 "[--seconds S] [--seed N] [--workers K] [--via library|run] [--json FILE]\n"
+                 "       locksmith_faults ci ID [run]\n"
                  "       locksmith_faults check LOG\n";
     return 2;
 }
@@ -531,12 +696,13 @@ int main(int argc, char** argv) {
     const std::string command = argv[1];
     try {
         if (command == "worker" && argc == 3) return run_worker(nlohmann::json::parse(argv[2]));
+        if (command == "client" && argc == 3) return run_client(nlohmann::json::parse(argv[2]));
         if (command == "check" && argc == 3) {
             std::cout << faults::check_history(argv[2]).to_json().dump(2) << std::endl;
             return 0;
         }
-        if (command == "ci" && argc == 3) {
-            const int status = run_ci(argv[2]);
+        if (command == "ci" && (argc == 3 || (argc == 4 && argv[3] == std::string("run")))) {
+            const int status = run_ci(argv[2], argc == 4 ? "run" : "library");
             test::remove_test_lock_dirs();
             return status;
         }
@@ -557,6 +723,8 @@ int main(int argc, char** argv) {
                     c.workers = std::stoi(value);
                 else if (flag == "--json")
                     json_file = value;
+                else if (flag == "--via" && (value == "library" || value == "run"))
+                    c.via = value;
                 else
                     return usage();
             }

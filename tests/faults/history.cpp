@@ -88,19 +88,20 @@ resource::state resource::load() const {
     return s;
 }
 
-std::int64_t resource::read(int worker, long seq) {
+std::int64_t resource::read(int worker, long seq, long pid) {
     storage_lock held(fd_, LOCK_SH);
     const auto s = load();
-    log_.record(::getpid(), worker, seq, 'R', s.value);
+    log_.record(pid ? pid : ::getpid(), worker, seq, 'R', s.value);
     return s.value;
 }
 
-bool resource::write(int worker, long seq, std::int64_t token, std::int64_t value) {
+bool resource::write(int worker, long seq, std::int64_t token, std::int64_t value, long pid) {
+    if (pid == 0) pid = ::getpid();
     storage_lock held(fd_, LOCK_EX);
     auto s = load();
     // Logged while the storage lock is held: the log's order of W records is the register's.
     if (fenced_ && token < s.highest_token) {
-        log_.record(::getpid(), worker, seq, 'V', token, value, s.value);
+        log_.record(pid, worker, seq, 'V', token, value, s.value);
         return false;
     }
     const auto before = s.value;
@@ -111,7 +112,7 @@ bool resource::write(int worker, long seq, std::int64_t token, std::int64_t valu
         std::snprintf(buf, sizeof buf, "%020lld %020lld\n", static_cast<long long>(s.value),
                       static_cast<long long>(s.highest_token));
     if (::pwrite(fd_, buf, std::size_t(n), 0) != n) throw std::runtime_error("register write");
-    log_.record(::getpid(), worker, seq, 'W', token, value, before);
+    log_.record(pid, worker, seq, 'W', token, value, before);
     return true;
 }
 

@@ -53,6 +53,12 @@
 //    With `user`, the store authenticates (POST /v3/auth/authenticate) and sends the token with
 //    every request.
 //  - Leaves behind: nothing once released; a killed holder's key and lease until its TTL ends.
+//    A revocation that cannot reach etcd (a release, or a waiter giving up, while the server is
+//    down) leaves the lease to this process's next acquisition on the same cluster (any store),
+//    which revokes it first: etcd keeps leases across a restart and renews each to its full TTL
+//    (plus its election timeout) when it starts, and the key would block the name that long.
+//    A lock whose release failed so is not renewed or re-acquired any more (holds() says
+//    false); release() may be called again.
 #pragma once
 
 #include <chrono>
