@@ -560,9 +560,13 @@ class permit_sets {
 
     bool holds(const key& k) {
         auto* st = k.local_state_of<permit_key_state>(permit_state_tag());
-        // The set must still exist: an administrator's ipcrm ends every grant in it.
-        return st != nullptr && st->held && st->fork_generation == fork_generation() &&
-               ::semctl(st->semid, permits_left, GETVAL) >= 0;
+        if (st == nullptr || !st->held || st->fork_generation != fork_generation()) return false;
+        if (::semctl(st->semid, permits_left, GETVAL) >= 0) return true;
+        // An administrator removed the set (ipcrm): the grant is gone with it, and the next
+        // acquire opens a new set instead of taking this one for still held.
+        st->held = false;
+        forget(st->semid);
+        return false;
     }
 
     // Holders and limit of `name`'s permit set; nullopt when it has none (no semaphore of that

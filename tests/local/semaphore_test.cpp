@@ -538,3 +538,49 @@ BOOST_FIXTURE_TEST_CASE(a_permit_set_never_initialised_is_refused, permits_fixtu
         BOOST_TEST(what.find("ipcrm -S " + hex_key(pk)) != std::string::npos, what);
     }
 }
+
+BOOST_FIXTURE_TEST_CASE(a_timed_wait_for_a_permit_ends_on_time_and_gets_one_given_back,
+                        permits_fixture) {
+    const auto n = name("timed");
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto p = make_permit(make(), n, 1);
+        p.acquire();
+        ready.put('h');
+        std::this_thread::sleep_for(600ms);
+        p.release();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    auto mine = make_permit(make(), n, 1);
+    auto start = std::chrono::steady_clock::now();
+    BOOST_TEST(!mine.try_acquire_for(100ms));
+    BOOST_TEST(ms_since(start) >= 100);
+    BOOST_TEST(ms_since(start) < 500);
+    BOOST_TEST(mine.try_acquire_for(30s));  // when the holder gives it back
+    BOOST_TEST(wait_child(holder, 30s) == 0);
+}
+
+// `ipcrm -S` on a name's permit set while a permit is held: the holder hears that its permit
+// is gone (is_acquired, on_lost), and a later acquire makes a new set instead of believing the
+// old grant.
+BOOST_FIXTURE_TEST_CASE(a_permit_set_removed_by_an_administrator_ends_the_grant, permits_fixture) {
+    const auto n = name("removed");
+    auto s = make();
+    int lost = 0;
+    auto k = std::make_shared<locksmith::key>(n);  // `key` is the fixture's IPC key here
+    k->set_limit(1);
+    lock_options options;
+    options.on_lost = [&](const error&) { ++lost; };
+    named_semaphore p(s, k, options);
+    BOOST_REQUIRE(p.try_acquire());
+    BOOST_REQUIRE(::semctl(::semget(semaphore_permit_key(key, n), 0, 0), 0, IPC_RMID) == 0);
+    BOOST_TEST(!p.is_acquired());
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(p.try_acquire());
+    BOOST_TEST(p.is_acquired());
+    BOOST_TEST(s->status(n).permits_held.value_or(0) == 1u);
+    auto other = make_permit(s, n, 1);
+    BOOST_TEST(!other.try_acquire());
+}
