@@ -360,6 +360,12 @@ int status_command(const std::optional<std::string>& config_flag, const std::str
     validate_lock_name(name);
     auto factory = make_factory(config_flag);
     lock_request request = make_request(*factory, selection);
+    // A name whose lock rule sets a limit is a counting semaphore: ask the strategy `run` takes
+    // its permits from.
+    const lock_rule* rule = factory->settings().rule_for(name);
+    if (request.require == capability::none && request.strategy.empty() && rule && rule->limit &&
+        !rule->strategy)
+        request.require = rule->require.value_or(capability::exclusive) | capability::counting;
     std::string strategy = factory->strategy_for(name, request);
     auto store = starting_strategy([&] { return factory->store_for(strategy); });
     lock_status status = store->status(name);
@@ -384,8 +390,14 @@ int status_command(const std::optional<std::string>& config_flag, const std::str
         out["remaining_s"] = status.remaining
                                  ? json(std::chrono::duration<double>(*status.remaining).count())
                                  : json(nullptr);
+        out["limit"] = status.limit ? json(*status.limit) : json(nullptr);
+        out["permits_held"] = status.permits_held ? json(*status.permits_held) : json(nullptr);
         put_bytes(out, "name", name);
         std::cout << dump_line(out) << '\n';
+    } else if (status.limit) {
+        std::cout << name << ": " << status.permits_held.value_or(0) << " of " << *status.limit
+                  << " permits held (strategy " << strategy << ")\n";
+        for (const auto& holder : status.holders) std::cout << "  " << holder << '\n';
     } else {
         std::cout << name << ": " << state_text(status.held) << " (strategy " << strategy << ")\n";
         for (const auto& holder : status.holders) std::cout << "  holder: " << holder << '\n';
@@ -490,7 +502,9 @@ class status_cli : public command {
   protected:
     CLI::App* add_to(CLI::App& app) override {
         auto* cmd = app.add_subcommand(
-            "status", "Is NAME free or held, and by whom (exit 0 free, 1 held), without taking it");
+            "status",
+            "Is NAME free or held, and by whom (exit 0 free, 1 held), without taking it; for a "
+            "counting semaphore, how many of its permits are held (exit 1 when none is left)");
         cmd->add_option("NAME", name_, "Lock name")->required()->type_name("");
         auto* strategy = cmd->add_option("--strategy", selection_.strategy, "Ask this strategy")
                              ->type_name("NAME");

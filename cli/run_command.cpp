@@ -10,6 +10,7 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/lock_factory.hpp>
+#include <locksmith/named_semaphore.hpp>
 
 #include "cli_common.hpp"
 #include "command.hpp"
@@ -23,8 +24,9 @@ using clock = std::chrono::steady_clock;
 
 // Why this strategy: the pin, the lock rule, or the selection report, as the factory decided.
 void explain_choice(const lock_factory& factory, const std::string& name,
-                    const lock_request& request, const std::string& chosen) {
-    const lock_resolution r = factory.resolve(name, request);
+                    const lock_request& request, const std::string& chosen, bool counting) {
+    lock_resolution r = factory.resolve(name, request);
+    if (counting) r.require |= capability::counting;
     if (!r.strategy.empty()) {
         print_note("strategy " + chosen +
                    (r.strategy_from_request ? std::string(" (pinned by --strategy)")
@@ -56,7 +58,8 @@ void refuse_process_local(const lock_factory& factory, const lock_request& reque
 // The holders are what the strategy's status can tell; nothing when it cannot.
 std::string waiting_note(lock_factory& factory, const named_lock& lock, const std::string& name,
                          bool shared, const std::optional<clock::duration>& wait) {
-    std::string note = name + " is held";
+    const std::uint32_t limit = lock.owner()->limit();
+    std::string note = limit != 0 ? "every permit of " + name + " is held" : name + " is held";
     try {
         lock_status status = factory.store_for(lock.strategy())->status(name);
         std::string holders;
@@ -67,15 +70,24 @@ std::string waiting_note(lock_factory& factory, const named_lock& lock, const st
     } catch (const std::exception&) {
         // Who holds it is a courtesy; the wait does not depend on it.
     }
-    note += std::string("; waiting for the ") + (shared ? "shared" : "exclusive") + " lock (" +
-            lock.strategy() + ")";
+    note += limit != 0 ? "; waiting for one of its " + std::to_string(limit) + " permits (" +
+                             lock.strategy() + ")"
+                       : std::string("; waiting for the ") + (shared ? "shared" : "exclusive") +
+                             " lock (" + lock.strategy() + ")";
     note += wait ? " up to " + format_seconds(*wait) : " until it is free";
     return note;
 }
 
-void set_child_environment(const named_lock& lock) {
+void set_child_environment(const named_lock& lock, const named_semaphore* permit) {
     ::setenv("LOCKSMITH_NAME", lock.name().c_str(), 1);
     ::setenv("LOCKSMITH_STRATEGY", lock.strategy().c_str(), 1);
+    // Unset for a lock, as the token below, so that an enclosing run's permit is not taken for
+    // this one.
+    if (permit) {
+        ::setenv("LOCKSMITH_PERMIT", permit->permit().c_str(), 1);
+    } else {
+        ::unsetenv("LOCKSMITH_PERMIT");
+    }
     // Unset otherwise, so that a token from an enclosing `locksmith run` cannot be mistaken for
     // this grant's.
     if (auto token = lock.fencing_token()) {
@@ -126,14 +138,34 @@ int run_command(const run_options& options) {
     factory->set_logger(std::make_shared<stderr_sink>(options.verbose),
                         std::chrono::milliseconds(0));
 
-    named_lock lock =
-        starting_strategy([&] { return factory->create_lock(options.name, request); });
+    // A permit instead of the lock: --limit, else the matching lock rule's limit.
+    const lock_rule* rule = factory->settings().rule_for(options.name);
+    const std::uint32_t limit = options.limit         ? *options.limit
+                                : rule && rule->limit ? *rule->limit
+                                                      : 0;
+    if (limit != 0 && options.shared)
+        throw cli_error(EX_USAGE, "a counting semaphore has no shared mode: -s/--shared and " +
+                                      std::string(options.limit ? "--limit"
+                                                                : "the lock rule's "
+                                                                  "\"limit\"") +
+                                      " exclude each other");
+    std::optional<named_semaphore> permit;
+    std::optional<named_lock> plain;
+    if (limit != 0) {
+        permit.emplace(starting_strategy(
+            [&] { return factory->create_semaphore(options.name, limit, request); }));
+    } else {
+        plain.emplace(
+            starting_strategy([&] { return factory->create_lock(options.name, request); }));
+    }
+    // A permit is held, waited for and supervised through the lock behind it.
+    named_lock& lock = permit ? permit->as_lock() : *plain;
     // A strategy that excludes nothing (null) was said by the factory's locking_off warning.
     refuse_process_local(*factory, request, lock.strategy());
     // The mode actually requested: a strategy without a shared mode takes the lock exclusively.
     const bool shared = options.shared && has(lock.capabilities(), capability::shared);
     if (options.verbose) {
-        explain_choice(*factory, options.name, request, lock.strategy());
+        explain_choice(*factory, options.name, request, lock.strategy(), limit != 0);
         if (options.shared && !shared) {
             print_note("the " + lock.strategy() +
                        " strategy has no shared mode; taking the lock exclusively instead");
@@ -169,15 +201,18 @@ int run_command(const run_options& options) {
         return options.conflict_exit_code;
     }
     if (options.verbose) {
-        std::string note = "acquired " + options.name + " (" +
-                           (lock.held_mode() == lock_mode::shared ? "shared" : "exclusive") +
-                           ", strategy " + lock.strategy() + ") after " + format_seconds(waited);
+        std::string note =
+            permit ? "acquired a permit of " + options.name + " (limit " + std::to_string(limit) +
+                         ", strategy " + lock.strategy() + ") after " + format_seconds(waited)
+                   : "acquired " + options.name + " (" +
+                         (lock.held_mode() == lock_mode::shared ? "shared" : "exclusive") +
+                         ", strategy " + lock.strategy() + ") after " + format_seconds(waited);
         if (auto token = lock.fencing_token()) note += ", fencing token " + std::to_string(*token);
         if (auto left = lock.remaining_lifetime()) note += ", ttl " + format_seconds(*left);
         print_note(note);
     }
 
-    set_child_environment(lock);
+    set_child_environment(lock, permit ? &*permit : nullptr);
     if (options.hold) {
         // The script that started us waits for this line (with the token, for fencing), then
         // does its work. The lock is held by this process, kept honest by the same supervision
@@ -222,9 +257,14 @@ Exit status:
   one cannot start or its backend failed, 70 internal error, 71 fork/exec failure,
   78 configuration error.
 
-The command gets LOCKSMITH_NAME, LOCKSMITH_STRATEGY and, for strategies with fencing,
-LOCKSMITH_FENCING_TOKEN. SIGINT, SIGTERM and SIGHUP are forwarded to it. The lock is not
-inherited by the command's descriptors, and is released when the command ends.)";
+The command gets LOCKSMITH_NAME, LOCKSMITH_STRATEGY, with --limit LOCKSMITH_PERMIT (which
+permit it holds) and, for strategies with fencing, LOCKSMITH_FENCING_TOKEN. SIGINT, SIGTERM and
+SIGHUP are forwarded to it. The lock is not inherited by the command's descriptors, and is
+released when the command ends.
+
+--limit N runs the command while holding one of N permits of the counting semaphore NAME
+(at most N such commands at once, on strategies with capability counting); a lock rule's
+"limit" does the same without --limit.)";
 
 constexpr const char* hold_footer = R"(Usage: locksmith hold [OPTIONS] NAME
 --config FILE (before or after "hold") selects the configuration; see locksmith --help.
@@ -298,6 +338,12 @@ class run_cli : public command {
         run_cmd
             ->add_option("--ttl", options_.ttl_s, "Lifetime of the lock, for expiring strategies")
             ->type_name("SECONDS");
+        run_cmd
+            ->add_option("--limit", options_.limit,
+                         "Hold one of N permits of the counting semaphore NAME instead of the "
+                         "lock")
+            ->check(CLI::Range(std::uint32_t(1), max_semaphore_limit))
+            ->type_name("N");
         run_cmd
             ->add_option("--kill-after", options_.kill_after_s,
                          "After losing the lock: SIGTERM the command, then SIGKILL after SECONDS "

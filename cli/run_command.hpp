@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// `locksmith run`: take a lock, run a command while holding it, release it.
+// `locksmith run`: take a lock (or a permit of a counting semaphore), run a command while
+// holding it, release it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +20,9 @@ struct run_options {
     std::optional<std::string> wait_s;  // -w SECONDS (0 = non-blocking)
     int conflict_exit_code = 1;         // -E
     std::optional<std::string> ttl_s;   // --ttl
+    // --limit N: a permit of the counting semaphore NAME (at most N holders) instead of the
+    // lock; unset = the matching lock rule's `limit`, else the lock.
+    std::optional<std::uint32_t> limit;
     std::string kill_after_s = "5";     // --kill-after
     int lost_exit_code = 75;            // --lost-exit-code
     selection_flags selection;          // --strategy / --require

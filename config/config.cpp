@@ -224,8 +224,18 @@ class validator {
                 } else if (f.key() == "fallback") {
                     if (expect(*f, ordered::value_t::boolean, "true or false", fp))
                         rule.fallback = f->get<bool>();
+                } else if (f.key() == "limit") {
+                    if (!expect(*f, ordered::value_t::number_integer, "an integer", fp)) continue;
+                    // A negative integer is not unsigned: it fails the range check.
+                    const auto n = f->is_number_unsigned() ? f->get<std::uint64_t>() : 0;
+                    if (n < 1 || n > max_semaphore_limit)
+                        fail("config.range", fp,
+                             "limit is " + f->dump() + "; it must be 1.." +
+                                 std::to_string(max_semaphore_limit));
+                    else
+                        rule.limit = static_cast<std::uint32_t>(n);
                 } else {
-                    unknown_key(p, f.key(), "require, strategy, ttl_s, fallback");
+                    unknown_key(p, f.key(), "require, strategy, ttl_s, fallback, limit");
                 }
             }
             out_.locks.push_back(std::move(rule));

@@ -42,6 +42,18 @@ std::string random_token() {
     return out;
 }
 
+void validate_semaphore_limit(std::uint64_t limit) {
+    if (limit < 1 || limit > max_semaphore_limit)
+        throw invalid_argument_error("a semaphore's limit must be 1.." +
+                                     std::to_string(max_semaphore_limit) + ", got " +
+                                     std::to_string(limit));
+}
+
+void key::set_limit(std::uint32_t limit) {
+    if (limit != 0) validate_semaphore_limit(limit);
+    limit_ = limit;
+}
+
 key::key(std::string resource) : resource_(std::move(resource)), token_(random_token()) {
     validate_lock_name(resource_);
 }
@@ -89,6 +101,7 @@ nlohmann::json key::to_json() const {
             std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count();
     }
     if (fencing_token_) j["fencing_token"] = *fencing_token_;
+    if (limit_ != 0) j["limit"] = limit_;
     return j;
 }
 
@@ -148,6 +161,12 @@ key key::from_json(const nlohmann::json& j) {
         if (!j["fencing_token"].is_number_unsigned())
             fail("'fencing_token' is not an unsigned integer");
         k.fencing_token_ = j["fencing_token"].get<std::uint64_t>();
+    }
+    if (j.contains("limit")) {
+        if (!j["limit"].is_number_unsigned()) fail("'limit' is not an unsigned integer");
+        const auto limit = j["limit"].get<std::uint64_t>();
+        validate_semaphore_limit(limit);
+        k.limit_ = static_cast<std::uint32_t>(limit);
     }
     return k;
 }

@@ -47,18 +47,21 @@ store::store(std::string strategy, capability capabilities)
       capabilities_(capabilities),
       instance_id_(new_local_state_tag()) {}
 
-void store::check_mode(lock_mode mode) const {
+void store::check_mode(const key& k, lock_mode mode) const {
     if (mode == lock_mode::shared && !has(capabilities_, capability::shared))
         throw invalid_argument_error("strategy '" + strategy_ + "' has no shared locks");
+    if (k.limit() != 0 && !has(capabilities_, capability::counting))
+        throw invalid_argument_error("strategy '" + strategy_ +
+                                     "' has no counting semaphores (capability counting)");
 }
 
 bool store::try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) {
-    check_mode(mode);
+    check_mode(k, mode);
     return do_try_acquire(k, mode, ttl);
 }
 
 bool store::wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl, deadline until) {
-    check_mode(mode);
+    check_mode(k, mode);
     if (!has(capabilities_, capability::native_wait))
         throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively");
     return do_wait_acquire(k, mode, ttl, until);

@@ -6,10 +6,10 @@
 _locksmith_commands="run hold strategies explain config status"
 _locksmith_global_options="-h --help --version --config"
 _locksmith_run_options="-h --help -x -e --exclusive -s --shared -n --nonblock --no-wait -w --wait
-    --timeout -E --conflict-exit-code --ttl --kill-after --lost-exit-code --strategy --require
+    --timeout -E --conflict-exit-code --ttl --limit --kill-after --lost-exit-code --strategy --require
     -c --command -v --verbose"
 _locksmith_hold_options="-h --help -x -e --exclusive -s --shared -n --nonblock --no-wait -w --wait
-    --timeout -E --conflict-exit-code --ttl --kill-after --lost-exit-code --strategy --require
+    --timeout -E --conflict-exit-code --ttl --limit --kill-after --lost-exit-code --strategy --require
     -v --verbose"
 _locksmith_strategies_options="-h --help --json"
 _locksmith_explain_options="-h --help --require --json --start"
@@ -65,7 +65,7 @@ _locksmith() {
             COMPREPLY=($(compgen -P "$done_part" -W "$_locksmith_capabilities" -- "$last"))
             compopt -o nospace 2>/dev/null
             return ;;
-        -w | --wait | --timeout | -E | --conflict-exit-code | --ttl | --kill-after | \
+        -w | --wait | --timeout | -E | --conflict-exit-code | --ttl | --limit | --kill-after | \
             --lost-exit-code | -c | --command)
             return ;;
     esac

@@ -148,34 +148,62 @@ std::shared_ptr<store> lock_factory::select_store(capability required, bool fall
                             "' could start:" + failures);
 }
 
-named_lock lock_factory::create_lock(std::string name, const lock_request& request) {
-    auto r = resolve(name, request);
-    std::shared_ptr<store> s;
-    if (!r.strategy.empty()) {
-        const auto info = registry_->info(r.strategy);
-        if (!info.enabled)
-            throw no_strategy_error(
-                "strategy '" + r.strategy + "', pinned for lock '" + name + "', is disabled" +
-                (info.descriptor.enabled_by_default ? " by the config"
-                                                    : " by default (enable it in the config)"));
-        s = store_for(r.strategy);
-        const capability missing = r.require & ~s->capabilities();
-        if (missing != capability::none)
-            throw no_strategy_error("strategy '" + r.strategy + "' lacks " + to_string(missing) +
-                                    " required for lock '" + name + "'");
-    } else {
-        s = select_store(r.require, r.fallback);
-    }
-    auto options = options_for(r, request, r.auto_release);
+std::shared_ptr<store> lock_factory::store_for_resolution(const lock_resolution& r,
+                                                          const std::string& what) {
+    if (r.strategy.empty()) return select_store(r.require, r.fallback);
+    const auto info = registry_->info(r.strategy);
+    if (!info.enabled)
+        throw no_strategy_error(
+            "strategy '" + r.strategy + "', pinned for " + what + ", is disabled" +
+            (info.descriptor.enabled_by_default ? " by the config"
+                                                : " by default (enable it in the config)"));
+    auto s = store_for(r.strategy);
+    const capability missing = r.require & ~s->capabilities();
+    if (missing != capability::none)
+        throw no_strategy_error("strategy '" + r.strategy + "' lacks " + to_string(missing) +
+                                " required for " + what);
+    return s;
+}
+
+void lock_factory::warn_if_excludes_nothing(const lock_options& options, const store& s,
+                                            const std::string& name) {
     // Only with a logger: finding the descriptor copies it, on every create_lock.
     if (options.logger)
-        if (const auto d = registry_->find(s->strategy()); d && d->excludes_nothing)
+        if (const auto d = registry_->find(s.strategy()); d && d->excludes_nothing)
             log(log_level::warning, "locking_off",
-                "lock '" + name + "' uses strategy '" + s->strategy() +
+                "lock '" + name + "' uses strategy '" + s.strategy() +
                     "', which excludes nothing: locking is off for it (enabled by " +
                     config_.origin + ")",
-                name, s->strategy());
+                name, s.strategy());
+}
+
+named_lock lock_factory::create_lock(std::string name, const lock_request& request) {
+    auto r = resolve(name, request);
+    auto s = store_for_resolution(r, "lock '" + name + "'");
+    auto options = options_for(r, request, r.auto_release);
+    warn_if_excludes_nothing(options, *s, name);
     return named_lock(std::move(s), std::make_shared<key>(std::move(name)), std::move(options));
+}
+
+named_semaphore lock_factory::create_semaphore(std::string name, std::uint32_t limit,
+                                               const lock_request& request) {
+    auto r = resolve(name, request);
+    if (limit == 0) {
+        if (!r.rule || !r.rule->limit)
+            throw invalid_argument_error("semaphore '" + name +
+                                         "' has no limit: give one, or set \"limit\" in a lock "
+                                         "rule of the config that matches the name");
+        limit = *r.rule->limit;
+    }
+    validate_semaphore_limit(limit);
+    // Only strategies that declare `counting` are candidates; a pin without it is refused.
+    r.require |= capability::counting;
+    auto s = store_for_resolution(r, "semaphore '" + name + "'");
+    auto options = options_for(r, request, r.auto_release);
+    warn_if_excludes_nothing(options, *s, name);
+    auto owner = std::make_shared<key>(std::move(name));
+    owner->set_limit(limit);
+    return named_semaphore(std::move(s), std::move(owner), std::move(options));
 }
 
 named_lock lock_factory::create_lock(std::string name, capability required) {
@@ -196,6 +224,9 @@ named_lock lock_factory::create_lock_from_key(const nlohmann::json& serialized_k
         throw not_serializable_error(
             "strategy '" + strategy +
             "' binds its locks to one process; its keys cannot be continued");
+    if (owner->limit() != 0)
+        throw invalid_argument_error("serialized key: it holds a permit of semaphore '" +
+                                     owner->resource() + "', not a lock");
     auto r = resolve(owner->resource(), request);
     auto options = options_for(r, request, request.auto_release.value_or(false));
     return named_lock(std::move(s), std::move(owner), std::move(options));

@@ -27,7 +27,8 @@ namespace locksmith {
     X(crash_release, 128) /* released by the kernel or server when the holder dies */            \
     X(fencing, 256)       /* each grant carries a token larger than every earlier grant's */     \
     X(fair, 512)          /* waiters are served first come, first served */                      \
-    X(consensus, 1024)    /* granted by a replicated consensus service */
+    X(consensus, 1024)    /* granted by a replicated consensus service */                        \
+    X(counting, 2048)     /* counting semaphores: at most N holders of a name (named_semaphore) */
 
 enum class capability : std::uint32_t {
     none = 0,

@@ -14,7 +14,7 @@
 //                     "retry_initial_ms": 0.5, "retry_max_ms": 50 },
 //     "strategies": { "<name>": { "enabled": true, "priority": 0..100, "options": {…} } },
 //     "locks":      { "<glob>": { "require": "exclusive|distributed", "strategy": "<name>",
-//                                 "ttl_s": 30, "fallback": false } },
+//                                 "ttl_s": 30, "fallback": false, "limit": 3 } },
 //     "plugins":    [ "/absolute/path/libplugin.so", "libname.so" ] }
 // (a plugin named without a path is in the module folder; lock_factory loads them, see
 // <locksmith/author/module.hpp>)
@@ -35,6 +35,7 @@
 #include <locksmith/backoff.hpp>
 #include <locksmith/capability.hpp>
 #include <locksmith/errors.hpp>
+#include <locksmith/key.hpp>
 
 namespace locksmith {
 
@@ -51,6 +52,10 @@ struct lock_rule {
     std::optional<std::string> strategy;
     std::optional<std::chrono::milliseconds> ttl;
     std::optional<bool> fallback;
+    // The limit of counting semaphores of matching names (1..max_semaphore_limit), used where the
+    // caller gives none (lock_factory::create_semaphore with limit 0; `locksmith run` without
+    // --limit then takes a permit instead of the lock). Locks ignore it.
+    std::optional<std::uint32_t> limit;
 };
 
 // Does `name` match the glob `pattern`?

@@ -24,6 +24,12 @@ inline constexpr std::size_t max_name_length = 1024 * 1024;
 // Throws invalid_argument_error when `name` is empty or longer than max_name_length.
 void validate_lock_name(std::string_view name);
 
+// Largest limit of a counting semaphore (a strategy may allow fewer: System V's is 32767).
+inline constexpr std::uint32_t max_semaphore_limit = 1'000'000;
+
+// Throws invalid_argument_error unless 1 <= limit <= max_semaphore_limit.
+void validate_semaphore_limit(std::uint64_t limit);
+
 // A tag for key::set_local_state, unique in this process and never 0. Every store has one
 // (store::instance_id()); stores that share state across instances take one of their own.
 std::uint64_t new_local_state_tag() noexcept;
@@ -69,6 +75,13 @@ class key {
         margin_ = {};
     }
 
+    // --- counting semaphores ---
+    // 0 for a lock (the default); N for one permit of the counting semaphore `resource` of N
+    // permits (named_semaphore). Stores act on such a key only with capability::counting.
+    std::uint32_t limit() const noexcept { return limit_; }
+    // Throws invalid_argument_error for a limit beyond max_semaphore_limit.
+    void set_limit(std::uint32_t limit);
+
     // --- fencing ---
     std::optional<std::uint64_t> fencing_token() const noexcept { return fencing_token_; }
     void set_fencing_token(std::optional<std::uint64_t> token) noexcept { fencing_token_ = token; }
@@ -94,8 +107,8 @@ class key {
     // Marks the key as bound to this process; `reason` says why (shown by to_json()).
     void mark_unserializable(std::string reason);
     bool serializable() const noexcept { return unserializable_reason_.empty(); }
-    // {"resource","token","expires_at_unix_ms"?,"fencing_token"?,"state"}. The expiry travels as
-    // wall-clock time, so a key moved to another host assumes synchronised clocks.
+    // {"resource","token","limit"?,"expires_at_unix_ms"?,"fencing_token"?,"state"}. The expiry
+    // travels as wall-clock time, so a key moved to another host assumes synchronised clocks.
     // Throws not_serializable_error when the key was marked unserializable.
     nlohmann::json to_json() const;
     // Throws invalid_argument_error naming the missing or malformed field.
@@ -109,6 +122,7 @@ class key {
     std::optional<clock::time_point> attempt_started_;
     std::chrono::milliseconds margin_{0};
     std::optional<std::uint64_t> fencing_token_;
+    std::uint32_t limit_ = 0;
     std::unique_ptr<key_local_state> local_state_;
     std::uint64_t local_state_store_ = 0;
     nlohmann::json portable_state_ = nlohmann::json::object();

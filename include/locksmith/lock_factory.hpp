@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // lock_factory: the entry point. Turns a name and required capabilities into a named_lock on
-// the best strategy, following the config.
+// the best strategy, following the config; and a name and a limit into a named_semaphore.
 //
 //   lock_request  what a caller asks for beyond the name
 //   lock_factory  selection, fallback, one store per strategy (shared by its locks)
@@ -20,6 +20,7 @@
 #include <locksmith/config.hpp>
 #include <locksmith/logger.hpp>
 #include <locksmith/named_lock.hpp>
+#include <locksmith/named_semaphore.hpp>
 #include <locksmith/registry.hpp>
 
 namespace locksmith {
@@ -65,6 +66,15 @@ class lock_factory {
     named_lock create_lock(std::string name, const lock_request& request = {});
     // TYPO3's createLocker($id, $capabilities).
     named_lock create_lock(std::string name, capability required);
+    // A new owner of a permit of the counting semaphore `name` (named_semaphore.hpp): at most
+    // `limit` owners hold one at once. `limit` 0 = the matching lock rule's `limit`. Selection
+    // as for create_lock, with capability::counting added to what is required: only strategies
+    // that declare it are candidates, and a pinned one without it is refused.
+    // Throws invalid_argument_error (bad name, TTL or limit; no limit given and no rule sets
+    // one), no_strategy_error (no strategy offers counting and the rest of `require`, or the
+    // chosen one cannot start and fallback is off), config_error.
+    named_semaphore create_semaphore(std::string name, std::uint32_t limit,
+                                     const lock_request& request = {});
     // Continues an owner serialized by named_lock::serialize_key() (possibly in another
     // process). The strategy comes from the key. Auto-release defaults to off here.
     named_lock create_lock_from_key(const nlohmann::json& serialized_key,
@@ -97,6 +107,11 @@ class lock_factory {
 
   private:
     std::shared_ptr<store> select_store(capability required, bool fallback);
+    // The pinned store (checked: enabled, has r.require) or the selected one; `what` names
+    // the lock or semaphore in messages.
+    std::shared_ptr<store> store_for_resolution(const lock_resolution& r, const std::string& what);
+    void warn_if_excludes_nothing(const lock_options& options, const store& s,
+                                  const std::string& name);
     lock_options options_for(const lock_resolution& r, const lock_request& request,
                              bool auto_release);
     void log(log_level level, const char* event, std::string message, const std::string& name,

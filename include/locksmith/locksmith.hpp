@@ -10,5 +10,6 @@
 #include <locksmith/key.hpp>
 #include <locksmith/lock_factory.hpp>
 #include <locksmith/named_lock.hpp>
+#include <locksmith/named_semaphore.hpp>
 #include <locksmith/registry.hpp>
 #include <locksmith/version.hpp>

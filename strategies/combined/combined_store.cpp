@@ -672,9 +672,10 @@ class combined_store final : public store {
                                                           : lock_status::state::held_shared;
             return merged;
         }
-        return {quorum_met(rule_, free, n) ? lock_status::state::free : lock_status::state::unknown,
-                {},
-                std::nullopt};
+        lock_status verdict;
+        verdict.held =
+            quorum_met(rule_, free, n) ? lock_status::state::free : lock_status::state::unknown;
+        return verdict;
     }
 
     std::optional<std::uint64_t> do_fencing_token(key& k) override {

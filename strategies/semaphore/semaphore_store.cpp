@@ -25,6 +25,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
@@ -41,7 +42,8 @@ namespace {
 constexpr const char* strategy_name = "semaphore";
 // What the store offers and the registry entry says (one statement of both).
 constexpr capability semaphore_capabilities = capability::exclusive | capability::noblock |
-                                              capability::native_wait | capability::crash_release;
+                                              capability::native_wait | capability::crash_release |
+                                              capability::counting;
 constexpr std::uint32_t max_semaphores = 32000;  // SEMMSL's usual ceiling
 
 // glibc leaves this union to the caller (semctl(2)).
@@ -91,18 +93,19 @@ void check_set_is_ours(const semid_ds& ds, key_t key, std::uint32_t mode) {
             hex_key(key));
 }
 
-// Creates the set, or opens an existing one of ours and waits for its creator to initialise it.
-// Returns {semid, number of semaphores}.
-std::pair<int, std::uint32_t> open_set(key_t key, std::uint32_t wanted, std::uint32_t mode) {
+// Creates the set with `initial` values (one per semaphore), or opens an existing one of ours and
+// waits for its creator to initialise it. Returns {semid, number of semaphores}.
+std::pair<int, std::uint32_t> open_set(key_t key, std::vector<unsigned short> initial,
+                                       std::uint32_t mode) {
+    const auto wanted = static_cast<std::uint32_t>(initial.size());
     const int perms = static_cast<int>(mode & 0777);
     // IPC_EXCL: only the set we create ourselves is initialised here; any other is checked first.
     int id = ::semget(key, static_cast<int>(wanted), IPC_CREAT | IPC_EXCL | perms);
     if (id >= 0) {
         // A new set's values are undefined until set. sem_otime stays 0 until the first semop,
         // which is how other openers know the values are ready (Stevens' recipe).
-        std::vector<unsigned short> ones(wanted, 1);
         semun arg{};
-        arg.array = ones.data();
+        arg.array = initial.data();
         if (::semctl(id, 0, SETALL, arg) != 0) {
             int err = errno;
             ::semctl(id, 0, IPC_RMID);
@@ -426,7 +429,7 @@ class semaphore_set : public std::enable_shared_from_this<semaphore_set> {
     }
 
     void open_locked() {
-        auto [id, n] = open_set(key_, wanted_, mode_);
+        auto [id, n] = open_set(key_, std::vector<unsigned short>(wanted_, 1), mode_);
         semid_ = id;
         nsems_ = n;
         slots_.clear();
@@ -469,6 +472,180 @@ std::shared_ptr<semaphore_set> set_for(key_t key, std::uint32_t wanted, std::uin
     return created;
 }
 
+// ---- Counting semaphores: one set of two semaphores per name ----
+// Semaphore 0 holds the permits left (initialised to the limit; taken and given back with
+// SEM_UNDO, so that the kernel gives back the permits of a holder that dies); semaphore 1 holds
+// the limit, set with the values when the set is created (before sem_otime says it is ready) and
+// never changed: every later opener compares it with its own (one name, one limit). A set per
+// name, not a slot of the lock set: a counting semaphore cannot share a kernel semaphore with
+// another name, as locks do on a hash collision.
+constexpr unsigned short permits_left = 0;
+constexpr unsigned short kept_limit = 1;
+constexpr std::uint32_t max_kernel_limit = 32767;  // SEMVMX
+
+// The IPC key of `name`'s permit set: derived from the lock set's key, so that a configured
+// `key` moves the permit sets too, and from the name. Two names whose keys collide share one set
+// (and so one limit, or a mismatch error): fewer holders, never more.
+key_t permit_set_key(key_t base, std::string_view name) {
+    std::string text = "locksmith.permits." + std::to_string(base) + ".";
+    text.append(name);
+    auto k = static_cast<key_t>(stable_name_hash(text).low & 0x7fffffffu);
+    if (k == IPC_PRIVATE || k == base) k = (k + 1) & 0x7fffffff;
+    return k == IPC_PRIVATE ? 1 : k;
+}
+
+std::uint64_t permit_state_tag() {
+    static const std::uint64_t tag = new_local_state_tag();
+    return tag;
+}
+
+struct permit_key_state : key_local_state {
+    int semid = -1;
+    bool held = false;
+    pid_t pid = 0;                      // the holder process (for messages)
+    std::uint64_t fork_generation = 0;  // a forked child holds nothing (no SEM_UNDO for it)
+    brief_retries retries{64, 8};
+};
+
+// The permit sets this store has opened (name's IPC key -> set and limit), shared by its threads.
+class permit_sets {
+  public:
+    permit_sets(key_t base, std::uint32_t mode) : base_(base), mode_(mode) {}
+
+    bool acquire(key& k, bool try_only, deadline until) {
+        auto* st = k.local_state_of<permit_key_state>(permit_state_tag());
+        if (st == nullptr) {
+            auto fresh = std::make_unique<permit_key_state>();
+            st = fresh.get();
+            k.set_local_state(permit_state_tag(), std::move(fresh));
+        }
+        if (st->held && st->fork_generation == fork_generation()) return true;
+        st->held = false;
+        const int semid = open(k.resource(), k.limit());
+        const int rc = kernel_acquire(semid, permits_left, try_only, until, st->retries);
+        if (rc == 0) {
+            st->semid = semid;
+            st->held = true;
+            st->pid = current_pid();
+            st->fork_generation = fork_generation();
+            return true;
+        }
+        if (rc == EAGAIN) return false;
+        if (rc == EIDRM || rc == EINVAL) {
+            forget(semid);
+            throw_removed(semid, rc, "acquiring a permit of '" + k.resource() + "'");
+        }
+        throw_errno(strategy_name, "semop on the permits of '" + k.resource() + "'", rc);
+    }
+
+    void release(key& k) {
+        auto* st = k.local_state_of<permit_key_state>(permit_state_tag());
+        if (st == nullptr || !st->held) return;
+        if (st->fork_generation != fork_generation())
+            throw release_error("semaphore: the permit of '" + k.resource() +
+                                "' was acquired in process " + std::to_string(st->pid) +
+                                "; a forked child cannot release it (disable auto-release in the "
+                                "child)");
+        st->held = false;
+        // SEM_UNDO here too: it cancels the adjustment the grant recorded for this process.
+        sembuf give{permits_left, 1, SEM_UNDO};
+        if (::semop(st->semid, &give, 1) == 0) return;
+        const int err = errno;
+        if (err == EIDRM || err == EINVAL) {
+            forget(st->semid);
+            throw_removed(st->semid, err, "releasing the permit of '" + k.resource() + "'");
+        }
+        throw_errno(strategy_name, "releasing the permit of '" + k.resource() + "'", err);
+    }
+
+    bool holds(const key& k) {
+        auto* st = k.local_state_of<permit_key_state>(permit_state_tag());
+        if (st == nullptr || !st->held || st->fork_generation != fork_generation()) return false;
+        if (::semctl(st->semid, permits_left, GETVAL) >= 0) return true;
+        // An administrator removed the set (ipcrm): the grant is gone with it, and the next
+        // acquire opens a new set instead of taking this one for still held.
+        st->held = false;
+        forget(st->semid);
+        return false;
+    }
+
+    // Holders and limit of `name`'s permit set; nullopt when it has none (no semaphore of that
+    // name was used since the set was last removed).
+    std::optional<lock_status> status(std::string_view name) {
+        const key_t pk = permit_set_key(base_, name);
+        const int id = ::semget(pk, 0, 0);
+        if (id < 0) return std::nullopt;
+        semid_ds ds{};
+        semun arg{};
+        arg.buf = &ds;
+        // Only a set of ours (as open_set checks) says anything about the name.
+        if (::semctl(id, 0, IPC_STAT, arg) != 0 || ds.sem_nsems != 2 || ds.sem_otime == 0 ||
+            ds.sem_perm.uid != ::geteuid() || ds.sem_perm.cuid != ::geteuid())
+            return std::nullopt;
+        const int left = ::semctl(id, permits_left, GETVAL);
+        const int limit = ::semctl(id, kept_limit, GETVAL);
+        if (left < 0 || limit <= 0) return std::nullopt;
+        lock_status result;
+        result.limit = static_cast<std::uint32_t>(limit);
+        result.permits_held = static_cast<std::uint32_t>(limit > left ? limit - left : 0);
+        result.held = left > 0 ? lock_status::state::free : lock_status::state::held_exclusive;
+        const int waiting = ::semctl(id, permits_left, GETNCNT);
+        if (waiting > 0) result.holders.push_back(std::to_string(waiting) + " waiting");
+        return result;
+    }
+
+  private:
+    // The set of `name` with its limit checked against `limit`. Throws invalid_argument_error
+    // for a limit the kernel cannot count to, or one that differs from the set's.
+    int open(const std::string& name, std::uint32_t limit) {
+        if (limit > max_kernel_limit)
+            throw invalid_argument_error("semaphore: a limit of " + std::to_string(limit) +
+                                         " for '" + name + "' exceeds System V's " +
+                                         std::to_string(max_kernel_limit) + " (SEMVMX)");
+        const key_t pk = permit_set_key(base_, name);
+        std::lock_guard lock(mutex_);
+        auto it = sets_.find(pk);
+        if (it == sets_.end()) {
+            const auto n = static_cast<unsigned short>(limit);
+            auto [id, nsems] = open_set(pk, {n, n}, mode_);
+            if (nsems != 2)
+                throw backend_error(strategy_name, "foreign",
+                                    "semaphore: the set with key " + hex_key(pk) + " has " +
+                                        std::to_string(nsems) +
+                                        " semaphores, not the 2 of a locksmith semaphore: "
+                                        "another program's set? (`ipcs -s -i " +
+                                        std::to_string(id) + "`)");
+            const int kept = ::semctl(id, kept_limit, GETVAL);
+            if (kept < 0) throw_errno(strategy_name, "reading the limit of '" + name + "'", errno);
+            it = sets_.emplace(pk, std::pair{id, static_cast<std::uint32_t>(kept)}).first;
+        }
+        const auto [id, kept] = it->second;
+        if (kept != limit)
+            throw invalid_argument_error(
+                "semaphore '" + name + "' has a limit of " + std::to_string(kept) +
+                ", kept by its System V set (key " + hex_key(pk) +
+                ") since its first user created it; this owner asks for " + std::to_string(limit) +
+                ". One name has one limit: ask for " + std::to_string(kept) +
+                ", or remove the set when no process uses it (ipcrm -S " + hex_key(pk) +
+                ") so that the next user sets the limit anew");
+        return id;
+    }
+
+    void forget(int semid) {
+        std::lock_guard lock(mutex_);
+        for (auto it = sets_.begin(); it != sets_.end(); ++it)
+            if (it->second.first == semid) {
+                sets_.erase(it);
+                return;
+            }
+    }
+
+    const key_t base_;
+    const std::uint32_t mode_;
+    std::mutex mutex_;
+    std::map<key_t, std::pair<int, std::uint32_t>> sets_;
+};
+
 class semaphore_store final : public store {
   public:
     semaphore_store(key_t key, std::uint32_t wanted, std::uint32_t mode)
@@ -476,16 +653,20 @@ class semaphore_store final : public store {
           key_(key),
           wanted_(wanted),
           mode_(mode),
-          set_(set_for(key, wanted, mode)) {}
+          set_(set_for(key, wanted, mode)),
+          permits_(key, mode) {}
 
   protected:
     bool do_try_acquire(key& k, lock_mode, std::chrono::milliseconds) override {
+        if (k.limit() != 0) return permits_.acquire(k, true, deadline{});
         return set_for_key(k).acquire(k, true, deadline{});
     }
     bool do_wait_acquire(key& k, lock_mode, std::chrono::milliseconds, deadline until) override {
+        if (k.limit() != 0) return permits_.acquire(k, false, until);
         return set_for_key(k).acquire(k, false, until);
     }
     void do_release(key& k) override {
+        if (k.limit() != 0) return permits_.release(k);
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         if (st == nullptr || !st->held) return;
         if (!st->set->this_process())
@@ -496,10 +677,14 @@ class semaphore_store final : public store {
         st->set->release(k);
     }
     bool do_holds(const key& k) override {
+        if (k.limit() != 0) return permits_.holds(k);
         auto* st = k.local_state_of<semaphore_key_state>(semaphore_state_tag());
         return st != nullptr && st->set != nullptr && st->set->this_process() && st->set->holds(k);
     }
     lock_status do_status(std::string_view resource) override {
+        // A name used as a semaphore has a permit set; its lock semaphore may be shared by
+        // other names' locks, so the permit set, where there is one, is what the name is.
+        if (auto permits = permits_.status(resource)) return *permits;
         return current_set().status(resource);
     }
 
@@ -523,6 +708,7 @@ class semaphore_store final : public store {
     const std::uint32_t mode_;
     std::mutex mutex_;  // guards set_ (replaced after fork)
     std::shared_ptr<semaphore_set> set_;
+    permit_sets permits_;
 };
 
 }  // namespace
@@ -542,6 +728,10 @@ std::int32_t default_semaphore_key() {
     auto key = static_cast<std::int32_t>(
         stable_name_hash("locksmith.semaphore." + std::to_string(::getuid())).low & 0x7fffffffu);
     return key == IPC_PRIVATE ? 1 : key;
+}
+
+std::int32_t semaphore_permit_key(std::int32_t key, std::string_view name) {
+    return permit_set_key(key == 0 ? default_semaphore_key() : key, name);
 }
 
 std::shared_ptr<store> make_semaphore_store(const semaphore_options& options) {

@@ -6,14 +6,18 @@
 
 #include <signal.h>
 #include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/sem.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <new>
 #include <sstream>
 #include <thread>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/named_semaphore.hpp>
 #include <locksmith/registry.hpp>
 #include <locksmith/strategies/semaphore.hpp>
 
@@ -325,4 +329,258 @@ BOOST_FIXTURE_TEST_CASE(another_user_can_neither_use_nor_release_our_set, set_fi
     // Still ours alone: another process of ours cannot take it.
     BOOST_TEST(
         wait_child(fork_child([&] { return make_lock(make(), "ours").try_lock() ? 1 : 0; })) == 0);
+}
+
+// --- counting semaphores (issue 27) ---
+
+namespace {
+
+// A set_fixture whose permit sets (one per name) are removed at its end too.
+struct permits_fixture : set_fixture {
+    std::vector<std::string> names;
+    ~permits_fixture() {
+        for (const auto& n : names) {
+            const int id = ::semget(semaphore_permit_key(key, n), 0, 0);
+            if (id >= 0) ::semctl(id, 0, IPC_RMID);
+        }
+    }
+    std::string name(const std::string& label) {
+        names.push_back(label);
+        return label;
+    }
+};
+
+named_semaphore make_permit(const std::shared_ptr<store>& s, const std::string& name,
+                            std::uint32_t limit) {
+    auto k = std::make_shared<key>(name);
+    k->set_limit(limit);
+    return named_semaphore(s, k);
+}
+
+// A page shared with forked children: how many hold a permit now, the most ever seen, and how
+// many grants there were.
+struct shared_counter {
+    std::atomic<int> inside{0};
+    std::atomic<int> most{0};
+    std::atomic<int> grants{0};
+};
+
+struct shared_page {
+    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
+                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
+    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
+};
+
+union test_semun {
+    int val;
+    semid_ds* buf;
+    unsigned short* array;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(n_plus_one_processes_never_hold_more_than_n_permits, permits_fixture) {
+    const auto n = name("pool");
+    shared_page page;
+    auto* c = page.counter;
+    byte_pipe gate;
+    std::vector<pid_t> children;
+    for (int p = 0; p < 4; ++p)
+        children.push_back(fork_child(
+            [&] {
+                gate.close_write();
+                auto permit = make_permit(make(), n, 3);
+                (void)gate.get(std::chrono::seconds(30));  // EOF: go
+                for (int i = 0; i < 100; ++i) {
+                    permit.acquire();
+                    const int now = ++c->inside;
+                    int seen = c->most.load();
+                    while (now > seen && !c->most.compare_exchange_weak(seen, now)) {
+                    }
+                    ++c->grants;
+                    std::this_thread::sleep_for(1ms);
+                    --c->inside;
+                    permit.release();
+                }
+                return 0;
+            },
+            120s));
+    gate.close_write();
+    int failures = 0;
+    for (pid_t pid : children) failures += wait_child(pid, 120s) != 0;
+    BOOST_TEST(failures == 0);
+    BOOST_TEST(c->grants.load() == 400);
+    BOOST_TEST(c->most.load() <= 3);
+    BOOST_TEST(c->most.load() == 3);  // four processes that hold 1 ms each fill every permit
+}
+
+BOOST_FIXTURE_TEST_CASE(a_released_permit_is_free_for_the_next_owner, permits_fixture) {
+    const auto n = name("handover");
+    auto s = make();
+    auto a = make_permit(s, n, 1), b = make_permit(s, n, 1);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(a.try_acquire());  // again while held: no second permit
+    BOOST_TEST(!b.try_acquire());
+    a.release();
+    BOOST_TEST(!a.is_acquired());
+    BOOST_TEST(b.try_acquire());
+    b.release();
+    // A process that took and gave back its permit, then ended, leaves the limit as it was: the
+    // kernel's undo for the grant was cancelled by the release, not applied on top of it.
+    BOOST_TEST(wait_child(fork_child([&] {
+                   auto p = make_permit(make(), n, 1);
+                   if (!p.try_acquire()) return 1;
+                   p.release();
+                   return 0;
+               })) == 0);
+    auto x = make_permit(s, n, 1), y = make_permit(s, n, 1);
+    BOOST_TEST(x.try_acquire());
+    BOOST_TEST(!y.try_acquire());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_killed_holders_permits_come_back_at_once, permits_fixture) {
+    const auto n = name("crash");
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto s = make();
+        auto p = make_permit(s, n, 2), q = make_permit(s, n, 2);
+        p.acquire();
+        q.acquire();  // both permits, in one process
+        ready.put('h');
+        for (;;) ::pause();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    auto s = make();
+    auto mine = make_permit(s, n, 2), other = make_permit(s, n, 2);
+    BOOST_TEST(!mine.try_acquire());
+    BOOST_TEST(make()->status(n).permits_held.value_or(0) == 2u);
+    ::kill(holder, SIGKILL);
+    BOOST_TEST(mine.try_acquire_for(30s));  // at once; the bound is only a safety net
+    BOOST_TEST(other.try_acquire());        // both came back
+    wait_child(holder, 30s);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_second_limit_for_one_name_is_refused, permits_fixture) {
+    const auto n = name("one-limit");
+    BOOST_REQUIRE(wait_child(fork_child([&] {
+                      auto p = make_permit(make(), n, 2);
+                      return p.try_acquire() ? 0 : 1;
+                  })) == 0);
+    auto s = make();
+    auto p = make_permit(s, n, 3);
+    try {
+        (void)p.try_acquire();
+        BOOST_FAIL("a limit of 3 was accepted for a name whose limit is 2");
+    } catch (const invalid_argument_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("limit of 2") != std::string::npos, what);
+        BOOST_TEST(what.find("asks for 3") != std::string::npos, what);
+        BOOST_TEST(
+            what.find("ipcrm -S " + hex_key(semaphore_permit_key(key, n))) != std::string::npos,
+            what);
+    }
+    BOOST_TEST(!p.held());
+    auto same = make_permit(s, n, 2);
+    BOOST_TEST(same.try_acquire());
+    auto status = s->status(n);
+    BOOST_TEST(status.limit.value_or(0) == 2u);
+    BOOST_TEST(status.permits_held.value_or(0) == 1u);
+    auto big = make_permit(s, name("big"), 40000);
+    BOOST_CHECK_THROW((void)big.try_acquire(), invalid_argument_error);
+}
+
+// Another user plants a well-formed permit set, open to all, at the key of one of our names,
+// hoping that we use it: they could then give permits back (more holders than the limit) or
+// take them all. It is refused, as a planted lock set is.
+BOOST_FIXTURE_TEST_CASE(a_permit_set_planted_by_another_user_is_refused, permits_fixture) {
+    auto user = another_local_user_or_skip();
+    if (!user) return;
+    const auto n = name("planted");
+    const int pk = semaphore_permit_key(key, n);
+    const int created = wait_child(fork_child_as(*user, [&] {
+        const int id = ::semget(pk, 2, IPC_CREAT | IPC_EXCL | 0666);
+        if (id < 0) return 1;
+        unsigned short values[2] = {2, 2};
+        test_semun arg{};
+        arg.array = values;
+        if (::semctl(id, 0, SETALL, arg) != 0) return 2;
+        sembuf touch[2] = {{0, -1, 0}, {0, 1, 0}};
+        return ::semop(id, touch, 2) == 0 ? 0 : 3;
+    }));
+    BOOST_REQUIRE(created == 0);
+    auto p = make_permit(make(), n, 2);
+    try {
+        (void)p.try_acquire();
+        BOOST_FAIL("a permit set created by another user with mode 0666 was used");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find(hex_key(pk)) != std::string::npos, what);
+        BOOST_TEST(what.find("uid " + std::to_string(user->uid)) != std::string::npos, what);
+    }
+    BOOST_TEST(!p.held());
+}
+
+// The creator of a set died between semget and initialising it: its values are undefined, so
+// nobody uses it (no permit is handed out of garbage), and the error says how to clean up.
+BOOST_FIXTURE_TEST_CASE(a_permit_set_never_initialised_is_refused, permits_fixture) {
+    const auto n = name("half-made");
+    const int pk = semaphore_permit_key(key, n);
+    BOOST_REQUIRE(::semget(pk, 2, IPC_CREAT | IPC_EXCL | 0600) >= 0);
+    auto p = make_permit(make(), n, 2);
+    try {
+        (void)p.try_acquire();
+        BOOST_FAIL("an uninitialised permit set was used");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("never initialised") != std::string::npos, what);
+        BOOST_TEST(what.find("ipcrm -S " + hex_key(pk)) != std::string::npos, what);
+    }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_timed_wait_for_a_permit_ends_on_time_and_gets_one_given_back,
+                        permits_fixture) {
+    const auto n = name("timed");
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto p = make_permit(make(), n, 1);
+        p.acquire();
+        ready.put('h');
+        std::this_thread::sleep_for(600ms);
+        p.release();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    auto mine = make_permit(make(), n, 1);
+    auto start = std::chrono::steady_clock::now();
+    BOOST_TEST(!mine.try_acquire_for(100ms));
+    BOOST_TEST(ms_since(start) >= 100);
+    BOOST_TEST(ms_since(start) < 500);
+    BOOST_TEST(mine.try_acquire_for(30s));  // when the holder gives it back
+    BOOST_TEST(wait_child(holder, 30s) == 0);
+}
+
+// `ipcrm -S` on a name's permit set while a permit is held: the holder hears that its permit
+// is gone (is_acquired, on_lost), and a later acquire makes a new set instead of believing the
+// old grant.
+BOOST_FIXTURE_TEST_CASE(a_permit_set_removed_by_an_administrator_ends_the_grant, permits_fixture) {
+    const auto n = name("removed");
+    auto s = make();
+    int lost = 0;
+    auto k = std::make_shared<locksmith::key>(n);  // `key` is the fixture's IPC key here
+    k->set_limit(1);
+    lock_options options;
+    options.on_lost = [&](const error&) { ++lost; };
+    named_semaphore p(s, k, options);
+    BOOST_REQUIRE(p.try_acquire());
+    BOOST_REQUIRE(::semctl(::semget(semaphore_permit_key(key, n), 0, 0), 0, IPC_RMID) == 0);
+    BOOST_TEST(!p.is_acquired());
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(p.try_acquire());
+    BOOST_TEST(p.is_acquired());
+    BOOST_TEST(s->status(n).permits_held.value_or(0) == 1u);
+    auto other = make_permit(s, n, 1);
+    BOOST_TEST(!other.try_acquire());
 }

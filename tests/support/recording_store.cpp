@@ -35,6 +35,7 @@ void recording_store::grants_can_end(bool on) {
 void recording_store::end_grants(const std::string& resource) {
     std::lock_guard lock(mutex_);
     table_.erase(resource);
+    table_.erase("semaphore\n" + resource);
     if (news_[1] >= 0 && ::write(news_[1], "x", 1) != 1)
         throw std::system_error(errno, std::generic_category(), "write");
 }
@@ -42,7 +43,7 @@ void recording_store::end_grants(const std::string& resource) {
 std::optional<int> recording_store::do_loss_fd(const key& k) {
     std::lock_guard lock(mutex_);
     if (news_[0] < 0) return std::nullopt;
-    auto it = table_.find(k.resource());
+    auto it = table_.find(entry_name(k));
     const bool held = it != table_.end() &&
                       (it->second.writer == k.token() || it->second.readers.count(k.token()) != 0);
     return held ? news_[0] : -1;
@@ -84,6 +85,7 @@ void recording_store::fail_refresh(bool on) {
 void recording_store::clear(const std::string& resource) {
     std::lock_guard lock(mutex_);
     table_.erase(resource);
+    table_.erase("semaphore\n" + resource);
 }
 
 std::vector<recording_store::call> recording_store::calls() const {
@@ -114,9 +116,26 @@ void recording_store::record(call c) {
     calls_.push_back(std::move(c));
 }
 
+std::string recording_store::entry_name(const key& k) {
+    return k.limit() != 0 ? "semaphore\n" + k.resource() : k.resource();
+}
+
 bool recording_store::grant_locked(key& k, lock_mode mode) {
-    auto& e = table_[k.resource()];
+    auto& e = table_[entry_name(k)];
     const auto& me = k.token();
+    if (k.limit() != 0) {
+        if (e.limit != 0 && e.limit != k.limit())
+            throw invalid_argument_error("semaphore '" + k.resource() + "' has a limit of " +
+                                         std::to_string(e.limit) + ", not " +
+                                         std::to_string(k.limit()));
+        e.limit = k.limit();
+        if (e.readers.count(me) == 0) {
+            if (e.readers.size() >= e.limit) return false;
+            e.readers.insert(me);
+        }
+        if (has(capabilities(), capability::fencing)) k.set_fencing_token(next_fencing_token_++);
+        return true;
+    }
     bool other_writer = !e.writer.empty() && e.writer != me;
     bool other_readers = std::any_of(e.readers.begin(), e.readers.end(),
                                      [&](const std::string& t) { return t != me; });
@@ -192,7 +211,7 @@ bool recording_store::do_refresh(key& k, std::chrono::milliseconds ttl) {
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     std::lock_guard lock(mutex_);
     if (fail_refresh_) return false;
-    auto it = table_.find(k.resource());
+    auto it = table_.find(entry_name(k));
     if (it == table_.end()) return false;
     return it->second.writer == k.token() || it->second.readers.count(k.token()) != 0;
 }
@@ -202,7 +221,7 @@ void recording_store::do_release(key& k) {
     std::lock_guard lock(mutex_);
     if (fail_release_) throw backend_error(strategy(), "test", "injected release failure");
     if (ignore_release_) return;
-    auto it = table_.find(k.resource());
+    auto it = table_.find(entry_name(k));
     if (it == table_.end()) return;
     if (it->second.writer == k.token()) it->second.writer.clear();
     it->second.readers.erase(k.token());
@@ -215,7 +234,7 @@ bool recording_store::do_holds(const key& k) {
     char news[64];
     while (news_[0] >= 0 && ::read(news_[0], news, sizeof news) > 0) {
     }
-    auto it = table_.find(k.resource());
+    auto it = table_.find(entry_name(k));
     if (it == table_.end()) return false;
     return it->second.writer == k.token() || it->second.readers.count(k.token()) != 0;
 }
@@ -223,7 +242,17 @@ bool recording_store::do_holds(const key& k) {
 lock_status recording_store::do_status(std::string_view resource) {
     std::lock_guard lock(mutex_);
     lock_status status;
-    auto it = table_.find(std::string(resource));
+    auto it = table_.find("semaphore\n" + std::string(resource));
+    if (it != table_.end()) {
+        status.limit = it->second.limit;
+        status.permits_held = static_cast<std::uint32_t>(it->second.readers.size());
+        status.held = it->second.readers.size() < it->second.limit
+                          ? lock_status::state::free
+                          : lock_status::state::held_exclusive;
+        status.holders.assign(it->second.readers.begin(), it->second.readers.end());
+        return status;
+    }
+    it = table_.find(std::string(resource));
     if (it == table_.end()) {
         status.held = lock_status::state::free;
     } else if (!it->second.writer.empty()) {

@@ -89,9 +89,12 @@ class recording_store : public store {
 
   private:
     struct entry {
-        std::string writer;  // token of the exclusive holder, empty when none
-        std::set<std::string> readers;
+        std::string writer;             // token of the exclusive holder, empty when none
+        std::set<std::string> readers;  // or, for a counting semaphore, the permit holders
+        std::uint32_t limit = 0;        // a counting semaphore's, kept while it has holders
     };
+    // The table's entry name of k: semaphores and locks of one name are separate objects.
+    static std::string entry_name(const key& k);
     void record(call c);
     // Requires mutex_ held.
     bool grant_locked(key& k, lock_mode mode);

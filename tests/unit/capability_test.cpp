@@ -20,6 +20,7 @@ static_assert(std::uint32_t(capability::shared) == 2);
 static_assert(std::uint32_t(capability::noblock) == 4);
 static_assert(std::uint32_t(capability::native_wait) == 8);
 static_assert(std::uint32_t(capability::consensus) == 1024);
+static_assert(std::uint32_t(capability::counting) == 2048);
 static_assert(has(capability::exclusive | capability::shared, capability::shared));
 static_assert(!has(capability::exclusive, capability::exclusive | capability::shared));
 static_assert(has(capability::exclusive, capability::none));
@@ -51,6 +52,9 @@ BOOST_AUTO_TEST_CASE(names_print_in_bit_order) {
     BOOST_TEST(to_string(capability::noblock | capability::exclusive) == "exclusive|noblock");
     BOOST_TEST(to_string(capability::none) == "none");
     BOOST_TEST(to_string(capability::consensus) == "consensus");
+    BOOST_TEST(to_string(capability::counting) == "counting");
+    BOOST_TEST(parse_capabilities("exclusive|counting") ==
+               (capability::exclusive | capability::counting));
     BOOST_TEST(capability_name(capability::crash_release) == "crash_release");
     BOOST_TEST(capability_name(capability::none) == "none");
 }

@@ -145,6 +145,16 @@ BOOST_AUTO_TEST_CASE(full_document_is_read) {
     BOOST_TEST(c.plugins == std::vector<std::string>{"/usr/lib/locksmith/libmy.so"});
 }
 
+BOOST_AUTO_TEST_CASE(a_lock_rule_may_set_a_semaphore_limit) {
+    auto c = config::parse(R"({"locks": {"backup.*": {"limit": 3}, "other": {}}})");
+    BOOST_REQUIRE(c.locks.size() == 2u);
+    BOOST_TEST(c.locks[0].limit.value_or(0) == 3u);
+    BOOST_TEST(!c.locks[1].limit.has_value());
+    for (const char* bad : {"0", "-1", "1000001", "2.5", "\"3\"", "1e30", "true"})
+        expect_error_at(std::string(R"({"locks": {"b": {"limit": )") + bad + "}}}",
+                        "/locks/b/limit");
+}
+
 // --- one case per error class ---
 
 BOOST_AUTO_TEST_CASE(not_json_gives_line_and_column) {

@@ -584,3 +584,69 @@ BOOST_AUTO_TEST_CASE(resolve_says_what_decided_and_from_where) {
     BOOST_TEST(r.require == ex);
     BOOST_TEST(r.strategy.empty());
 }
+
+// --- counting semaphores (issue 27) ---
+
+BOOST_AUTO_TEST_CASE(a_semaphore_goes_only_to_a_strategy_with_counting) {
+    fixture f;  // alpha (50) has no counting
+    test_strategy counter("counter", 10, ex | capability::noblock | capability::counting);
+    f.registry.add(counter.descriptor());
+    auto factory = f.factory();
+    auto a = factory.create_semaphore("jobs", 2);
+    auto b = factory.create_semaphore("jobs", 2);
+    auto c = factory.create_semaphore("jobs", 2);
+    BOOST_TEST(a.strategy() == "counter");
+    BOOST_TEST(a.limit() == 2u);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(b.try_acquire());
+    BOOST_TEST(!c.try_acquire());
+    BOOST_TEST(factory.create_lock("jobs").strategy() == "alpha");  // locks choose as before
+}
+
+BOOST_AUTO_TEST_CASE(no_strategy_with_counting_is_a_clear_error) {
+    fixture f;
+    auto factory = f.factory();
+    try {
+        (void)factory.create_semaphore("jobs", 2);
+        BOOST_FAIL("no error");
+    } catch (const no_strategy_error& e) {
+        BOOST_TEST(contains(e.what(), "counting"), e.what());
+    }
+    lock_request pinned;
+    pinned.strategy = "alpha";
+    try {
+        (void)factory.create_semaphore("jobs", 2, pinned);
+        BOOST_FAIL("no error");
+    } catch (const no_strategy_error& e) {
+        BOOST_TEST(contains(e.what(), "lacks counting"), e.what());
+        BOOST_TEST(contains(e.what(), "semaphore 'jobs'"), e.what());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_lock_rule_gives_the_limit_when_the_caller_does_not) {
+    fixture f;
+    test_strategy counter("counter", 10, ex | capability::noblock | capability::counting);
+    f.registry.add(counter.descriptor());
+    auto factory = f.factory(R"({"locks": {"backup.*": {"limit": 3}}})");
+    BOOST_TEST(factory.create_semaphore("backup.db", 0).limit() == 3u);
+    BOOST_TEST(factory.create_semaphore("backup.db", 5).limit() == 5u);  // the caller's wins
+    try {
+        (void)factory.create_semaphore("other", 0);
+        BOOST_FAIL("no error");
+    } catch (const invalid_argument_error& e) {
+        BOOST_TEST(contains(e.what(), "no limit"), e.what());
+    }
+    BOOST_CHECK_THROW((void)factory.create_semaphore("x", max_semaphore_limit + 1),
+                      invalid_argument_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_permits_key_is_not_continued_as_a_lock) {
+    fixture f;
+    auto factory = f.factory();
+    key k("jobs");
+    k.set_limit(2);
+    auto json = k.to_json();
+    BOOST_TEST(json["limit"] == 2);
+    json["strategy"] = "alpha";
+    BOOST_CHECK_THROW((void)factory.create_lock_from_key(json), invalid_argument_error);
+}

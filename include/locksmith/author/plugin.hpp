@@ -38,8 +38,9 @@
 // Bumped whenever locksmith_plugin, locksmith_host or what crosses them changes meaning.
 // (Version 1 was the module entry point that wrote into the caller's struct before its version
 // was checked; version 2 threw backend_error without its error_kind; version 3's key had no
-// lifetime margin; version 4's store had no loss_fd; version 5's descriptor had no backends.)
-// Defined only when not yet defined, so that a test can build a plugin for another version.
+// lifetime margin; version 4's store had no loss_fd; version 5's descriptor had no backends,
+// its key no limit and its lock_status no permit counts.) Defined only when not yet defined, so
+// that a test can build a plugin for another version.
 #ifndef LOCKSMITH_PLUGIN_API_VERSION
 #define LOCKSMITH_PLUGIN_API_VERSION 6
 #endif

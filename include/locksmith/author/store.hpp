@@ -34,6 +34,10 @@ struct lock_status {
     std::vector<std::string> holders;
     // Time left before the current grant expires, for expiring strategies.
     std::optional<std::chrono::milliseconds> remaining;
+    // For a counting semaphore: its limit and how many permits are held (`held` is then
+    // held_exclusive when none is left, free otherwise). nullopt for a lock.
+    std::optional<std::uint32_t> limit;
+    std::optional<std::uint32_t> permits_held;
 };
 
 std::string_view to_string(lock_mode mode) noexcept;
@@ -51,9 +55,14 @@ class store {
     // keeps in a key (key::set_local_state).
     std::uint64_t instance_id() const noexcept { return instance_id_; }
 
-    // Tries once to make `k` hold the lock in `mode`.
+    // Tries once to make `k` hold the lock in `mode`; when k.limit() is N > 0, one of the N
+    //   permits of the counting semaphore k.resource() instead (mode is then exclusive).
     // Requires: `mode` is shared only for stores with capability::shared; `ttl` > 0 for stores with
-    //   capability::expiring (ignored by others).
+    //   capability::expiring (ignored by others); k.limit() is 0 for stores without
+    //   capability::counting (checked: invalid_argument_error).
+    // Counting: a store keeps the limit with the name where its backend can, and refuses a key
+    //   whose limit differs from the one kept (invalid_argument_error): never N1 + N2 holders.
+    //   Semaphores and locks of one name are separate objects unless the strategy says otherwise.
     // Effects: re-acquiring in the mode already held succeeds (and, for expiring stores, renews
     //   the TTL); acquiring the other mode promotes or demotes the same owner. A failed promotion
     //   keeps the read lock. On success the store may set k's fencing token.
@@ -119,7 +128,7 @@ class store {
     virtual std::optional<std::uint64_t> do_fencing_token(key& k);
 
   private:
-    void check_mode(lock_mode mode) const;
+    void check_mode(const key& k, lock_mode mode) const;
     std::string strategy_;
     capability capabilities_;
     std::uint64_t instance_id_;

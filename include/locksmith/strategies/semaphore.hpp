@@ -28,10 +28,23 @@
 //    (`ipcrm -S <key>`) or the machine reboots.
 //  - An existing set keeps its size: every process uses the set's actual number of semaphores,
 //    so a configuration that differs cannot break exclusion.
+//  - Counting semaphores (capability counting, named_semaphore): one more set per name, of two
+//    semaphores, at semaphore_permit_key(): the permits left (initialised to the limit, taken
+//    and given back with SEM_UNDO, so that the kernel gives back the permits of a holder that
+//    dies, at once) and the limit, written with the values before the set is marked ready
+//    (sem_otime, as for the lock set). An owner whose limit differs from the set's gets
+//    invalid_argument_error naming both and the `ipcrm -S` that resets it; limits up to 32767
+//    (SEMVMX). The set is checked as the lock set is (created and owned by this user, no mode
+//    beyond `mode`). Waiting as for locks (a few tries, then semtimedop; the kernel serves its
+//    sleepers in order). A semaphore and a lock of one name are separate. Two names whose keys
+//    collide share one set: one limit for both (or a mismatch error), never more holders.
+//    Owner: the process; a permit object may move between threads; any number of permits may be
+//    held by one process. Not serializable; no TTL, no fencing.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +68,10 @@ struct semaphore_options {
 
 // A key derived from "locksmith" and the user id, so users do not share a set by accident.
 std::int32_t default_semaphore_key();
+
+// The IPC key of the set that holds the permits of the counting semaphore `name`, for the store
+// whose `key` option is `key` (0 = default_semaphore_key()): for `ipcs -s -k` and `ipcrm -S`.
+std::int32_t semaphore_permit_key(std::int32_t key, std::string_view name);
 
 // Opens or creates the set. Throws backend_error (limits reached, permission denied, a set of
 // that key that another program created with a different shape).

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT
+// `locksmith run --limit N` (issue 27): at most N runs at once, LOCKSMITH_PERMIT, a second limit
+// refused, a lock rule's limit, `status` and `explain` of a counting semaphore. The semaphore
+// strategy runs on an IPC key of the test's own, whose sets are removed at its end.
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/ipc.h>
+#include <sys/sem.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <locksmith/strategies/semaphore.hpp>
+
+#include "cli/cli_sandbox.hpp"
+
+using namespace std::chrono_literals;
+using locksmith::test::cli_sandbox;
+using locksmith::test::describe;
+using locksmith::test::wait_for_file;
+using nlohmann::json;
+
+namespace {
+
+// A semaphore key for one test, and the sets of the names it used removed at its end.
+struct semaphore_key {
+    int key = [] {
+        static std::atomic<int> counter{0};
+        return int((0x51000000u + unsigned(::getpid()) * 64u + unsigned(++counter)) & 0x7fffffffu);
+    }();
+    std::vector<std::string> names;
+    ~semaphore_key() {
+        for (const auto& n : names) {
+            const int id = ::semget(locksmith::strategies::semaphore_permit_key(key, n), 0, 0);
+            if (id >= 0) ::semctl(id, 0, IPC_RMID);
+        }
+        const int id = ::semget(key, 0, 0);
+        if (id >= 0) ::semctl(id, 0, IPC_RMID);
+    }
+    const std::string& name(const std::string& n) {
+        names.push_back(n);
+        return names.back();
+    }
+    json config(json locks = json::object()) const {
+        json c = {{"strategies", {{"semaphore", {{"options", {{"key", key}}}}}}}};
+        if (!locks.empty()) c["locks"] = locks;
+        return c;
+    }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(run_with_a_limit)
+
+// Six runs of 0.4 s with --limit 3, started together: each counts the marker files of the runs
+// inside with it. Never more than three, and three at some point (they overlap).
+BOOST_AUTO_TEST_CASE(at_most_n_runs_hold_a_permit_at_once) {
+    semaphore_key sem;
+    cli_sandbox box(sem.config());
+    const auto& name = sem.name("pool");
+    const std::string inside = box.path("inside");
+    std::filesystem::create_directory(inside);
+    const std::string script = "touch " + inside + "/$$; ls " + inside + " | wc -l >> " +
+                               box.path("counts") + "; sleep 0.4; rm " + inside + "/$$";
+    std::vector<locksmith::test::cli_process> runs;
+    for (int i = 0; i < 6; ++i)
+        runs.push_back(box.start(box.with_config("run", {"--limit", "3", name, "-c", script})));
+    for (auto& p : runs) {
+        auto r = box.wait(p);
+        BOOST_TEST(r.exit_code == 0, describe(r));
+    }
+    std::istringstream counts(box.read_file("counts"));
+    int most = 0, lines = 0;
+    for (int n; counts >> n; ++lines) most = std::max(most, n);
+    BOOST_TEST(lines == 6);
+    BOOST_TEST(most <= 3);
+    BOOST_TEST(most == 3);
+}
+
+// The issue's torture: 8 processes, each running `locksmith run --limit 3` 100 times; every
+// command counts the commands inside with it (marker files, shell builtins but one rm).
+BOOST_AUTO_TEST_CASE(eight_loops_of_a_hundred_runs_never_exceed_the_limit) {
+    semaphore_key sem;
+    cli_sandbox box(sem.config());
+    const auto& name = sem.name("torture");
+    const std::string inside = box.path("inside");
+    std::filesystem::create_directory(inside);
+    const std::string command = "echo > " + inside + "/$$; set -- " + inside + "/*; echo $# >> " +
+                                box.path("counts") + "; rm " + inside + "/$$";
+    const std::string loop = "i=0; while [ $i -lt 100 ]; do i=$((i+1)); '" +
+                             locksmith::test::cli_binary() + "' run --config '" +
+                             box.config_path().string() + "' --limit 3 " + name + " -c '" +
+                             command + "' || exit 1; done";
+    std::vector<locksmith::test::cli_process> loops;
+    // Each loop is itself run under a lock of its own name, so that the sandbox starts it.
+    for (int i = 0; i < 8; ++i)
+        loops.push_back(
+            box.start(box.with_config("run", {"loop" + std::to_string(i), "-c", loop})));
+    for (auto& p : loops) {
+        auto r = box.wait(p, std::chrono::seconds(240));
+        BOOST_TEST(r.exit_code == 0, describe(r));
+    }
+    std::istringstream counts(box.read_file("counts"));
+    int most = 0, lines = 0;
+    for (int n; counts >> n; ++lines) most = std::max(most, n);
+    BOOST_TEST(lines == 800);
+    BOOST_TEST(most <= 3);
+    BOOST_TEST(most >= 2);  // they did overlap
+}
+
+BOOST_AUTO_TEST_CASE(the_command_learns_its_permit_and_a_lock_has_none) {
+    semaphore_key sem;
+    cli_sandbox box(sem.config());
+    const auto& name = sem.name("env");
+    box.set_env("LOCKSMITH_PERMIT", "from-an-enclosing-run");
+    auto r = box.run(box.with_config("run", {"--limit", "2", name, "--", "sh", "-c",
+                                             "echo \"$LOCKSMITH_STRATEGY|$LOCKSMITH_PERMIT\""}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.rfind("semaphore|", 0) == 0, r.out);
+    BOOST_TEST(r.out.size() > std::string("semaphore|\n").size(), r.out);
+    BOOST_TEST(r.out.find("from-an-enclosing-run") == std::string::npos, r.out);
+    r = box.run(
+        box.with_config("run", {"plain", "--", "sh", "-c", "echo ${LOCKSMITH_PERMIT-unset}"}));
+    BOOST_TEST(r.out == "unset\n", describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(no_permit_left_gives_the_conflict_code_and_status_counts_them) {
+    semaphore_key sem;
+    cli_sandbox box(sem.config());
+    const auto& name = sem.name("busy");
+    auto holder = box.start(box.with_config(
+        "run", {"--limit", "1", name, "-c", "touch " + box.path("ready") + "; sleep 60"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    auto r = box.run(box.with_config("run", {"-n", "--limit", "1", name, "--", "true"}));
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    r = box.run(
+        box.with_config("run", {"-w", "0.3", "-E", "9", "-v", "--limit", "1", name, "--", "true"}));
+    BOOST_TEST(r.exit_code == 9, describe(r));
+    BOOST_TEST(r.seconds >= 0.28, r.seconds);
+    BOOST_TEST(r.err.find("waiting for one of its 1 permits") != std::string::npos, r.err);
+
+    r = box.run(box.with_config("status", {"--require", "counting", name}));
+    BOOST_TEST(r.exit_code == 1, describe(r));
+    BOOST_TEST(r.out.find("1 of 1 permits held (strategy semaphore)") != std::string::npos, r.out);
+    r = box.run(box.with_config("status", {"--require", "counting", name, "--json"}));
+    const auto j = json::parse(r.out);
+    BOOST_TEST(j["limit"] == 1);
+    BOOST_TEST(j["permits_held"] == 1);
+
+    ::kill(holder.pid, SIGTERM);
+    box.wait(holder);
+    r = box.run(box.with_config("status", {"--require", "counting", name}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("0 of 1 permits held") != std::string::npos, r.out);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_limit_for_a_name_is_an_error_not_more_holders) {
+    semaphore_key sem;
+    cli_sandbox box(sem.config());
+    const auto& name = sem.name("one-limit");
+    auto holder = box.start(box.with_config(
+        "run", {"--limit", "2", name, "-c", "touch " + box.path("ready") + "; sleep 60"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    auto r = box.run(box.with_config("run", {"--limit", "3", name, "--", "echo", "ran"}));
+    BOOST_TEST(r.exit_code != 0, describe(r));
+    BOOST_TEST(r.out.empty(), describe(r));  // the command never ran
+    BOOST_TEST(r.err.find("limit of 2") != std::string::npos, r.err);
+    r = box.run(box.with_config("run", {"--limit", "2", name, "--", "echo", "ran"}));
+    BOOST_TEST(r.out == "ran\n", describe(r));
+    ::kill(holder.pid, SIGTERM);
+    box.wait(holder);
+}
+
+BOOST_AUTO_TEST_CASE(a_lock_rules_limit_makes_a_run_take_a_permit) {
+    semaphore_key sem;
+    const auto& name = sem.name("backup.db");
+    cli_sandbox box(sem.config({{"backup.*", {{"limit", 2}}}}));
+    auto r =
+        box.run(box.with_config("run", {name, "--", "sh", "-c", "echo \"$LOCKSMITH_STRATEGY\""}));
+    BOOST_TEST(r.out == "semaphore\n", describe(r));
+    r = box.run(box.with_config("status", {name}));
+    BOOST_TEST(r.out.find("0 of 2 permits held") != std::string::npos, describe(r));
+    r = box.run(box.with_config("run", {"-s", name, "--", "true"}));
+    BOOST_TEST(r.exit_code == EX_USAGE, describe(r));
+}
+
+BOOST_AUTO_TEST_CASE(bad_limits_and_shared_permits_are_usage_errors) {
+    cli_sandbox box;
+    for (const char* bad : {"0", "-1", "x", "1000001"}) {
+        auto r = box.run(box.with_config("run", {"--limit", bad, "n", "--", "true"}));
+        BOOST_TEST(r.exit_code == EX_USAGE, describe(r));
+    }
+    auto r = box.run(box.with_config("run", {"-s", "--limit", "2", "n", "--", "true"}));
+    BOOST_TEST(r.exit_code == EX_USAGE, describe(r));
+    BOOST_TEST(r.err.find("no shared mode") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(explain_counting_names_the_strategies_that_count) {
+    semaphore_key sem;
+    cli_sandbox box(sem.config());
+    auto r = box.run(box.with_config("explain", {"--require", "counting", "--json"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(json::parse(r.out)["chosen"] == "semaphore", r.out);
+    // Nothing counts across hosts yet: a clear refusal naming the bit.
+    r = box.run(
+        box.with_config("run", {"--require", "distributed", "--limit", "2", "n", "--", "true"}));
+    BOOST_TEST(r.exit_code == EX_UNAVAILABLE, describe(r));
+    BOOST_TEST(r.err.find("counting") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
