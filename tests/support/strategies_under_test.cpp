@@ -175,13 +175,15 @@ std::vector<strategy_under_test> strategies_under_test() {
         }
     }
     // The same on a Redis Cluster (services.sh's redis-cluster: three masters, a replica of
-    // each, a password): names spread over the masters, every grant waits for the replica.
+    // each, a password): names spread over the masters, every grant waits for the replica. Three
+    // of the six nodes are named, as a config would: each one that is dead or silent costs the
+    // first map its connect and command timeouts (the hostile suite's bound is 9 s).
     {
         const auto nodes = env("LOCKSMITH_TEST_REDIS_CLUSTER");
         const auto password = env("LOCKSMITH_TEST_REDIS_CLUSTER_PASSWORD");
         if (nodes && password) {
             auto list = nlohmann::json::array();
-            for (std::size_t from = 0; from <= nodes->size();) {
+            for (std::size_t from = 0; from <= nodes->size() && list.size() < 3;) {
                 auto to = std::min(nodes->find(',', from), nodes->size());
                 list.push_back(nodes->substr(from, to - from));
                 from = to + 1;
