@@ -462,15 +462,15 @@ class redis_store final : public store {
 
     // A grant just written on `c`: confirmed, or released (as far as this master goes) and
     // reported as not made, so that no failover can give the name to a second holder.
-    void confirm_grant(link& c, key& k) {
-        if (replicated(c)) return;
+    void confirm_grant(link& written, key& k) {
+        if (replicated(written)) return;
         try {
             const auto lock = name_of("lock:", k.resource());
             const auto wait = name_of("wait:", k.resource());
             const auto queue = name_of("queue:", k.resource());
             const auto readers = name_of("readers:", k.resource());
             const auto chan = name_of("chan:", k.resource());
-            run(c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
+            run(written, release_id, {lock, wait, queue, readers}, {k.token(), chan});
         } catch (const std::exception&) {
             // The lease ends with its TTL anyway.
         }
