@@ -7,11 +7,14 @@
 #define BOOST_TEST_MODULE redis_cluster_integration
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <set>
@@ -143,6 +146,23 @@ class private_cluster {
         return out;
     }
     static std::string id_of(int port) { return ask(port, {"CLUSTER", "MYID"}); }
+    // SIGSTOPs (true) or SIGCONTs (false) the node on `port`.
+    void pause(int node_port, bool stop) const {
+        std::ifstream f(dir_ + "/redis-cluster-" + std::to_string(node_port - base_) + ".pid");
+        long pid = 0;
+        BOOST_REQUIRE(f >> pid);
+        BOOST_REQUIRE(::kill(pid_t(pid), stop ? SIGSTOP : SIGCONT) == 0);
+    }
+    // The port of a replica of the master on `master` (0 when it has none).
+    int replica_of(int master) const {
+        const auto id = id_of(master);
+        for (int i = 0; i < 6; ++i) {
+            const auto role = ask(port(i), {"ROLE"});
+            if (role.rfind("slave 127.0.0.1 " + std::to_string(master) + " connected", 0) == 0)
+                return port(i);
+        }
+        return 0;
+    }
 
   private:
     int run(const char* what) const {
@@ -545,4 +565,141 @@ BOOST_AUTO_TEST_CASE(a_slot_migrated_while_its_lock_is_held_and_awaited_keeps_on
                                         << " errors");
     BOOST_CHECK_LT(ms.count(), 5000);  // woken, not its 20 s retry
     BOOST_CHECK_GT(rival_tries.load(), 10);
+}
+
+namespace {
+
+// A held name whose master fails over (`fail_over(master, replica)`, returning once the replica
+// serves the slot): the holder keeps the lock and refreshes it on the new master (or is told it
+// lost it), a rival never gets it while the holder believes it holds it, a waiter is served after
+// the release with a larger fencing token, and so is the next grant.
+void held_through(const std::function<void(int master, int replica)>& fail_over) {
+    auto& r = rig();
+    const auto o = options_for(r.nodes());
+    auto s = strategies::make_redis_store(o);
+    const auto name = test::unique_resource("failover");
+    std::atomic<int> losses{0};
+    lock_options lo;
+    lo.ttl = 20s;
+    lo.auto_refresh = true;
+    lo.on_lost = [&](const error& e) {
+        BOOST_TEST_MESSAGE("holder lost the lock: " << e.what());
+        ++losses;
+    };
+    auto holder = make_lock(s, name, lo);
+    BOOST_REQUIRE(holder.try_lock());
+    const auto first = holder.fencing_token();
+    BOOST_REQUIRE(first);
+    std::string lock_key;
+    int master = 0;
+    for (int m : r.masters())
+        for (const auto& k : keys_at(m))
+            if (k.find("lock:") != std::string::npos && k.size() >= name.size() &&
+                k.compare(k.size() - name.size(), name.size(), name) == 0) {
+                lock_key = k;
+                master = m;
+            }
+    BOOST_REQUIRE(master != 0);
+    const int slot = slot_of(lock_key);
+    const int replica = r.replica_of(master);
+    BOOST_REQUIRE_MESSAGE(replica != 0, "master " << master << " has no connected replica");
+
+    std::atomic<bool> stop{false};
+    std::atomic<int> rival_grants_while_held{0};
+    std::atomic<bool> holding{true};
+    std::jthread rival([&] {
+        auto rs = strategies::make_redis_store(o);
+        auto l = make_lock(rs, name);
+        while (!stop) {
+            try {
+                if (l.try_lock()) {
+                    if (holding && losses == 0) ++rival_grants_while_held;
+                    l.unlock();
+                }
+            } catch (const std::exception&) {
+                // The failover: grants are not confirmed for a while.
+            }
+            std::this_thread::sleep_for(50ms);
+        }
+    });
+    auto waiter_store = strategies::make_redis_store(o);
+    auto waited = std::async(std::launch::async, [&]() -> std::uint64_t {
+        auto w = make_lock(waiter_store, name);
+        if (!w.try_lock_for(must_happen)) return 0;
+        const auto token = w.fencing_token();
+        w.unlock();
+        return token.value_or(0);
+    });
+    std::this_thread::sleep_for(300ms);
+
+    fail_over(master, replica);
+    BOOST_REQUIRE_EQUAL(r.master_of(slot, replica), replica);
+    BOOST_TEST_MESSAGE("slot " << slot << " failed over from " << master << " to " << replica);
+    // The new master's replica (the old master) must be back before a write is confirmed.
+    const auto synced = clock_type::now() + must_happen;
+    bool refreshed = false;
+    while (!refreshed && losses == 0 && clock_type::now() < synced) {
+        try {
+            holder.refresh();
+            refreshed = true;
+        } catch (const backend_error& e) {
+            BOOST_TEST_MESSAGE("refresh during the failover: " << e.what());
+            std::this_thread::sleep_for(200ms);
+        }
+    }
+    BOOST_TEST_MESSAGE("the holder " << (losses == 0 ? "kept" : "lost") << " the lock");
+    if (losses == 0) {
+        BOOST_CHECK(refreshed);
+        BOOST_CHECK(holder.is_acquired());
+    }
+    holding = false;
+    holder.unlock();
+    const auto waiter_token = waited.get();
+    stop = true;
+    rival.join();
+    BOOST_CHECK_EQUAL(rival_grants_while_held.load(), 0);
+    BOOST_REQUIRE_MESSAGE(waiter_token != 0, "the waiter was not served after the failover");
+    BOOST_CHECK_GT(waiter_token, *first);
+    auto next = make_lock(strategies::make_redis_store(o), name);
+    BOOST_REQUIRE(next.try_lock_for(must_happen));
+    const auto last = next.fencing_token();
+    BOOST_REQUIRE(last);
+    BOOST_CHECK_GT(*last, waiter_token);
+    next.unlock();
+}
+
+// Polls until node `asked` says that `replica` serves every slot `master` served.
+void until_promoted(int master, int replica, int asked) {
+    const auto until = clock_type::now() + must_happen;
+    while (clock_type::now() < until) {
+        const auto masters = rig().masters();
+        if (masters.count(replica) && !masters.count(master) && rig().master_of(0, asked) != master)
+            return;
+        std::this_thread::sleep_for(100ms);
+    }
+    BOOST_FAIL("node " << replica << " did not take over from " << master);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_lock_is_held_through_a_manual_failover) {
+    // CLUSTER FAILOVER on the replica: the old master answers MOVED from then on.
+    held_through([](int master, int replica) {
+        BOOST_REQUIRE_EQUAL(ask(replica, {"CLUSTER", "FAILOVER"}), "OK");
+        until_promoted(master, replica, replica);
+    });
+}
+
+BOOST_AUTO_TEST_CASE(a_lock_is_held_through_the_loss_of_its_master) {
+    // The master stops (SIGSTOP) past the cluster's node timeout (2 s): its connections time
+    // out, the slot map is read again until the replica is promoted; the old master, resumed,
+    // becomes the new one's replica, and writes are confirmed again.
+    held_through([](int master, int replica) {
+        rig().pause(master, true);
+        struct resume {
+            int port;
+            ~resume() { rig().pause(port, false); }
+        } resume_at_end{master};
+        until_promoted(master, replica, replica);
+    });
 }
