@@ -370,6 +370,34 @@ BOOST_AUTO_TEST_CASE(a_move_to_a_dead_node_is_an_error_naming_it) {
     BOOST_CHECK(!lock.held_mode());
 }
 
+BOOST_AUTO_TEST_CASE(a_slot_map_that_is_not_one_is_refused) {
+    // Each answer to CLUSTER SLOTS is refused with a clear, permanent error, without a hang.
+    const std::string node = "*3\r\n$9\r\n127.0.0.1\r\n:1\r\n$1\r\nx\r\n";
+    std::string overlapping = "*100000\r\n";
+    for (int i = 0; i < 100000; ++i) overlapping += "*3\r\n:0\r\n:16383\r\n" + node;
+    for (const std::string& map : {std::string(":1\r\n"), "*1\r\n*3\r\n:5\r\n:1\r\n" + node,
+                                   "*1\r\n*3\r\n:0\r\n:16384\r\n" + node,
+                                   std::string("*1\r\n*2\r\n:0\r\n:1\r\n"), overlapping}) {
+        fake_redis fake(
+            [&map](const std::vector<std::string>& args) -> std::optional<std::string> {
+                if (args.at(0) == "AUTH") return "+OK\r\n";
+                return map;
+            },
+            "");
+        auto o = options_for({"127.0.0.1:" + std::to_string(port_of(fake))}, "pw");
+        const auto start = clock_type::now();
+        try {
+            strategies::make_redis_store(o);
+            BOOST_ERROR("a store was made on a slot map that is not one");
+        } catch (const backend_error& e) {
+            BOOST_CHECK_MESSAGE(std::string(e.what()).find("not a slot map") != std::string::npos,
+                                e.what());
+            BOOST_CHECK(e.kind() == error_kind::permanent);
+        }
+        BOOST_CHECK(clock_type::now() - start < 2s);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(ask_is_followed_with_asking_and_the_wait_goes_where_the_write_went) {
     // Node a is migrating the slot to node b: a says ASK; b takes the command only after
     // ASKING (else it sends it back with MOVED, as a real importing node does).
