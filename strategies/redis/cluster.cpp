@@ -15,8 +15,10 @@
 namespace locksmith::strategies::redis_detail {
 namespace {
 
-// A command's redirections that are followed before giving up: a real migration or failover
-// needs two (a MOVED, then an ASK while the slot's keys move).
+// A command's redirections that are followed at once: a real migration or failover needs two (a
+// MOVED, then an ASK while the slot's keys move). More are followed with pauses, for as long as
+// the command timeout: while a migration ends, its two nodes may each say for a moment that the
+// other one serves the slot (when the source learns it first).
 constexpr int max_redirects = 5;
 
 std::uint16_t crc16(std::string_view text) {
@@ -244,7 +246,8 @@ reply_ptr slot_router::command(std::uint16_t slot, std::optional<lease>& c,
     bool asking = false;
     std::string path;  // the nodes the command went to, for the message
     const auto until = std::chrono::steady_clock::now() + options_.command_timeout;
-    auto pause = std::chrono::milliseconds(10);
+    auto pause = std::chrono::milliseconds(10);          // between TRYAGAINs
+    auto redirect_pause = std::chrono::milliseconds(5);  // between redirections after the second
     for (int hops = 0;;) {
         reply_ptr reply;
         try {
@@ -282,15 +285,22 @@ reply_ptr slot_router::command(std::uint16_t slot, std::optional<lease>& c,
                        "not a redirection: " + text.substr(0, 200));
         std::string host = text.substr(space + 1, colon - space - 1);
         if (host.empty()) host = from.host;
-        path += host_port(from.host, from.port) + " -" + code + "-> ";
+        if (hops <= max_redirects) path += host_port(from.host, from.port) + " -" + code + "-> ";
         if (code == "MOVED" && host == from.host && port == from.port)
             redirect_failed("node " + host_port(host, port) + " of the " + description() +
                             " answered MOVED to itself for slot " + std::to_string(slot) +
                             ": its cluster configuration is broken");
-        if (hops++ == max_redirects)
-            redirect_failed(std::to_string(max_redirects + 1) + " redirections for slot " +
-                            std::to_string(slot) + " of the " + description() + " (" + path +
-                            host_port(host, port) + "): the nodes do not agree who serves it");
+        if (++hops > max_redirects && std::chrono::steady_clock::now() >= until)
+            redirect_failed(std::to_string(hops) + " redirections for slot " +
+                            std::to_string(slot) + " of the " + description() + " within " +
+                            std::to_string(options_.command_timeout.count()) +
+                            " ms (command_timeout_s; first: " + path +
+                            "...): the nodes do not "
+                            "agree who serves it");
+        if (hops > 2) {
+            std::this_thread::sleep_for(redirect_pause);
+            redirect_pause = std::min(redirect_pause * 2, std::chrono::milliseconds(100));
+        }
         node* n = nullptr;
         {
             std::lock_guard guard(mutex_);

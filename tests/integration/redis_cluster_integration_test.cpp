@@ -342,9 +342,9 @@ BOOST_AUTO_TEST_CASE(a_redirect_loop_ends_with_an_error) {
         BOOST_CHECK_EQUAL(e.native_code(), "redirect");
         BOOST_CHECK(std::string(e.what()).find("do not agree") != std::string::npos);
     }
+    // Within the command timeout (1 s), not the waiter's deadline.
     BOOST_CHECK(clock_type::now() - start < 5s);
     BOOST_CHECK(!lock.held_mode());
-    BOOST_CHECK_LE(a.commands + b.commands, 6 * 2);
 }
 
 BOOST_AUTO_TEST_CASE(a_move_to_a_dead_node_is_an_error_naming_it) {

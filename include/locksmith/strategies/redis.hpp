@@ -52,9 +52,11 @@
 //    one slot and each script runs on one node; the releases' announcements are sharded
 //    (SPUBLISH in the scripts, SSUBSCRIBE on the slot's master). The slot map comes from CLUSTER
 //    SLOTS, asked of a known node (the configured ones last) when no map is known, after a
-//    connection error and after MOVED; MOVED and ASK (with ASKING) are followed, at most 5
-//    redirections per command; more, or a MOVED that names the node that sent it, is a
-//    backend_error "redirect" (permanent: the nodes do not agree), never a loop. A subscription
+//    connection error and after MOVED; MOVED and ASK (with ASKING) are followed, and TRYAGAIN
+//    retried, within command_timeout (after 2 redirections with pauses: the two nodes of a
+//    migration may each name the other for a moment). More than 5 redirections by then, or a
+//    MOVED that names the node that sent it, is a backend_error "redirect" (permanent: the
+//    nodes do not agree), never a loop. A subscription
 //    that the server ends because its slot moved away (sunsubscribe) is made again on the slot's
 //    new master. Each master has its own pool (pool_size connections). A failover is what it is
 //    behind Sentinel: `wait_replicas` (default 1) confirms every grant, refresh, hand-over and
