@@ -115,8 +115,10 @@ void slot_router::refresh() {
     {
         std::lock_guard guard(mutex_);
         if (known_) return;  // another thread just read it
-        // The masters known so far first (one of them is up unless the cluster is down), then
+        // The node that answered last first (a stopped one costs its timeouts at each reading),
+        // then the masters known so far (one of them is up unless the cluster is down), then
         // the configured nodes.
+        if (last_answered_.second) candidates.push_back(last_answered_);
         for (const node* n : slots_)
             if (n) candidates.emplace_back(n->endpoint.host, n->endpoint.port);
     }
@@ -185,6 +187,7 @@ void slot_router::refresh() {
                     for (long long s = x.start; s <= x.end; ++s) slots_[std::size_t(s)] = n;
                 }
                 known_ = true;
+                last_answered_ = candidate;
                 return;
             }
         } catch (const backend_error& err) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <locksmith/strategies/redis.hpp>
@@ -80,10 +81,11 @@ class slot_router {
 
     const redis_options& options_;
     mutable std::mutex mutex_;
-    std::deque<node> nodes_;                 // never shrinks: pools outlive leases
-    std::array<node*, slot_count> slots_{};  // guarded by mutex_
-    bool known_ = false;                     // a map was read and not doubted since
-    std::mutex refresh_mutex_;               // one CLUSTER SLOTS at a time
+    std::deque<node> nodes_;                     // never shrinks: pools outlive leases
+    std::array<node*, slot_count> slots_{};      // guarded by mutex_
+    bool known_ = false;                         // a map was read and not doubted since
+    std::mutex refresh_mutex_;                   // one CLUSTER SLOTS at a time
+    std::pair<std::string, int> last_answered_;  // host, port; guarded by refresh_mutex_
 };
 
 }  // namespace locksmith::strategies::redis_detail
