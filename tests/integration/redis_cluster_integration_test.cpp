@@ -347,6 +347,27 @@ BOOST_AUTO_TEST_CASE(a_redirect_loop_ends_with_an_error) {
     BOOST_CHECK(!lock.held_mode());
 }
 
+BOOST_AUTO_TEST_CASE(a_cluster_that_is_down_grants_nothing) {
+    // Every command answered CLUSTERDOWN (the node lost its majority): an error, never a grant,
+    // and the slot map is asked for again before the next command.
+    fake_node n;
+    n.keyed = [](const std::vector<std::string>&, bool) {
+        return std::string("-CLUSTERDOWN The cluster is down\r\n");
+    };
+    auto s = strategies::make_redis_store(fake_options(n));
+    for (int i = 0; i < 2; ++i) {
+        auto lock = make_lock(s, "cluster-down");
+        try {
+            BOOST_CHECK(!lock.try_lock());
+            BOOST_ERROR("CLUSTERDOWN was taken for an answer");
+        } catch (const backend_error& e) {
+            BOOST_CHECK_EQUAL(e.native_code(), "CLUSTERDOWN");
+            BOOST_CHECK(e.transient());
+        }
+        BOOST_CHECK(!lock.held_mode());
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_move_to_a_dead_node_is_an_error_naming_it) {
     const int dead = test::free_port();
     fake_node n;
