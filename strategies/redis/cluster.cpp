@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include <locksmith/errors.hpp>
 
@@ -70,7 +71,8 @@ std::uint16_t key_slot(std::string_view key) {
     return std::uint16_t(crc16(key) & (slot_count - 1));
 }
 
-slot_router::slot_router(const redis_options& options) : options_(options) {}
+slot_router::slot_router(const redis_options& options, std::shared_ptr<const tls::tls_context> tls)
+    : options_(options), tls_(std::move(tls)) {}
 
 std::string slot_router::description() const {
     std::string out = "Redis Cluster of ";
@@ -88,11 +90,10 @@ slot_router::node* slot_router::node_at(const std::string& host, int port) {
     n.endpoint.port = port;
     n.endpoint.socket_path.clear();
     n.endpoint.db = 0;
-    n.endpoint.tls = false;
     // A deque keeps its elements where they are: the pool's functions may point at this one.
     const redis_endpoint* where = &n.endpoint;
     auto s = pool_settings(options_, nullptr);
-    s.open = [this, where] { return std::make_unique<connection>(options_, *where, nullptr); };
+    s.open = [this, where] { return std::make_unique<connection>(options_, *where, tls_); };
     s.exhausted = [this, where] {
         throw backend_error("redis", "pool",
                             "redis: all " + std::to_string(options_.pool_size) +
@@ -138,7 +139,7 @@ void slot_router::refresh() {
         e.db = 0;
         std::string why;
         try {
-            connection c(options_, e, nullptr);
+            connection c(options_, e, tls_);
             auto r = c.command({"CLUSTER", "SLOTS"});
             c.check(r.get(), "asking for the slot map");
             // [[start, end, [host, port, id, ...], replica...], ...]
@@ -230,7 +231,7 @@ slot_router::lease slot_router::take(std::uint16_t slot) {
 std::unique_ptr<connection> slot_router::connect(std::uint16_t slot) {
     node* n = owner(slot);
     try {
-        return std::make_unique<connection>(options_, n->endpoint, nullptr);
+        return std::make_unique<connection>(options_, n->endpoint, tls_);
     } catch (const backend_error& e) {
         if (e.transient()) doubt();
         throw;

@@ -39,8 +39,9 @@ class slot_router {
   public:
     using lease = connection_pool::lease;
 
-    // `options` (cluster, the nodes' credentials, pool_size) must outlive the router.
-    explicit slot_router(const redis_options& options);
+    // `options` (cluster, the nodes' credentials, pool_size) must outlive the router; `tls`
+    // (make_tls_context's) when the nodes speak TLS (options.endpoint.tls).
+    slot_router(const redis_options& options, std::shared_ptr<const tls::tls_context> tls);
     slot_router(const slot_router&) = delete;
     slot_router& operator=(const slot_router&) = delete;
 
@@ -80,6 +81,7 @@ class slot_router {
     node* owner(std::uint16_t slot);
 
     const redis_options& options_;
+    const std::shared_ptr<const tls::tls_context> tls_;
     mutable std::mutex mutex_;
     std::deque<node> nodes_;                     // never shrinks: pools outlive leases
     std::array<node*, slot_count> slots_{};      // guarded by mutex_

@@ -246,6 +246,8 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
         o.endpoint = redis_endpoint{};
         o.endpoint.host.clear();
         if (auto v = r.string("user")) o.endpoint.user = *v;
+        // TLS to every node (the nodes' tls-port, tls-cluster yes), with the TLS options below.
+        if (auto v = r.boolean("tls")) o.endpoint.tls = *v;
         o.wait_replicas = 1;
     } else {
         for (std::size_t i = 0; i < sentinels->size(); ++i)
@@ -296,7 +298,8 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
                            "with 'cluster', key_prefix may not contain '{' or '}': the keys' hash "
                            "tag (which keeps a name's keys in one slot) must be their first {...}");
     if (auto v = r.integer("pool_size", 1, 1024)) o.pool_size = std::size_t(*v);
-    auto t = tls::read_tls_options(r, o.endpoint.tls, "/url", "a rediss:// url");
+    auto t = cluster ? tls::read_tls_options(r, o.endpoint.tls, "/tls", "'tls': true")
+                     : tls::read_tls_options(r, o.endpoint.tls, "/url", "a rediss:// url");
     o.ca_file = std::move(t.ca_file);
     o.cert_file = std::move(t.cert_file);
     o.key_file = std::move(t.key_file);

@@ -110,7 +110,8 @@ class redis_store final : public store {
           tls_(make_tls_context(options_)),
           locator_(options_.sentinels.empty() ? nullptr
                                               : std::make_unique<master_locator>(options_)),
-          router_(options_.cluster.empty() ? nullptr : std::make_unique<slot_router>(options_)),
+          router_(options_.cluster.empty() ? nullptr
+                                           : std::make_unique<slot_router>(options_, tls_)),
           pool_(settings()) {
         for (std::size_t i = 0; i < script_text.size(); ++i)
             text_[i] = router_ ? sharded(script_text[i]) : script_text[i];
@@ -705,10 +706,8 @@ std::shared_ptr<store> make_redis_store(const redis_options& options) {
         throw invalid_argument_error("redis: wait_replicas must be >= 0");
     if (!options.sentinels.empty() && !options.cluster.empty())
         throw invalid_argument_error("redis: give sentinels or cluster, not both");
-    if (!options.cluster.empty() &&
-        (options.endpoint.tls || options.key_prefix.find_first_of("{}") != std::string::npos))
-        throw invalid_argument_error(
-            "redis: in a cluster, no TLS yet, and key_prefix may not contain '{' or '}'");
+    if (!options.cluster.empty() && options.key_prefix.find_first_of("{}") != std::string::npos)
+        throw invalid_argument_error("redis: in a cluster, key_prefix may not contain '{' or '}'");
     if (!options.sentinels.empty() && (options.master_name.empty() || options.wait_replicas < 1))
         throw invalid_argument_error(
             "redis: behind Sentinel, master_name is required and wait_replicas must be >= 1");

@@ -234,7 +234,7 @@ BOOST_AUTO_TEST_CASE(options_say_what_is_wrong) {
     refused({{"cluster", c}, {"db", 1}}, "database 0 only");
     refused({{"cluster", c}, {"master_name", "m"}}, "goes with 'sentinels'");
     refused({{"cluster", c}, {"key_prefix", "app{1}:"}}, "'{' or '}'");
-    refused({{"cluster", c}, {"ca_file", "/etc/ssl/ca.pem"}}, "rediss://");
+    refused({{"cluster", c}, {"ca_file", "/etc/ssl/ca.pem"}}, "'tls': true");
     refused({{"cluster", c}, {"password", "s3cret"}, {"password_env", "X"}}, "not several");
     const auto o = redis_options::from_json(
         {{"cluster", {"127.0.0.1:7000", "[::1]:7001"}}, {"user", "app"}, {"password", "pw"}});
@@ -751,4 +751,120 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_the_loss_of_its_master) {
         } resume_at_end{master};
         until_promoted(master, replica, replica);
     });
+}
+
+// --- TLS: a cluster of the test's own whose nodes speak only TLS and want a client certificate
+
+namespace {
+
+// Six TLS nodes (services.sh redis-cluster with LOCKSMITH_REDIS_CLUSTER_TLS=1, its certificates
+// in the rig's folder). hiredis 0.14 has no TLS: the test asks the nodes with redis-cli.
+class tls_cluster {
+  public:
+    tls_cluster() : dir_("/tmp/locksmith-cluster-tls-rig-" + std::to_string(::getpid())) {
+        for (int attempt = 0; attempt < 5 && base_ == 0; ++attempt) {
+            base_ = test::free_ports(1006);
+            if (run("start") != 0) {
+                run("stop");
+                base_ = 0;
+            }
+        }
+        if (base_ == 0) BOOST_FAIL("could not start a TLS Redis Cluster (see " << dir_ << ".log)");
+        const auto until = clock_type::now() + must_happen;
+        while (online_replicas() < 3 && clock_type::now() < until)
+            std::this_thread::sleep_for(100ms);
+        BOOST_REQUIRE_MESSAGE(online_replicas() >= 3, "the replicas did not come online");
+    }
+    ~tls_cluster() {
+        run("stop");
+        std::system(("rm -rf '" + dir_ + "' '" + dir_ + ".log'").c_str());
+    }
+    tls_cluster(const tls_cluster&) = delete;
+    tls_cluster& operator=(const tls_cluster&) = delete;
+
+    std::string tls_dir() const { return dir_ + "/tls"; }
+    nlohmann::json options() const {
+        return {{"cluster",
+                 {"127.0.0.1:" + std::to_string(base_), "127.0.0.1:" + std::to_string(base_ + 1),
+                  "127.0.0.1:" + std::to_string(base_ + 2)}},
+                {"password", password},
+                {"tls", true},
+                {"ca_file", tls_dir() + "/ca.pem"},
+                {"cert_file", tls_dir() + "/client.pem"},
+                {"key_file", tls_dir() + "/client.key"},
+                {"key_prefix", prefix},
+                {"connect_timeout_s", 1},
+                {"command_timeout_s", 2}};
+    }
+
+  private:
+    int online_replicas() const {
+        int n = 0;
+        for (int i = 0; i < 6; ++i) {
+            const std::string cmd = "redis-cli --tls --cacert '" + tls_dir() + "/ca.pem' --cert '" +
+                                    tls_dir() + "/client.pem' --key '" + tls_dir() +
+                                    "/client.key' --no-auth-warning -a " + password + " -p " +
+                                    std::to_string(base_ + i) + " info replication 2>/dev/null";
+            FILE* f = ::popen(cmd.c_str(), "r");
+            if (!f) continue;
+            char line[512];
+            while (std::fgets(line, sizeof line, f))
+                if (std::string(line).find("state=online") != std::string::npos) ++n;
+            ::pclose(f);
+        }
+        return n;
+    }
+    int run(const char* what) const {
+        const std::string cmd =
+            "LOCKSMITH_SERVICES_DIR='" + dir_ +
+            "' LOCKSMITH_SERVICES='certs redis-cluster' LOCKSMITH_REDIS_CLUSTER_TLS=1 "
+            "LOCKSMITH_REDIS_CLUSTER_PORT=" +
+            std::to_string(base_) + " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >>'" + dir_ +
+            ".log' 2>&1";
+        return std::system(cmd.c_str());
+    }
+    std::string dir_;
+    int base_ = 0;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_cluster_over_tls_with_client_certificates) {
+    // Names on every master, each connection TLS (the slot map names the nodes' TLS ports); a
+    // wrong CA and a missing client certificate are refused with an error that names the node
+    // and not the password.
+    tls_cluster rig;
+    auto s = strategies::make_redis_store(strategies::redis_options::from_json(rig.options()));
+    auto other = strategies::make_redis_store(strategies::redis_options::from_json(rig.options()));
+    for (int i = 0; i < 30; ++i) {
+        const auto name = test::unique_resource("tls " + std::to_string(i));
+        auto l = make_lock(s, name);
+        BOOST_REQUIRE(l.try_lock());
+        BOOST_REQUIRE(l.fencing_token());
+        auto rival = make_lock(other, name);
+        BOOST_CHECK(!rival.try_lock());
+        l.unlock();
+        BOOST_CHECK(rival.try_lock());
+        rival.unlock();
+    }
+    auto refused = [&](nlohmann::json o, const std::string& says) {
+        try {
+            strategies::make_redis_store(strategies::redis_options::from_json(o));
+            BOOST_ERROR("a store was made with " << says);
+        } catch (const backend_error& e) {
+            const std::string what = e.what();
+            BOOST_TEST_MESSAGE(what);
+            BOOST_CHECK(e.kind() == error_kind::permanent);
+            BOOST_CHECK_EQUAL(e.native_code(), "tls");
+            BOOST_CHECK(what.find("127.0.0.1:") != std::string::npos);
+            BOOST_CHECK(what.find(password) == std::string::npos);
+        }
+    };
+    auto wrong_ca = rig.options();
+    wrong_ca["ca_file"] = rig.tls_dir() + "/server.pem";  // not the CA that signed the nodes'
+    refused(wrong_ca, "a wrong CA");
+    auto no_certificate = rig.options();
+    no_certificate.erase("cert_file");
+    no_certificate.erase("key_file");
+    refused(no_certificate, "no client certificate");
 }

@@ -79,7 +79,8 @@
 //    is used only after its ROLE says master; a connection error, a READONLY reply or an
 //    unconfirmed write makes the next connection ask the Sentinels again, and drops the pooled
 //    connections to the old master.
-//  - TLS: a rediss:// URL speaks TLS >= 1.2 (OpenSSL; hiredis is used for the protocol only).
+//  - TLS: a rediss:// URL (in a cluster, "tls": true) speaks TLS >= 1.2 (OpenSSL; hiredis is
+//    used for the protocol only).
 //    The server's certificate chain is verified against ca_file (or the system's CA store) and
 //    its name against server_name, or else the URL's host (an IP address against the
 //    certificate's IP entries); neither check can be turned off. cert_file/key_file present a
@@ -191,9 +192,9 @@ struct redis_options {
     // rediss:// url), or, in place of "url", {"sentinels": ["host:port", ...], "master_name":
     // "...", "sentinel_user": "...", "sentinel_password" (or _file, _env), "user", "password"
     // (or _file, _env), "db", "wait_replicas": 1} (no TLS behind Sentinel yet), or {"cluster":
-    // ["host:port", ...], "user", "password" (or _file, _env), "wait_replicas": 1} (no TLS, no
-    // db, no braces in key_prefix). Exactly one of "url", "sentinels" and "cluster". Throws
-    // config_error (never naming a password).
+    // ["host:port", ...], "user", "password" (or _file, _env), "wait_replicas": 1, "tls": false,
+    // and with "tls": true the TLS options} (no db, no braces in key_prefix). Exactly one of "url",
+    // "sentinels" and "cluster". Throws config_error (never naming a password).
     static redis_options from_json(const nlohmann::json& options);
 };
 
