@@ -163,12 +163,13 @@ void slot_router::refresh() {
                 range x{entry->element[0]->integer, entry->element[1]->integer,
                         std::string(text_of(entry->element[2]->element[0])),
                         int(entry->element[2]->element[1]->integer)};
-                covered += x.end - x.start + 1;
-                // More slots than there are: a map that overlaps itself is not one (and a hostile
-                // node's ranges, each of every slot, would cost a pass over the map each).
                 well_formed = x.start >= 0 && x.start <= x.end &&
                               x.end < static_cast<long long>(slot_count) && x.port > 0 &&
-                              x.port < 65536 && covered <= static_cast<long long>(slot_count);
+                              x.port < 65536;
+                // More slots than there are: a map that overlaps itself is not one (and a hostile
+                // node's ranges, each of every slot, would cost a pass over the map each).
+                covered += well_formed ? x.end - x.start + 1 : 0;
+                well_formed = well_formed && covered <= static_cast<long long>(slot_count);
                 // No address: the node that answered ("?": unknown, the slot stays unserved).
                 if (x.host.empty()) x.host = e.host;
                 if (well_formed && x.host != "?") ranges.push_back(std::move(x));
