@@ -29,7 +29,7 @@
 # three members use it and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its
 # replica, then three Sentinels on the next four), LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes
 # of a Redis Cluster, three masters and a replica of each, on it and the next five; bus ports 1000
-# above), LOCKSMITH_SERVICES (default: all, "certs redis redis-tls memcached postgres mariadb
+# above; LOCKSMITH_REDIS_CLUSTER_TLS=1: TLS only), LOCKSMITH_SERVICES (default: all, "certs redis redis-tls memcached postgres mariadb
 # zookeeper zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster";
 # `certs` makes the test certificates the TLS servers use and goes before them).
 #
@@ -608,19 +608,36 @@ CONF
 # A Redis Cluster of six nodes: three masters and a replica of each (`redis-cli --cluster
 # create`, once: the nodes keep the cluster in their nodes.conf), with the Sentinel rig's
 # password. The bus ports are set (1000 above each node) because the default, port + 10000,
-# overflows above 55535.
+# overflows above 55535. With LOCKSMITH_REDIS_CLUSTER_TLS=1 (a test's cluster of its own) every
+# node speaks only TLS, to clients, on the bus and to its replica, and requires a client
+# certificate (the certificates of `certs`).
+cluster_tls=${LOCKSMITH_REDIS_CLUSTER_TLS:-}
 cluster_nodes() { local i; for i in 0 1 2 3 4 5; do printf '127.0.0.1:%s ' $((cluster_port + i)); done; }
+cluster_cli() {
+  local tls=$state_dir/tls
+  if [ -n "$cluster_tls" ]; then
+    redis-cli --tls --cacert "$tls/ca.pem" --cert "$tls/client.pem" --key "$tls/client.key" \
+      --no-auth-warning -a "$sentinel_password" "$@"
+  else
+    redis-cli --no-auth-warning -a "$sentinel_password" "$@"
+  fi
+}
+cluster_member_ping() { cluster_cli -h 127.0.0.1 -p "$sentinel_member_port" ping 2>/dev/null | grep -q PONG; }
 cluster_ok() {
-  redis-cli -h 127.0.0.1 -p "$cluster_port" --no-auth-warning -a "$sentinel_password" cluster info \
-    2>/dev/null | grep -q '^cluster_state:ok'
+  cluster_cli -h 127.0.0.1 -p "$cluster_port" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
 }
 start_redis_cluster() {
   need redis-server redis-server && need redis-cli redis-tools || return 1
-  local i rc=0 port
+  local i rc=0 port tls=$state_dir/tls listen
+  [ -z "$cluster_tls" ] || [ -s "$tls/client.pem" ] || make_certs || return 1
   for i in 0 1 2 3 4 5; do
     sentinel_member_port=$((cluster_port + i))
-    start_one "redis-cluster-$i" redis-server sentinel_member_ping "$sentinel_member_port" \
-      redis-server --bind 127.0.0.1 --port "$sentinel_member_port" --protected-mode yes \
+    listen=(--port "$sentinel_member_port")
+    [ -z "$cluster_tls" ] || listen=(--port 0 --tls-port "$sentinel_member_port" --tls-cluster yes
+      --tls-replication yes --tls-cert-file "$tls/server.pem" --tls-key-file "$tls/server.key"
+      --tls-ca-cert-file "$tls/ca.pem" --tls-auth-clients yes)
+    start_one "redis-cluster-$i" redis-server cluster_member_ping "$sentinel_member_port" \
+      redis-server --bind 127.0.0.1 "${listen[@]}" --protected-mode yes \
       --daemonize no --dir "$state_dir/redis-cluster-$i" --save '' --appendonly no \
       --cluster-enabled yes --cluster-port $((sentinel_member_port + 1000)) \
       --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
@@ -628,10 +645,10 @@ start_redis_cluster() {
   done
   [ $rc = 0 ] || return $rc
   # Nodes that were a cluster before keep it (nodes.conf) and need a moment to agree again.
-  if redis-cli -h 127.0.0.1 -p "$cluster_port" --no-auth-warning -a "$sentinel_password" \
+  if cluster_cli -h 127.0.0.1 -p "$cluster_port" \
     cluster info 2>/dev/null | grep -q '^cluster_slots_assigned:0'; then
     # shellcheck disable=SC2046
-    redis-cli --no-auth-warning -a "$sentinel_password" --cluster create $(cluster_nodes) \
+    cluster_cli --cluster create $(cluster_nodes) \
       --cluster-replicas 1 --cluster-yes >>"$state_dir/redis-cluster-create.log" 2>&1 ||
       { log "redis-cluster: create failed:"; tail -n 20 "$state_dir/redis-cluster-create.log" >&2; return 1; }
   fi
@@ -748,7 +765,7 @@ status() {
         done ;;
       redis-cluster) for i in 0 1 2 3 4 5; do
           sentinel_member_port=$((cluster_port + i)); pid=$(pid_of "redis-cluster-$i")
-          alive "$pid" redis-server && sentinel_member_ping &&
+          alive "$pid" redis-server && cluster_member_ping &&
             echo "redis-cluster-$i: running (pid $pid, port $sentinel_member_port)" ||
             echo "redis-cluster-$i: not running"
         done ;;

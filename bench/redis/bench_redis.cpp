@@ -11,9 +11,12 @@
 //
 //   sentinel             uncontended pairs behind Sentinel (WAIT per grant) beside the single
 //                        server and beside the same master without WAIT
+//   cluster              uncontended pairs on a Redis Cluster, with and without WAIT, beside the
+//                        single server
 //
 // Usage: bench_redis [pairs] [rounds]; endpoints from LOCKSMITH_TEST_REDIS_URL,
-// LOCKSMITH_TEST_REDIS_SENTINELS (with _SENTINEL_MASTER and _SENTINEL_PASSWORD) and
+// LOCKSMITH_TEST_REDIS_SENTINELS (with _SENTINEL_MASTER and _SENTINEL_PASSWORD),
+// LOCKSMITH_TEST_REDIS_CLUSTER (with _CLUSTER_PASSWORD) and
 // LOCKSMITH_TEST_MEMCACHED (scripts/services.sh env). Benchmarks are not tests: nothing here
 // asserts a speed.
 #include <algorithm>
@@ -286,6 +289,44 @@ void sentinel_rows(const std::shared_ptr<store>& single, const std::string& sent
                 median(waited) / median(one), median(waited) / median(master_only));
 }
 
+// The cost of a cluster: the same pairs on the single server and on a Redis Cluster (the slot's
+// master found from the client's slot map), without WAIT (routing alone) and with WAIT 1.
+void cluster_rows(const std::shared_ptr<store>& single, const std::string& nodes, int pairs,
+                  int rounds) {
+    const char* password = std::getenv("LOCKSMITH_TEST_REDIS_CLUSTER_PASSWORD");
+    if (!password) return;
+    auto list = nlohmann::json::array();
+    for (std::size_t from = 0; from <= nodes.size() && list.size() < 3;) {
+        const auto to = std::min(nodes.find(',', from), nodes.size());
+        list.push_back(nodes.substr(from, to - from));
+        from = to + 1;
+    }
+    auto make = [&](int wait_replicas) {
+        const nlohmann::json j{{"cluster", list},
+                               {"password", password},
+                               {"wait_replicas", wait_replicas},
+                               {"key_prefix", "locksmith-bench:"}};
+        return strategies::make_redis_store(strategies::redis_options::from_json(j));
+    };
+    auto routed = make(0);
+    auto waited = make(1);
+    std::vector<double> one, unconfirmed, confirmed;
+    for (int r = 0; r < rounds; ++r) {  // alternating, as above
+        one.push_back(library_pairs(single, "bench-single", pairs));
+        unconfirmed.push_back(library_pairs(routed, "bench-cluster", pairs));
+        confirmed.push_back(library_pairs(waited, "bench-cluster-wait", pairs));
+    }
+    std::printf(
+        "\nredis cluster: %d pairs x %d rounds\n\n| loop | min pairs/s | median pairs/s "
+        "| max pairs/s |\n|---|---:|---:|---:|\n",
+        pairs, rounds);
+    row("`named_lock::lock(); unlock()` on the single server (`url`)", one);
+    row("the same on a Redis Cluster (`cluster`, `wait_replicas` 0)", unconfirmed);
+    row("the same on a Redis Cluster (`cluster`, `wait_replicas` 1: WAIT per grant)", confirmed);
+    std::printf("\nratio cluster / single server: %.2f without WAIT, %.2f with WAIT 1\n",
+                median(unconfirmed) / median(one), median(confirmed) / median(one));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -339,6 +380,8 @@ int main(int argc, char** argv) {
 
     if (const char* sentinels = std::getenv("LOCKSMITH_TEST_REDIS_SENTINELS"))
         sentinel_rows(s, sentinels, pairs, rounds);
+    if (const char* nodes = std::getenv("LOCKSMITH_TEST_REDIS_CLUSTER"))
+        cluster_rows(s, nodes, pairs, rounds);
 
     if (const char* servers = std::getenv("LOCKSMITH_TEST_MEMCACHED")) {
         strategies::memcached_options mo;

@@ -31,8 +31,11 @@ error_kind kind_of(const std::string& native_code) {
     if (native_code.rfind("errno ", 0) == 0) return errno_kind(std::atoi(native_code.c_str() + 6));
     // Lost or slow connections, and a server that is starting, failing over or out of memory
     // for the moment: the next attempt (on a new connection) may succeed.
-    for (const char* code : {"timeout", "eof", "null", "oom", "fork", "LOADING", "BUSY", "TRYAGAIN",
-                             "MASTERDOWN", "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM"})
+    // (MOVED and ASK reach here only where nothing follows them, a subscription: the next
+    // attempt goes where the slot map, read again, says.)
+    for (const char* code :
+         {"timeout", "eof", "null", "oom", "fork", "LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN",
+          "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM", "MOVED", "ASK"})
         if (native_code == code) return error_kind::transient;
     // WRONGPASS, NOAUTH, NOPERM, ERR (a script or argument error), WRONGTYPE, protocol, tls: a
     // wrong setting, or not a Redis server of the version needed.

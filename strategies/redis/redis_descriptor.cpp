@@ -16,7 +16,19 @@ strategy_descriptor redis_metadata() {
     d.capabilities = redis_capabilities;
     d.needs_configuration = true;
     d.example_options = {{"url", "redis://127.0.0.1:6379/0"}};
+    d.warnings = &redis_warnings;
     return d;
+}
+
+std::vector<std::string> redis_warnings(const nlohmann::json& options) {
+    if (!options.is_object() || !options.contains("cluster")) return {};
+    const auto wait = options.find("wait_replicas");
+    if (wait == options.end() || !wait->is_number() || *wait != 0) return {};
+    return {
+        "redis has 'cluster' with 'wait_replicas' 0: a grant is reported before any replica "
+        "has it, so a master's failover can lose it and give the name to a second holder; "
+        "keep wait_replicas at the number of replicas of each master (0 only for a cluster "
+        "without replicas)"};
 }
 
 strategy_descriptor redis_strategy() {

@@ -4,10 +4,18 @@
 // registration, which adds the validator and the factory.
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include <locksmith/registry.hpp>
 
 namespace locksmith::strategies {
 
 strategy_descriptor redis_metadata();
+
+// What `config check` and `explain` warn of in the options (a cluster without WAIT).
+std::vector<std::string> redis_warnings(const nlohmann::json& options);
 
 }  // namespace locksmith::strategies

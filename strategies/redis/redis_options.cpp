@@ -176,26 +176,32 @@ redis_endpoint parse_redis_url(std::string_view url) {
 
 namespace {
 
-// A Sentinel's address, "host:port" or "[v6]:port" (no credentials: those are options of their
-// own). Throws config_error whose pointer names the entry; the message does not quote it (a
-// password pasted into it must not be shown).
-redis_endpoint parse_sentinel(const std::string& text, std::size_t i) {
-    const std::string at = "/sentinels/" + std::to_string(i);
+// A Sentinel's or cluster node's address (`list` names the option), "host:port" or
+// "[v6]:port" (no credentials: those are options of their own). Throws config_error whose
+// pointer names the entry; the message does not quote it (a password pasted into it must not be
+// shown).
+redis_endpoint parse_host_port(const std::string& text, std::size_t i, const std::string& list) {
+    const bool sentinel = list == "sentinels";
+    const std::string at = "/" + list + "/" + std::to_string(i);
+    const std::string entry = sentinel ? "a sentinel entry" : "a cluster entry";
     redis_endpoint e;
     try {
         e = parse_url("redis://" + text);
     } catch (const invalid_argument_error& err) {
-        throw config_error("config.value", at,
-                           std::string("a sentinel entry is not host:port: ") + err.what());
+        throw config_error("config.value", at, entry + " is not host:port: " + err.what());
     }
     if (text.find_first_of("@/") != std::string::npos || e.db != 0 || !e.password.empty())
         throw config_error("config.value", at,
-                           "sentinel entries are host:port only; give its credentials as "
-                           "'sentinel_user' and 'sentinel_password' or 'sentinel_password_file'");
+                           sentinel ? "sentinel entries are host:port only; give its credentials "
+                                      "as 'sentinel_user' and 'sentinel_password' or "
+                                      "'sentinel_password_file'"
+                                    : "cluster entries are host:port only; give the credentials "
+                                      "as 'user' and 'password' or 'password_file'");
     if (text.find(']') == std::string::npos ? text.find(':') == std::string::npos
                                             : text.find("]:") == std::string::npos)
         throw config_error("config.value", at,
-                           "a sentinel entry needs a port (Sentinel's default is 26379)");
+                           entry + (sentinel ? " needs a port (Sentinel's default is 26379)"
+                                             : " needs a port (Redis' default is 6379)"));
     return e;
 }
 
@@ -206,13 +212,15 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
     redis_options o;
     auto url = r.string("url");
     auto sentinels = r.strings("sentinels");
-    if (url && sentinels)
-        throw config_error("config.value", "/sentinels",
-                           "give option 'url' (one server) or 'sentinels' (Redis behind Sentinel), "
-                           "not both");
-    if (!url && !sentinels)
+    auto cluster = r.strings("cluster");
+    if (int(bool(url)) + int(bool(sentinels)) + int(bool(cluster)) > 1)
+        throw config_error("config.value", cluster ? "/cluster" : "/sentinels",
+                           "give one of option 'url' (one server), 'sentinels' (Redis behind "
+                           "Sentinel) and 'cluster' (Redis Cluster), not several");
+    if (!url && !sentinels && !cluster)
         throw config_error("config.missing", "/url",
-                           "option 'url' (or 'sentinels' with 'master_name') is required");
+                           "option 'url' (or 'sentinels' with 'master_name', or 'cluster') is "
+                           "required");
     if (url) {
         try {
             o.endpoint = parse_redis_url(*url);
@@ -227,9 +235,25 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
                                    std::string("option '") + only +
                                        "' goes with 'sentinels'; with 'url', give user, password "
                                        "and database in the URL");
+    } else if (cluster) {
+        for (std::size_t i = 0; i < cluster->size(); ++i)
+            o.cluster.push_back(parse_host_port((*cluster)[i], i, "cluster"));
+        for (const char* only : {"master_name", "sentinel_user", "sentinel_password",
+                                 "sentinel_password_file", "sentinel_password_env"})
+            if (options.contains(only))
+                throw config_error("config.value", std::string("/") + only,
+                                   std::string("option '") + only + "' goes with 'sentinels'");
+        if (options.contains("db"))
+            throw config_error("config.value", "/db", "a Redis Cluster has database 0 only");
+        o.endpoint = redis_endpoint{};
+        o.endpoint.host.clear();
+        if (auto v = r.string("user")) o.endpoint.user = *v;
+        // TLS to every node (the nodes' tls-port, tls-cluster yes), with the TLS options below.
+        if (auto v = r.boolean("tls")) o.endpoint.tls = *v;
+        o.wait_replicas = 1;
     } else {
         for (std::size_t i = 0; i < sentinels->size(); ++i)
-            o.sentinels.push_back(parse_sentinel((*sentinels)[i], i));
+            o.sentinels.push_back(parse_host_port((*sentinels)[i], i, "sentinels"));
         auto name = r.string("master_name");
         if (!name || name->empty())
             throw config_error("config.missing", "/master_name",
@@ -270,8 +294,14 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
     if (auto v = r.seconds("connect_timeout_s", 0.001, 3600)) o.connect_timeout = *v;
     if (auto v = r.seconds("command_timeout_s", 0.001, 3600)) o.command_timeout = *v;
     if (auto v = r.string("key_prefix")) o.key_prefix = *v;
+    // The hash tag that keeps a name's keys in one slot must be the first {...} of each key.
+    if (cluster && o.key_prefix.find_first_of("{}") != std::string::npos)
+        throw config_error("config.value", "/key_prefix",
+                           "with 'cluster', key_prefix may not contain '{' or '}': the keys' hash "
+                           "tag (which keeps a name's keys in one slot) must be their first {...}");
     if (auto v = r.integer("pool_size", 1, 1024)) o.pool_size = std::size_t(*v);
-    auto t = tls::read_tls_options(r, o.endpoint.tls, "/url", "a rediss:// url");
+    auto t = cluster ? tls::read_tls_options(r, o.endpoint.tls, "/tls", "'tls': true")
+                     : tls::read_tls_options(r, o.endpoint.tls, "/url", "a rediss:// url");
     o.ca_file = std::move(t.ca_file);
     o.cert_file = std::move(t.cert_file);
     o.key_file = std::move(t.key_file);

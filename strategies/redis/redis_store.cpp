@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -16,6 +17,7 @@
 #include <locksmith/strategies/redis.hpp>
 #include <locksmith/version.hpp>
 
+#include "cluster.hpp"
 #include "redis_connection.hpp"
 #include "redis_descriptor.hpp"
 #include "redis_scripts.hpp"
@@ -73,6 +75,33 @@ struct redis_key_state final : key_local_state {
     bool others_wait = false;
 };
 
+// The connection that one operation on a name uses: a lease of the store's pool, or in cluster
+// mode one of the pool of the master that serves the name's slot, whose commands follow MOVED
+// and ASK (and then stay on the node that answered: a WAIT must go where the write went).
+class link {
+  public:
+    explicit link(connection_pool& pool) : c_(std::in_place, pool.take()) {}
+    link(slot_router& router, std::uint16_t slot)
+        : router_(&router), slot_(slot), c_(std::in_place, router.take(slot)) {}
+    reply_ptr command(const std::vector<std::string_view>& args) {
+        return router_ ? router_->command(slot_, c_, args) : (*c_)->command(args);
+    }
+    connection* operator->() const noexcept { return &**c_; }
+
+  private:
+    slot_router* router_ = nullptr;
+    std::uint16_t slot_ = 0;
+    std::optional<connection_pool::lease> c_;
+};
+
+// A script as a cluster runs it: its announcements sharded (SPUBLISH reaches the subscribers of
+// the channel's slot on its master; a PUBLISH would be copied to every node of the cluster).
+std::string sharded(std::string text) {
+    for (auto at = text.find("'PUBLISH'"); at != std::string::npos; at = text.find("'PUBLISH'", at))
+        text.replace(at, 9, "'SPUBLISH'");
+    return text;
+}
+
 class redis_store final : public store {
   public:
     explicit redis_store(redis_options options)
@@ -81,12 +110,17 @@ class redis_store final : public store {
           tls_(make_tls_context(options_)),
           locator_(options_.sentinels.empty() ? nullptr
                                               : std::make_unique<master_locator>(options_)),
+          router_(options_.cluster.empty() ? nullptr
+                                           : std::make_unique<slot_router>(options_, tls_)),
           pool_(settings()) {
+        for (std::size_t i = 0; i < script_text.size(); ++i)
+            text_[i] = router_ ? sharded(script_text[i]) : script_text[i];
         // Connect once now, so that a wrong endpoint or password fails at construction (and the
-        // factory falls back), and load the scripts so that later calls go by SHA.
-        auto c = pool_.take();
+        // factory falls back), and load the scripts so that later calls go by SHA (a cluster's
+        // other masters load them at their first NOSCRIPT).
+        auto c = router_ ? link(*router_, 0) : link(pool_);
         for (std::size_t i = 0; i < script_text.size(); ++i) {
-            auto reply = c->command({"SCRIPT", "LOAD", script_text[i]});
+            auto reply = c.command({"SCRIPT", "LOAD", text_[i]});
             c->check(reply.get(), std::string("loading the ") + script_name[i] + " script");
             sha_[i] = std::string(reply->str, reply->len);
         }
@@ -99,10 +133,11 @@ class redis_store final : public store {
     }
 
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
-        if (!locator_) return wait_acquire(k, mode, ttl, until);
-        // Behind Sentinel, a failover breaks connections and leaves the new master without a
-        // replica (no grant confirmed) for seconds: a waiter rides it out until its deadline,
-        // on connections to whichever master the Sentinels name next.
+        if (!locator_ && !router_) return wait_acquire(k, mode, ttl, until);
+        // Behind Sentinel or in a cluster, a failover breaks connections and leaves the new
+        // master without a replica (no grant confirmed) for seconds: a waiter rides it out until
+        // its deadline, on connections to whichever master the Sentinels (the slot map) name
+        // next.
         for (milliseconds pause(50);; pause = std::min(pause * 2, milliseconds(500))) {
             try {
                 return wait_acquire(k, mode, ttl, until);
@@ -120,10 +155,13 @@ class redis_store final : public store {
         // A waiting writer queues (acquire script) and sleeps on its own wake channel until a
         // release hands the lock over to it: first come, first served, and one wake-up per
         // grant instead of every waiter retrying at every release.
-        std::unique_ptr<waker> w = take_waker();
+        std::unique_ptr<waker> w = take_waker(k.resource());
         const std::string member = std::to_string(ttl.count()) + " " + w->channel + " " +
                                    std::to_string(++w->waits) + " " + k.token();
         for (;;) {
+            // A subscription that its node ended (the slot moved away) is made again, on the
+            // same channel, at the slot's master, before the retry that may queue us again.
+            if (w->subscriber->broken()) w->subscriber = subscribed(k.resource(), w->channel);
             auto now = clock::now();
             const long long wait_ms = std::max<long long>(1, ms_until(until, now));
             // The lifetime of a grant counts from here: a hand-over happens after this attempt
@@ -155,25 +193,25 @@ class redis_store final : public store {
     }
     bool do_refresh(key& k, milliseconds ttl) override {
         check_ttl(ttl);
-        auto c = pool_.take();
+        auto c = take(k.resource());
         const auto lock = name_of("lock:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
-        auto r = run(*c, refresh_id, {lock}, {k.token(), ttl_text});
+        auto r = run(c, refresh_id, {lock}, {k.token(), ttl_text});
         if (integer_of(r.get()) != 1) return false;
         // Not confirmed: the lease is not extended (the watchdog retries while the last
         // confirmed one lasts, then reports the loss).
-        if (!replicated(*c)) not_replicated("refreshing lock '" + k.resource() + "'");
+        if (!replicated(c)) not_replicated("refreshing lock '" + k.resource() + "'");
         return true;
     }
 
     void do_release(key& k) override {
-        auto c = pool_.take();
+        auto c = take(k.resource());
         const auto lock = name_of("lock:", k.resource());
         const auto wait = name_of("wait:", k.resource());
         const auto queue = name_of("queue:", k.resource());
         const auto readers = name_of("readers:", k.resource());
         const auto chan = name_of("chan:", k.resource());
-        auto r = run(*c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
+        auto r = run(c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
         const bool others_wait = integer_of(r.get()) == 2;
         auto* known = k.local_state_of<redis_key_state>(instance_id());
         if (others_wait && !known) {
@@ -185,33 +223,33 @@ class redis_store final : public store {
     }
 
     bool do_holds(const key& k) override {
-        auto c = pool_.take();
+        auto c = take(k.resource());
         const auto lock = name_of("lock:", k.resource());
-        auto r = run(*c, holds_id, {lock}, {k.token()});
+        auto r = run(c, holds_id, {lock}, {k.token()});
         return integer_of(r.get()) == 1;
     }
 
     std::optional<std::uint64_t> do_fencing_token(key& k) override {
         if (auto known = k.fencing_token()) return known;
-        auto c = pool_.take();
+        auto c = take(k.resource());
         const auto lock = name_of("lock:", k.resource());
         const auto fence = name_of("fence:", k.resource());
-        auto r = run(*c, fence_id, {lock, fence}, {k.token()});
+        auto r = run(c, fence_id, {lock, fence}, {k.token()});
         const auto token = integer_of(r.get());
         if (token <= 0)
             throw expired_error("redis: lock '" + k.resource() +
                                 "' was lost before its fencing token was assigned");
         // A token a failover can lose could be drawn again by the promoted replica.
-        if (!replicated(*c))
+        if (!replicated(c))
             not_replicated("drawing the fencing token of lock '" + k.resource() + "'");
         k.set_fencing_token(std::uint64_t(token));
         return k.fencing_token();
     }
 
     lock_status do_status(std::string_view resource) override {
-        auto c = pool_.take();
+        auto c = take(resource);
         const auto lock = name_of("lock:", resource);
-        auto r = run(*c, status_id, {lock}, {});
+        auto r = run(c, status_id, {lock}, {});
         lock_status s;
         const auto state = integer_at(r.get(), 0);
         const auto holders = integer_at(r.get(), 1);
@@ -260,14 +298,18 @@ class redis_store final : public store {
             if (!subscriber) {
                 // Subscribe, then try again at once: a release between the failed try and the
                 // subscription has published to nobody, but the retry sees its effect.
-                subscriber = subscribe(chan);
+                subscriber = subscribe(chan, k.resource());
                 continue;
             }
             // Sleep until a release is announced, but no longer than the obstacle can last.
             milliseconds slice = o.value > 0 ? milliseconds(o.value + 1) : milliseconds(1000);
             slice =
                 std::min<milliseconds>(slice, milliseconds(ms_until(until, now)) + milliseconds(1));
-            subscriber->read(std::max(slice, milliseconds(1)));
+            auto said = subscriber->read(std::max(slice, milliseconds(1)));
+            if (said && unsubscribed_by_server(*said)) {
+                router_->doubt();
+                subscriber.reset();  // subscribe again, at the slot's new master
+            }
         }
     }
 
@@ -283,12 +325,22 @@ class redis_store final : public store {
         return std::chrono::ceil<milliseconds>(until - now).count();
     }
 
+    // In a cluster, every key and channel of a name carries its hash tag (one slot).
     std::string name_of(std::string_view kind, std::string_view resource) const {
         std::string out;
-        out.reserve(options_.key_prefix.size() + kind.size() + resource.size());
-        out.append(options_.key_prefix).append(kind).append(resource);
+        out.reserve(options_.key_prefix.size() + kind.size() + resource.size() + 10);
+        out.append(options_.key_prefix).append(kind);
+        if (router_) out.append(hash_tag(resource));
+        out.append(resource);
         return out;
     }
+
+    // The connection for an operation on `resource`.
+    link take(std::string_view resource) {
+        if (!router_) return link(pool_);
+        return link(*router_, slot_of(resource));
+    }
+    static std::uint16_t slot_of(std::string_view resource) { return key_slot(hash_tag(resource)); }
 
     // `member`: a waiting writer's queue entry (do_wait_acquire), else empty.
     outcome acquire(key& k, lock_mode mode, milliseconds ttl, long long wait_ms,
@@ -302,12 +354,12 @@ class redis_store final : public store {
         const auto chan = name_of("chan:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         const auto wait_text = std::to_string(wait_ms);
-        auto c = pool_.take();
-        auto r = run(*c, acquire_id, {lock, fence, wait, queue, readers},
+        auto c = take(k.resource());
+        auto r = run(c, acquire_id, {lock, fence, wait, queue, readers},
                      {k.token(), ttl_text, mode == lock_mode::exclusive ? "x" : "s", wait_text,
                       chan, member});
         outcome o{integer_at(r.get(), 0) == 1, integer_at(r.get(), 1)};
-        if (o.granted) confirm_grant(*c, k);
+        if (o.granted) confirm_grant(c, k);
         if (o.granted && o.value > 0) k.set_fencing_token(std::uint64_t(o.value));
         return o;
     }
@@ -321,24 +373,24 @@ class redis_store final : public store {
         check_ttl(ttl);
         const auto lock = name_of("lock:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
-        auto c = pool_.take();
-        auto r = c->command({"SET", lock, k.token(), "NX", "PX", ttl_text});
+        auto c = take(k.resource());
+        auto r = c.command({"SET", lock, k.token(), "NX", "PX", ttl_text});
         c->check(r.get(), "granting the lock");
         if (r->type == REDIS_REPLY_NIL) return false;
         k.set_fencing_token(std::nullopt);  // a token of an earlier grant is not this grant's
-        confirm_grant(*c, k);
+        confirm_grant(c, k);
         return true;
     }
 
     // A writer that gives up waiting leaves the queue. True when the lock was handed over to
     // it in the meantime: then it holds the lock, and the wait succeeded.
     bool withdraw(key& k, const std::string& member) {
-        auto c = pool_.take();
+        auto c = take(k.resource());
         const auto wait = name_of("wait:", k.resource());
         const auto queue = name_of("queue:", k.resource());
         const auto lock = name_of("lock:", k.resource());
         const auto chan = name_of("chan:", k.resource());
-        auto r = run(*c, unwait_id, {wait, queue, lock}, {k.token(), chan, member});
+        auto r = run(c, unwait_id, {wait, queue, lock}, {k.token(), chan, member});
         if (integer_of(r.get()) != 1) return false;
         k.set_fencing_token(std::nullopt);
         return confirm_hand_over(k, ttl_of_member(member));
@@ -367,22 +419,31 @@ class redis_store final : public store {
         return s;
     }
 
-    // A new connection outside the pool (waiters' subscribers).
-    std::unique_ptr<connection> open_connection() {
+    // A new connection outside the pool (waiters' subscribers): in a cluster, to the master of
+    // `resource`'s slot.
+    std::unique_ptr<connection> open_connection(std::string_view resource) {
+        if (router_) return router_->connect(slot_of(resource));
         return locator_ ? locator_->connect()
                         : std::make_unique<connection>(options_, options_.endpoint, tls_);
     }
 
+    // Whether an idle subscriber can serve a wait on `resource`: behind Sentinel, one to the
+    // current master; in a cluster, one to the master of the name's slot.
+    bool usable_for(const connection& c, std::string_view resource) {
+        if (router_) return router_->serves(c, slot_of(resource));
+        return !locator_ || locator_->current(c);
+    }
+
     // WAIT: true when wait_replicas replicas have every write made so far on `c` (or none are
     // asked for). Else `c` is discarded: its server may be a master that is being demoted.
-    bool replicated(connection& c) {
+    bool replicated(link& c) {
         if (options_.wait_replicas == 0) return true;
         const auto replicas = std::to_string(options_.wait_replicas);
         const auto timeout = std::to_string(wait_timeout().count());
         auto r = c.command({"WAIT", replicas, timeout});
-        c.check(r.get(), "waiting for replicas");
+        c->check(r.get(), "waiting for replicas");
         if (r->type == REDIS_REPLY_INTEGER && r->integer >= options_.wait_replicas) return true;
-        c.discard();
+        c->discard();
         return false;
     }
 
@@ -402,15 +463,15 @@ class redis_store final : public store {
 
     // A grant just written on `c`: confirmed, or released (as far as this master goes) and
     // reported as not made, so that no failover can give the name to a second holder.
-    void confirm_grant(connection& c, key& k) {
-        if (replicated(c)) return;
+    void confirm_grant(link& written, key& k) {
+        if (replicated(written)) return;
         try {
             const auto lock = name_of("lock:", k.resource());
             const auto wait = name_of("wait:", k.resource());
             const auto queue = name_of("queue:", k.resource());
             const auto readers = name_of("readers:", k.resource());
             const auto chan = name_of("chan:", k.resource());
-            run(c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
+            run(written, release_id, {lock, wait, queue, readers}, {k.token(), chan});
         } catch (const std::exception&) {
             // The lease ends with its TTL anyway.
         }
@@ -422,12 +483,12 @@ class redis_store final : public store {
     // own (a write after it) confirms both with WAIT. False when the grant is gone already.
     bool confirm_hand_over(key& k, milliseconds ttl) {
         if (options_.wait_replicas == 0) return true;
-        auto c = pool_.take();
+        auto c = take(k.resource());
         const auto lock = name_of("lock:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
-        auto r = run(*c, refresh_id, {lock}, {k.token(), ttl_text});
+        auto r = run(c, refresh_id, {lock}, {k.token(), ttl_text});
         if (integer_of(r.get()) != 1) return false;
-        confirm_grant(*c, k);
+        confirm_grant(c, k);
         return true;
     }
 
@@ -444,22 +505,40 @@ class redis_store final : public store {
         std::uint64_t waits = 0;  // numbers each wait, so that a late message is not mistaken
     };
 
-    std::unique_ptr<waker> take_waker() {
+    // In a cluster, a wake channel is in the slot of the name waited for (the release script
+    // announces on it from that slot's master), so a waker moves to the channel of each wait.
+    std::unique_ptr<waker> take_waker(std::string_view resource) {
+        std::unique_ptr<waker> w;
         {
             std::lock_guard guard(subscribers_mutex_);
-            while (!idle_wakers_.empty()) {
-                auto w = std::move(idle_wakers_.back());
-                idle_wakers_.pop_back();
-                // Pending data on an idle subscriber is a hang-up or a late message: a fresh one is
-                // cheaper than telling them apart.
-                if (!w->subscriber->stale() && (!locator_ || locator_->current(*w->subscriber)))
-                    return w;
+            for (auto it = idle_wakers_.end(); it != idle_wakers_.begin();) {
+                --it;
+                // Pending data on an idle subscriber is a hang-up or a late message: a fresh one
+                // is cheaper than telling them apart.
+                if ((*it)->subscriber->stale() ||
+                    (locator_ && !locator_->current(*(*it)->subscriber))) {
+                    it = idle_wakers_.erase(it);
+                    continue;
+                }
+                if (!usable_for(*(*it)->subscriber, resource)) continue;
+                w = std::move(*it);
+                idle_wakers_.erase(it);
+                break;
             }
         }
-        auto w = std::make_unique<waker>();
-        w->subscriber = open_connection();
-        w->channel = options_.key_prefix + "wake:" + random_token();  // under the prefix, for ACLs
-        subscribe_on(*w->subscriber, w->channel);
+        if (w && !router_) return w;
+        // Under the prefix, for ACLs.
+        const auto channel = options_.key_prefix +
+                             "wake:" + (router_ ? hash_tag(resource) : std::string()) +
+                             random_token();
+        if (w) {
+            w->subscriber->send({"SUNSUBSCRIBE"});  // its confirmation is read by subscribe_on
+            subscribe_on(*w->subscriber, channel);
+        } else {
+            w = std::make_unique<waker>();
+            w->subscriber = subscribed(resource, channel);
+        }
+        w->channel = channel;
         return w;
     }
 
@@ -479,6 +558,11 @@ class redis_store final : public store {
             if (left <= left.zero()) return false;
             auto reply = w.subscriber->read(left);
             if (!reply) return false;
+            if (unsubscribed_by_server(*reply)) {
+                router_->doubt();
+                w.subscriber->discard();
+                return false;
+            }
             if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
                 reply->element[2]->type != REDIS_REPLY_STRING)
                 continue;
@@ -491,14 +575,26 @@ class redis_store final : public store {
         }
     }
 
-    // A connection subscribed to `chan`: a recycled one when there is one, else a new one.
-    std::unique_ptr<connection> subscribe(const std::string& chan) {
+    // A cluster node ends the subscriptions to the channels of a slot it no longer serves
+    // (Redis 7: a "sunsubscribe" nobody asked for): the subscriber must go to the new master.
+    bool unsubscribed_by_server(const redisReply& reply) const {
+        return router_ && reply.type == REDIS_REPLY_ARRAY && reply.elements == 3 &&
+               reply.element[0]->type == REDIS_REPLY_STRING &&
+               std::string_view(reply.element[0]->str, reply.element[0]->len) == "sunsubscribe";
+    }
+
+    // A connection subscribed to `resource`'s channel `chan`: a recycled one when there is one,
+    // else a new one.
+    std::unique_ptr<connection> subscribe(const std::string& chan, std::string_view resource) {
         std::unique_ptr<connection> recycled;
         {
             std::lock_guard guard(subscribers_mutex_);
-            if (!idle_subscribers_.empty()) {
-                recycled = std::move(idle_subscribers_.back());
-                idle_subscribers_.pop_back();
+            for (auto it = idle_subscribers_.end(); it != idle_subscribers_.begin();) {
+                --it;
+                if (!usable_for(**it, resource)) continue;
+                recycled = std::move(*it);
+                idle_subscribers_.erase(it);
+                break;
             }
         }
         if (recycled) {
@@ -509,13 +605,34 @@ class redis_store final : public store {
                 // Closed while idle (a server restart): a fresh connection decides.
             }
         }
-        auto fresh = open_connection();
-        subscribe_on(*fresh, chan);
-        return fresh;
+        return subscribed(resource, chan);
     }
 
+    // A new connection subscribed to `resource`'s channel `chan`. While a cluster moves the
+    // slot, a node may answer MOVED (the map was stale, or the new master does not know yet that
+    // it is one): then the map is read again and the subscription tried again, within the
+    // command timeout. A subscription that failed costs a waiting writer its place in the queue
+    // (its next one is under another channel), so it is worth the retry.
+    std::unique_ptr<connection> subscribed(std::string_view resource, const std::string& chan) {
+        const auto until = clock::now() + options_.command_timeout;
+        for (milliseconds pause(10);; pause = std::min(pause * 2, milliseconds(200))) {
+            auto s = open_connection(resource);
+            try {
+                subscribe_on(*s, chan);
+                return s;
+            } catch (const backend_error& e) {
+                const bool moved = e.native_code() == "MOVED" || e.native_code() == "ASK";
+                if (!router_ || !moved || clock::now() + pause >= until) throw;
+            }
+            router_->doubt();
+            std::this_thread::sleep_for(pause);
+        }
+    }
+
+    // In a cluster the channels are sharded (SSUBSCRIBE: on the master of their slot).
     void subscribe_on(connection& s, const std::string& chan) {
-        s.send({"SUBSCRIBE", chan});
+        const std::string_view confirmed = router_ ? "ssubscribe" : "subscribe";
+        s.send({router_ ? "SSUBSCRIBE" : "SUBSCRIBE", chan});
         // A recycled connection first delivers what its previous use left: the confirmation of
         // its UNSUBSCRIBE and messages of the old channel published before that. The server
         // answers in order, so everything after our confirmation is about `chan`.
@@ -528,7 +645,7 @@ class redis_store final : public store {
             s.check(reply.get(), "subscribing to the release channel");
             if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
                 reply->element[0]->type == REDIS_REPLY_STRING &&
-                std::string_view(reply->element[0]->str, reply->element[0]->len) == "subscribe")
+                std::string_view(reply->element[0]->str, reply->element[0]->len) == confirmed)
                 return;
         }
     }
@@ -539,7 +656,7 @@ class redis_store final : public store {
     void recycle(std::unique_ptr<connection> s) noexcept {
         if (!s || s->broken()) return;
         try {
-            s->send({"UNSUBSCRIBE"});
+            s->send({router_ ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"});
         } catch (const std::exception&) {
             return;
         }
@@ -549,7 +666,7 @@ class redis_store final : public store {
     }
 
     // EVALSHA, reloading the script when the server lost it (restart, SCRIPT FLUSH).
-    reply_ptr run(connection& c, script_id id, std::initializer_list<std::string_view> keys,
+    reply_ptr run(link& c, script_id id, std::initializer_list<std::string_view> keys,
                   std::initializer_list<std::string_view> args) {
         const auto nkeys = std::to_string(keys.size());
         std::vector<std::string_view> argv{"EVALSHA", sha_[id], nkeys};
@@ -557,18 +674,20 @@ class redis_store final : public store {
         argv.insert(argv.end(), args.begin(), args.end());
         auto reply = c.command(argv);
         if (reply->type == REDIS_REPLY_ERROR && reply_error_code(*reply) == "NOSCRIPT") {
-            auto load = c.command({"SCRIPT", "LOAD", script_text[id]});
-            c.check(load.get(), std::string("reloading the ") + script_name[id] + " script");
+            auto load = c.command({"SCRIPT", "LOAD", text_[id]});
+            c->check(load.get(), std::string("reloading the ") + script_name[id] + " script");
             reply = c.command(argv);
         }
-        c.check(reply.get(), std::string("running the ") + script_name[id] + " script");
+        c->check(reply.get(), std::string("running the ") + script_name[id] + " script");
         return reply;
     }
 
     redis_options options_;
     std::shared_ptr<const tls::tls_context> tls_;  // rediss:// only
     std::unique_ptr<master_locator> locator_;      // behind Sentinel only
+    std::unique_ptr<slot_router> router_;          // Redis Cluster only
     connection_pool pool_;
+    std::array<std::string, script_text.size()> text_;  // as this store sends them
     std::array<std::string, script_text.size()> sha_;
     std::mutex subscribers_mutex_;
     // Subscriber connections between two waits; each has an UNSUBSCRIBE in flight.
@@ -585,6 +704,10 @@ std::shared_ptr<store> make_redis_store(const redis_options& options) {
         throw invalid_argument_error("redis: timeouts must be positive");
     if (options.wait_replicas < 0)
         throw invalid_argument_error("redis: wait_replicas must be >= 0");
+    if (!options.sentinels.empty() && !options.cluster.empty())
+        throw invalid_argument_error("redis: give sentinels or cluster, not both");
+    if (!options.cluster.empty() && options.key_prefix.find_first_of("{}") != std::string::npos)
+        throw invalid_argument_error("redis: in a cluster, key_prefix may not contain '{' or '}'");
     if (!options.sentinels.empty() && (options.master_name.empty() || options.wait_replicas < 1))
         throw invalid_argument_error(
             "redis: behind Sentinel, master_name is required and wait_replicas must be >= 1");

@@ -233,6 +233,23 @@ BOOST_AUTO_TEST_CASE(config_check_and_explain_warn_of_zookeeper_without_auth) {
     BOOST_TEST(r.err.find("Hunter2") == std::string::npos, r.err);
 }
 
+// A Redis Cluster without WAIT: a failover can give a name to two holders.
+BOOST_AUTO_TEST_CASE(config_check_warns_of_a_redis_cluster_without_wait) {
+    json config = json::parse(
+        R"({"strategies": {"redis": {"options": {"cluster": ["127.0.0.1:1"],
+                                                 "wait_replicas": 0}}}})");
+    cli_sandbox box(config);
+    auto r = box.run({"config", "check", box.config_path().string()});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("/strategies/redis/options: warning: ") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("second holder") != std::string::npos, r.out);
+    config["strategies"]["redis"]["options"].erase("wait_replicas");
+    cli_sandbox confirmed(config);
+    r = confirmed.run({"config", "check", "--json", confirmed.config_path().string()});
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(json::parse(r.out).at("warnings").empty(), r.out);
+}
+
 BOOST_AUTO_TEST_CASE(status_free_and_held) {
     cli_sandbox box;
     auto r = box.run_with_config("status", {"st"});

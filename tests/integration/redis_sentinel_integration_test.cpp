@@ -203,7 +203,7 @@ BOOST_AUTO_TEST_CASE(options_say_what_is_wrong) {
         }
     };
     const nlohmann::json s = {"127.0.0.1:26379"};
-    refused({{"url", "redis://h"}, {"sentinels", s}, {"master_name", "m"}}, "not both");
+    refused({{"url", "redis://h"}, {"sentinels", s}, {"master_name", "m"}}, "not several");
     refused({{"sentinels", s}}, "master_name");
     refused({{"sentinels", nlohmann::json::array()}, {"master_name", "m"}}, "non-empty array");
     refused({{"sentinels", {"127.0.0.1"}}, {"master_name", "m"}}, "needs a port");

@@ -174,6 +174,32 @@ std::vector<strategy_under_test> strategies_under_test() {
                            false, std::chrono::milliseconds(100), "redis.sentinel"});
         }
     }
+    // The same on a Redis Cluster (services.sh's redis-cluster: three masters, a replica of
+    // each, a password): names spread over the masters, every grant waits for the replica. Three
+    // of the six nodes are named, as a config would: each one that is dead or silent costs the
+    // first map its connect and command timeouts (the hostile suite's bound is 9 s).
+    {
+        const auto nodes = env("LOCKSMITH_TEST_REDIS_CLUSTER");
+        const auto password = env("LOCKSMITH_TEST_REDIS_CLUSTER_PASSWORD");
+        if (nodes && password) {
+            auto list = nlohmann::json::array();
+            for (std::size_t from = 0; from <= nodes->size() && list.size() < 3;) {
+                auto to = std::min(nodes->find(',', from), nodes->size());
+                list.push_back(nodes->substr(from, to - from));
+                from = to + 1;
+            }
+            all.push_back({"redis",
+                           nlohmann::json{{"cluster", list},
+                                          {"password", *password},
+                                          {"key_prefix", remote_test_prefix()}},
+                           "", false, std::chrono::milliseconds(100), "redis.cluster"});
+        } else {
+            all.push_back({"redis", std::nullopt,
+                           "LOCKSMITH_TEST_REDIS_CLUSTER or _CLUSTER_PASSWORD is unset (run "
+                           "scripts/services.sh start, then eval \"$(scripts/services.sh env)\")",
+                           false, std::chrono::milliseconds(100), "redis.cluster"});
+        }
+    }
     if (auto servers = env("LOCKSMITH_TEST_MEMCACHED"))
         // Memcached keeps whole seconds and the store adds one (its clock ticks once a second),
         // so a 1 s TTL lives 2-3 s: expiry cases need TTLs of several seconds.

@@ -133,6 +133,12 @@ BOOST_AUTO_TEST_CASE(redis_sentinel_forms) {
          {"sentinel_password_file", "/nonexistent"}},
         {{"url", "redis://127.0.0.1:1"}, {"password", secret}},
         {{"url", "redis://:" + secret + "@127.0.0.1:1"}, {"password_file", "/nonexistent"}},
+        // Redis Cluster: the same for its node entries and its password.
+        {{"cluster", {"u:" + secret + "@127.0.0.1:1"}}},
+        {{"cluster", {"127.0.0.1:" + secret}}},
+        {{"cluster", {"127.0.0.1:1"}}, {"password", secret}},
+        {{"cluster", {"127.0.0.1:1"}}, {"password", secret}, {"password_env", "NOPE"}},
+        {{"cluster", {"127.0.0.1:1"}}, {"password", secret}, {"key_prefix", "{x}"}},
     };
     for (const auto& options : forms) {
         expect_no_secret(message_of([&] { strategies::redis_options::from_json(options); }),

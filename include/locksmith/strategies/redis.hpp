@@ -45,8 +45,22 @@
 //    liveness. Each waiter uses one extra connection while it waits; up to pool_size of them
 //    are kept (writers' still subscribed) for later waits.
 //  - Names are binary-safe (any bytes, up to 1 MiB) and are used unhashed in the keys.
-//  - Needs Redis >= 5 (the scripts read the server's TIME before writing). Not for Redis
-//    Cluster (the scripts touch several keys).
+//  - Needs Redis >= 5 (the scripts read the server's TIME before writing); Redis Cluster needs
+//    Redis >= 7 (sharded pub/sub).
+//  - Redis Cluster (`cluster`): every key and channel of one name carries the same hash tag,
+//    `<prefix><kind>{<8 hex digits of the name's FNV-1a hash>}<name>`, so that all of them are in
+//    one slot and each script runs on one node; the releases' announcements are sharded
+//    (SPUBLISH in the scripts, SSUBSCRIBE on the slot's master). The slot map comes from CLUSTER
+//    SLOTS, asked of a known node (the configured ones last) when no map is known, after a
+//    connection error and after MOVED; MOVED and ASK (with ASKING) are followed, and TRYAGAIN
+//    retried, within command_timeout (after 2 redirections with pauses: the two nodes of a
+//    migration may each name the other for a moment). More than 5 redirections by then, or a
+//    MOVED that names the node that sent it, is a backend_error "redirect" (permanent: the
+//    nodes do not agree), never a loop. A subscription
+//    that the server ends because its slot moved away (sunsubscribe) is made again on the slot's
+//    new master. Each master has its own pool (pool_size connections). A failover is what it is
+//    behind Sentinel: `wait_replicas` (default 1) confirms every grant, refresh, hand-over and
+//    token with WAIT on the master that made it.
 //  - Replication: with one `url`, the server named is the only copy that counts; a failover to
 //    an asynchronous replica outside locksmith's knowledge can lose grants (a promoted replica
 //    may not have them). Behind Sentinel (`sentinels`), every grant, refresh, hand-over and
@@ -65,7 +79,8 @@
 //    is used only after its ROLE says master; a connection error, a READONLY reply or an
 //    unconfirmed write makes the next connection ask the Sentinels again, and drops the pooled
 //    connections to the old master.
-//  - TLS: a rediss:// URL speaks TLS >= 1.2 (OpenSSL; hiredis is used for the protocol only).
+//  - TLS: a rediss:// URL (in a cluster, "tls": true) speaks TLS >= 1.2 (OpenSSL; hiredis is
+//    used for the protocol only).
 //    The server's certificate chain is verified against ca_file (or the system's CA store) and
 //    its name against server_name, or else the URL's host (an IP address against the
 //    certificate's IP entries); neither check can be turned off. cert_file/key_file present a
@@ -140,13 +155,16 @@ struct redis_options {
     // `master_name` (host and port, with the Sentinels' own user and password; db unused).
     std::vector<redis_endpoint> sentinels;
     std::string master_name;
+    // Cluster mode when not empty: nodes of a Redis Cluster to ask for its slot map (any nodes;
+    // the others are learnt from them), with the endpoint's user and password; db is 0.
+    std::vector<redis_endpoint> cluster;
     // Where the master's and the Sentinels' passwords come from in place of the options (a
     // file, read_secret_file, or an environment variable), read when the store is made.
     secret_source password_from;
     secret_source sentinel_password_from;
     // Replicas that must acknowledge a grant, refresh or fencing token (WAIT) before it counts;
     // 0 = no WAIT. Sentinel mode needs >= 1 and is safe across a failover when it is the number
-    // of replicas.
+    // of replicas; cluster mode defaults to 1 (0 only for a cluster without replicas).
     int wait_replicas = 0;
     // Longest wait for a TCP or socket connection to be set up (with rediss://, its TLS handshake
     // included). Must be > 0.
@@ -173,8 +191,10 @@ struct redis_options {
     // "cert_file": "...", "key_file": "...", "server_name": "..."} (the TLS options need a
     // rediss:// url), or, in place of "url", {"sentinels": ["host:port", ...], "master_name":
     // "...", "sentinel_user": "...", "sentinel_password" (or _file, _env), "user", "password"
-    // (or _file, _env), "db", "wait_replicas": 1} (no TLS behind Sentinel yet).
-    // Exactly one of "url" and "sentinels". Throws config_error (never naming a password).
+    // (or _file, _env), "db", "wait_replicas": 1} (no TLS behind Sentinel yet), or {"cluster":
+    // ["host:port", ...], "user", "password" (or _file, _env), "wait_replicas": 1, "tls": false,
+    // and with "tls": true the TLS options} (no db, no braces in key_prefix). Exactly one of "url",
+    // "sentinels" and "cluster". Throws config_error (never naming a password).
     static redis_options from_json(const nlohmann::json& options);
     // Where the locks live, for combined's check that no two members share it
     // (strategy_descriptor::backends): the server ("host:port" or "unix:/path"), or with sentinels
