@@ -316,6 +316,12 @@ std::vector<std::string> redis_options::backends() const {
             return {"unix:" + std::filesystem::path(e.socket_path).lexically_normal().string()};
         return server_identities(e.host, e.port);
     };
+    if (!cluster.empty()) {
+        std::vector<std::string> nodes;
+        for (const auto& node : cluster)
+            for (auto& at : server(node)) nodes.push_back(std::move(at));
+        return nodes;
+    }
     if (sentinels.empty()) return server(endpoint);
     std::vector<std::string> masters;
     for (const auto& s : sentinels)

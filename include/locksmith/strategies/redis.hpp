@@ -197,8 +197,8 @@ struct redis_options {
     // "sentinels" and "cluster". Throws config_error (never naming a password).
     static redis_options from_json(const nlohmann::json& options);
     // Where the locks live, for combined's check that no two members share it
-    // (strategy_descriptor::backends): the server ("host:port" or "unix:/path"), or with sentinels
-    // the master's name at each Sentinel ("mymaster@host:port").
+    // (strategy_descriptor::backends): the server ("host:port" or "unix:/path"), with sentinels
+    // the master's name at each Sentinel ("mymaster@host:port"), in a cluster each node given.
     std::vector<std::string> backends() const;
 };
 
