@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: MIT
+// Small inline helpers that test files used to define again each, one copy per file.
+#pragma once
+
+#include <chrono>
+
+namespace locksmith::test {
+
+// Milliseconds since `since`, for messages and for BOOST_TEST comparisons.
+inline double ms_since(std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
+        .count();
+}
+
+}  // namespace locksmith::test
