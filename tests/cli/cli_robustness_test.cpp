@@ -27,20 +27,18 @@
 #include "support/full_tmpfs.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 namespace fs = std::filesystem;
 using locksmith::test::another_local_user_or_skip;
 using locksmith::test::cli_result;
 using locksmith::test::cli_sandbox;
+using locksmith::test::contains;
 using locksmith::test::describe;
 using locksmith::test::local_user;
 using nlohmann::json;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
 
 std::string slurp(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);

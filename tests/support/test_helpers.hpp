@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <string_view>
 
 namespace locksmith::test {
 
@@ -10,6 +11,11 @@ namespace locksmith::test {
 inline double ms_since(std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
         .count();
+}
+
+// Whether `needle` occurs in `haystack`: for checks of what a message or an output says.
+inline bool contains(std::string_view haystack, std::string_view needle) {
+    return haystack.find(needle) != std::string_view::npos;
 }
 
 }  // namespace locksmith::test
