@@ -17,19 +17,17 @@
 #include "cli/cli_sandbox.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace std::chrono_literals;
 using locksmith::test::cli_result;
 using locksmith::test::cli_sandbox;
+using locksmith::test::contains;
 using locksmith::test::describe;
 using locksmith::test::wait_for_file;
 using nlohmann::json;
 
 namespace {
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
 
 // A server that accepts connections (the kernel completes them for the backlog) and never
 // answers: nothing reads what the client sends.
@@ -115,9 +113,9 @@ BOOST_AUTO_TEST_CASE(members_that_do_not_exclude_across_processes_are_refused) {
             cli_sandbox box(cfg);
             auto r = box.run({"config", "check", box.config_path().string()});
             BOOST_TEST(r.exit_code != 0, describe(r));
-            BOOST_TEST(has(r.out + r.err, "/strategies/combined/options/members/0/strategy"),
+            BOOST_TEST(contains(r.out + r.err, "/strategies/combined/options/members/0/strategy"),
                        describe(r));
-            BOOST_TEST(has(r.out + r.err, "exclude"), describe(r));
+            BOOST_TEST(contains(r.out + r.err, "exclude"), describe(r));
 
             r = box.run(box.with_config("explain", {"--require", "exclusive,distributed"}));
             BOOST_TEST(r.exit_code == 78, describe(r));
@@ -143,8 +141,8 @@ BOOST_AUTO_TEST_CASE(a_member_listed_twice_is_refused) {
     cli_sandbox box(combined_config({redis_member(a), redis_member(a), redis_member(b)}));
     auto r = box.run({"config", "check", box.config_path().string()});
     BOOST_TEST(r.exit_code != 0, describe(r));
-    BOOST_TEST(has(r.out + r.err, "/strategies/combined/options/members/1"), describe(r));
-    BOOST_TEST(has(r.out + r.err, "member 2 (redis) is member 1 (redis) again"), describe(r));
+    BOOST_TEST(contains(r.out + r.err, "/strategies/combined/options/members/1"), describe(r));
+    BOOST_TEST(contains(r.out + r.err, "member 2 (redis) is member 1 (redis) again"), describe(r));
 }
 
 // Another database of one server is no second backend: `localhost` and 127.0.0.1 reach one
@@ -155,9 +153,10 @@ BOOST_AUTO_TEST_CASE(two_members_on_one_server_are_refused) {
                                      redis_member("redis://127.0.0.1:16998/0")}));
     auto r = box.run({"config", "check", box.config_path().string()});
     BOOST_TEST(r.exit_code != 0, describe(r));
-    BOOST_TEST(has(r.out + r.err, "/strategies/combined/options/members/1"), describe(r));
-    BOOST_TEST(has(r.out + r.err, "member 2 (redis) and member 1 (redis) both use 127.0.0.1:16999"),
-               describe(r));
+    BOOST_TEST(contains(r.out + r.err, "/strategies/combined/options/members/1"), describe(r));
+    BOOST_TEST(
+        contains(r.out + r.err, "member 2 (redis) and member 1 (redis) both use 127.0.0.1:16999"),
+        describe(r));
 }
 
 // A member that accepts connections and never answers: the two others decide, at once, for
@@ -206,11 +205,11 @@ BOOST_AUTO_TEST_CASE(a_member_that_is_down_fails_no_release) {
     for (int i = 0; i < 2; ++i) {
         auto r = box.run(box.with_config("run", {"--strategy", "combined", name, "--", "true"}));
         BOOST_TEST(r.exit_code == 0, describe(r));
-        BOOST_TEST(!has(r.err, "may still be held"), describe(r));
+        BOOST_TEST(!contains(r.err, "may still be held"), describe(r));
     }
     auto r = box.run(box.with_config("status", {"--strategy", "combined", name}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(has(r.out, "free"), describe(r));
+    BOOST_TEST(contains(r.out, "free"), describe(r));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

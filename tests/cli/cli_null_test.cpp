@@ -6,18 +6,16 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_sandbox.hpp"
+#include "support/test_helpers.hpp"
 
 using locksmith::test::cli_result;
 using locksmith::test::cli_sandbox;
+using locksmith::test::contains;
 using locksmith::test::describe;
 using locksmith::test::wait_for_file;
 using nlohmann::json;
 
 namespace {
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
 
 std::size_t lines_with(const std::string& text, const std::string& part) {
     std::size_t n = 0;
@@ -40,12 +38,12 @@ BOOST_AUTO_TEST_CASE(run_refuses_null_unless_the_config_enables_it) {
     cli_sandbox box;
     auto r = box.run(box.with_config("run", {"--strategy", "null", "job", "--", "true"}));
     BOOST_TEST(r.exit_code == 69, describe(r));
-    BOOST_TEST(has(r.err, "disabled by default"), r.err);
+    BOOST_TEST(contains(r.err, "disabled by default"), r.err);
     // Plain selection never picks it.
     r = box.run(box.with_config("run", {"-v", "job", "--", "true"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(!has(r.err, locking_off), r.err);
-    BOOST_TEST(has(r.err, "strategy file"), r.err);
+    BOOST_TEST(!contains(r.err, locking_off), r.err);
+    BOOST_TEST(contains(r.err, "strategy file"), r.err);
 }
 
 // Without -v `run` is silent on success, but not here: a config that turned locking off (meant
@@ -57,12 +55,12 @@ BOOST_AUTO_TEST_CASE(run_with_null_says_once_that_locking_is_off) {
     BOOST_TEST(r.out == "null\n", describe(r));
     BOOST_TEST(lines_with(r.err, locking_off) == 1u, describe(r));
     BOOST_TEST(r.err.rfind("locksmith: warning: ", 0) == 0, r.err);
-    BOOST_TEST(has(r.err, "'job'"), r.err);
+    BOOST_TEST(contains(r.err, "'job'"), r.err);
 
     r = box.run(box.with_config("run", {"-v", "job", "--", "true"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
     BOOST_TEST(lines_with(r.err, locking_off) == 1u, describe(r));
-    BOOST_TEST(has(r.err, "strategy null"), r.err);
+    BOOST_TEST(contains(r.err, "strategy null"), r.err);
 }
 
 // What the warning is about: a second run gets the name while the first holds it.
@@ -83,26 +81,26 @@ BOOST_AUTO_TEST_CASE(explain_and_status_say_that_locking_is_off) {
     cli_sandbox box(null_enabled());
     auto r = box.run(box.with_config("explain", {"--require", "exclusive"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(has(r.out, "null"), r.out);
-    BOOST_TEST(has(r.err, locking_off), describe(r));
+    BOOST_TEST(contains(r.out, "null"), r.out);
+    BOOST_TEST(contains(r.err, locking_off), describe(r));
     // JSON keeps stdout one document; the warning is on stderr, and in the document.
     r = box.run(box.with_config("explain", {"--require", "exclusive", "--json"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
     auto doc = json::parse(r.out);
     BOOST_TEST(doc.at("chosen") == "null");
     BOOST_TEST(doc.at("excludes_nothing") == true);
-    BOOST_TEST(has(r.err, locking_off), describe(r));
+    BOOST_TEST(contains(r.err, locking_off), describe(r));
 
     r = box.run(box.with_config("status", {"job"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(has(r.err, locking_off), describe(r));
-    BOOST_TEST(has(r.out, "strategy null"), r.out);
+    BOOST_TEST(contains(r.err, locking_off), describe(r));
+    BOOST_TEST(contains(r.out, "strategy null"), r.out);
 
     // Where another strategy serves the request, nothing is said.
     r = box.run(box.with_config("explain", {"--require", "fencing"}));
-    BOOST_TEST(!has(r.err, locking_off), describe(r));
+    BOOST_TEST(!contains(r.err, locking_off), describe(r));
     r = box.run(box.with_config("status", {"--strategy", "file", "job"}));
-    BOOST_TEST(!has(r.err, locking_off), describe(r));
+    BOOST_TEST(!contains(r.err, locking_off), describe(r));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -27,27 +26,19 @@
 #include "support/full_tmpfs.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 namespace fs = std::filesystem;
 using locksmith::test::another_local_user_or_skip;
 using locksmith::test::cli_result;
 using locksmith::test::cli_sandbox;
+using locksmith::test::contains;
 using locksmith::test::describe;
 using locksmith::test::local_user;
+using locksmith::test::read_file;
 using nlohmann::json;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
-
-std::string slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 std::string base64_decode(const std::string& text) {
     static const std::string alphabet =
@@ -145,8 +136,8 @@ class user_box {
         });
         cli_result r;
         r.exit_code = locksmith::test::wait_child(pid);
-        r.out = slurp(out);
-        r.err = slurp(err);
+        r.out = read_file(out);
+        r.err = read_file(err);
         BOOST_REQUIRE_MESSAGE(r.exit_code != 122 && r.exit_code != 123,
                               "could not start locksmith as the other user: " + describe(r));
         return r;

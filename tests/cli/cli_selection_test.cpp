@@ -17,19 +17,17 @@
 #include "cli/cli_sandbox.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace std::chrono_literals;
 using locksmith::test::cli_result;
 using locksmith::test::cli_sandbox;
+using locksmith::test::contains;
 using locksmith::test::describe;
 using locksmith::test::wait_for_file;
 using nlohmann::json;
 
 namespace {
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
 
 // A port on 127.0.0.1 where nothing listens: connections are refused at once.
 const char* const dead_redis = "redis://127.0.0.1:1/0";
@@ -70,12 +68,12 @@ BOOST_AUTO_TEST_CASE(run_refuses_an_in_process_strategy) {
                                     "locks": {"pinned": {"strategy": "memory"}}})"));
     auto r = box.run(box.with_config("run", {"--strategy", "memory", "job", "--", "true"}));
     BOOST_TEST(r.exit_code == 64, describe(r));
-    BOOST_TEST(has(r.err, "inside one process"), r.err);
+    BOOST_TEST(contains(r.err, "inside one process"), r.err);
     r = box.run(box.with_config("run", {"pinned", "--", "true"}));  // a lock rule's pin
     BOOST_TEST(r.exit_code == 78, describe(r));
     r = box.run(box.with_config("run", {"chosen", "--", "true"}));  // selection (priority 99)
     BOOST_TEST(r.exit_code == 78, describe(r));
-    BOOST_TEST(has(r.err, "inside one process"), r.err);
+    BOOST_TEST(contains(r.err, "inside one process"), r.err);
 }
 
 // Point 6: a pin does not get past `enabled: false`.
@@ -83,7 +81,7 @@ BOOST_AUTO_TEST_CASE(run_refuses_a_pin_to_a_disabled_strategy) {
     cli_sandbox box(json::parse(R"({"strategies": {"simple": {"enabled": false}}})"));
     auto r = box.run(box.with_config("run", {"--strategy", "simple", "job", "--", "true"}));
     BOOST_TEST(r.exit_code == 69, describe(r));
-    BOOST_TEST(has(r.err, "disabled"), r.err);
+    BOOST_TEST(contains(r.err, "disabled"), r.err);
 }
 
 // Point 1: explain no longer says "redis" while every run fails.
@@ -91,10 +89,10 @@ BOOST_AUTO_TEST_CASE(explain_start_says_the_winner_cannot_start) {
     cli_sandbox box(redis_config(dead_redis));
     auto r = box.run(box.with_config("explain", {"--require", "exclusive,distributed"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(has(r.out, "'redis'"), r.out);
+    BOOST_TEST(contains(r.out, "'redis'"), r.out);
     r = box.run(box.with_config("explain", {"--require", "exclusive,distributed", "--start"}));
     BOOST_TEST(r.exit_code == 69, describe(r));
-    BOOST_TEST(has(r.out, "cannot start"), r.out);
+    BOOST_TEST(contains(r.out, "cannot start"), r.out);
     r = box.run(
         box.with_config("explain", {"--require", "exclusive,distributed", "--start", "--json"}));
     BOOST_TEST(r.exit_code == 69, describe(r));
@@ -115,9 +113,9 @@ BOOST_AUTO_TEST_CASE(run_does_not_fall_back_to_another_remote_strategy) {
     auto r = box.run(box.with_config("run", {"job", "--", "echo", "ran"}));
     BOOST_TEST(r.exit_code == 69, describe(r));
     BOOST_TEST(r.out.empty(), "the command ran without the lock: " + r.out);
-    BOOST_TEST(has(r.err, "'redis'"), r.err);
-    BOOST_TEST(has(r.err, "--strategy"), r.err);
-    BOOST_TEST(has(r.err, "fallback"), r.err);
+    BOOST_TEST(contains(r.err, "'redis'"), r.err);
+    BOOST_TEST(contains(r.err, "--strategy"), r.err);
+    BOOST_TEST(contains(r.err, "fallback"), r.err);
 
     // Opted in: the fallback happens and is reported.
     config["defaults"]["fallback"] = true;
@@ -125,7 +123,7 @@ BOOST_AUTO_TEST_CASE(run_does_not_fall_back_to_another_remote_strategy) {
     r = opted.run(opted.with_config("run", {"job", "--", "echo", "ran"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
     BOOST_TEST(r.out == "ran\n", describe(r));
-    BOOST_TEST(has(r.err, "falling back to strategy 'memcached'"), r.err);
+    BOOST_TEST(contains(r.err, "falling back to strategy 'memcached'"), r.err);
 }
 
 // Expiring locks need a strategy that spans processes: a real Redis server.
@@ -136,7 +134,7 @@ BOOST_AUTO_TEST_CASE(expiring_lock_is_refreshed_while_the_child_runs) {
     auto r = box.run(box.with_config(
         "run", {"-v", "--strategy", "redis", "--ttl", "0.3", "exp", "--", "sleep", "1"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(has(r.err, "refreshed the lock exp"), r.err);
+    BOOST_TEST(contains(r.err, "refreshed the lock exp"), r.err);
 }
 
 BOOST_AUTO_TEST_CASE(lost_lock_terminates_the_child_with_a_distinct_code) {
@@ -155,7 +153,7 @@ BOOST_AUTO_TEST_CASE(lost_lock_terminates_the_child_with_a_distinct_code) {
     auto r = box.wait(p, 10s);
     BOOST_TEST(r.exit_code == 75, describe(r));
     BOOST_TEST(box.read_file("got") == "term\n");
-    BOOST_TEST(has(r.err, "lost the lock lost"), r.err);
+    BOOST_TEST(contains(r.err, "lost the lock lost"), r.err);
 }
 
 BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
@@ -173,7 +171,7 @@ BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
     ::kill(p.pid, SIGCONT);
     auto r = box.wait(p, 10s);
     BOOST_TEST(r.exit_code == 99, describe(r));
-    BOOST_TEST(has(r.err, "SIGKILL"), r.err);
+    BOOST_TEST(contains(r.err, "SIGKILL"), r.err);
 }
 
 // The remote strategies of issues 13 and 14 under the command: a run holds the name, a second
@@ -220,9 +218,9 @@ BOOST_AUTO_TEST_CASE(status_on_zookeeper_names_the_holding_run) {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     BOOST_TEST(r.exit_code == 1, describe(r));
-    BOOST_TEST(
-        has(r.out, "holder: pid " + std::to_string(holder.pid) + " on host " + host + " since "),
-        r.out);
+    BOOST_TEST(contains(r.out, "holder: pid " + std::to_string(holder.pid) + " on host " + host +
+                                   " since "),
+               r.out);
     box.write_file("done", "");
     BOOST_TEST(box.wait(holder, 20s).exit_code == 0);
 }
@@ -265,7 +263,7 @@ void lost_while_held(const std::string& strategy, const json& options,
     const auto known_at = take_away(first.pid, box);
     auto r = box.wait(first, 10s);
     BOOST_TEST(r.exit_code == 75, strategy << ": " << describe(r));
-    BOOST_TEST(has(r.err, "lost the lock taken-away: "), r.err);
+    BOOST_TEST(contains(r.err, "lost the lock taken-away: "), r.err);
     BOOST_TEST(!std::filesystem::exists(box.path("ran-to-its-end")));
     auto next = box.wait(second, 30s);
     BOOST_TEST(next.exit_code == 0, strategy << ": " << describe(next));

@@ -39,10 +39,12 @@
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
 using locksmith::test::endpoint;
+using locksmith::test::read_file;
 
 namespace {
 
@@ -72,13 +74,6 @@ strategies::etcd_options cluster_options() {
     return o;
 }
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 // The refusal of `o`: a permanent backend_error naming the first endpoint and `expected`, and
 // nothing of the client key.
 void expect_refused(const strategies::etcd_options& o, const std::string& expected) {
@@ -94,7 +89,7 @@ void expect_refused(const strategies::etcd_options& o, const std::string& expect
         BOOST_TEST(e.native_code() == "tls", what);
         BOOST_TEST((e.kind() == error_kind::permanent), what);
         // The key's base64 body, line by line, appears nowhere.
-        std::stringstream key(slurp(tls_dir() + "/client.key"));
+        std::stringstream key(read_file(tls_dir() + "/client.key"));
         for (std::string line; std::getline(key, line);)
             if (!line.starts_with("-----") && line.size() > 8)
                 BOOST_TEST(what.find(line) == std::string::npos, what);

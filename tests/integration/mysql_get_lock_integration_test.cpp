@@ -35,6 +35,7 @@
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -68,9 +69,7 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name, lock_opt
     return named_lock(std::move(s), std::make_shared<key>(name), std::move(o));
 }
 
-double ms_since(clock_type::time_point t) {
-    return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
-}
+using test::ms_since;
 
 // A connection of the test's own (same user as the DSN, TLS as it asks), to look at the server
 // from outside the strategy and to KILL the strategy's sessions (a user may kill its own).

@@ -33,6 +33,7 @@
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -73,9 +74,7 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name,
 // generous, so a busy machine never trips it. How fast they return is not checked here.
 constexpr double hang_limit_ms = 30000.0;
 
-double ms_since(clock_type::time_point t) {
-    return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
-}
+using test::ms_since;
 
 const auto must_happen = test::patience(60s);  // safety net only
 

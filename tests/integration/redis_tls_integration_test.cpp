@@ -18,7 +18,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
@@ -37,10 +36,12 @@
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
 using locksmith::test::endpoint;
+using locksmith::test::read_file;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -50,13 +51,6 @@ const std::string test_prefix = "locksmith-tls-it:" + std::to_string(::getpid())
 
 std::string tls_dir() {
     return test::env("LOCKSMITH_TEST_TLS_DIR").value_or("/nonexistent");
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 // Options for `url` with the rig's CA and client certificate.
@@ -87,7 +81,7 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name,
 void expect_no_secret(const std::string& text, const strategies::redis_options& o) {
     if (!o.endpoint.password.empty())
         BOOST_TEST(text.find(o.endpoint.password) == std::string::npos, text);
-    std::stringstream key(slurp(tls_dir() + "/client.key"));
+    std::stringstream key(read_file(tls_dir() + "/client.key"));
     for (std::string line; std::getline(key, line);)
         if (!line.starts_with("-----") && line.size() > 8)
             BOOST_TEST(text.find(line) == std::string::npos, text);

@@ -40,6 +40,7 @@
 #include "support/suite_helpers.hpp"
 #include "support/tcp_fault_proxy.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
@@ -70,9 +71,7 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name, lock_opt
     return named_lock(std::move(s), std::make_shared<key>(name), std::move(o));
 }
 
-double ms_since(clock_type::time_point t) {
-    return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
-}
+using test::ms_since;
 
 // A session of the test's own, to look at the server from outside the strategy; with `auth`
 // (digest:USER:PASSWORD), of that identity, else of none (an attacker on a shared ensemble).

@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 
 #include <fstream>
-#include <sstream>
 
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
@@ -19,6 +18,7 @@
 #include "local/local_helpers.hpp"
 #include "support/full_tmpfs.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
@@ -26,13 +26,6 @@ using namespace locksmith::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 struct dir_fixture {
     temp_dir dir{"file"};

@@ -27,14 +27,9 @@
 #include "support/printers.hpp"
 #include "support/skip_report.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/test_helpers.hpp"
 
 namespace locksmith::test {
-
-// Milliseconds since `since`, for messages and for BOOST_TEST comparisons.
-inline double ms_since(std::chrono::steady_clock::time_point since) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
-        .count();
-}
 
 // A run-unique suffix: pid plus a counter, so parallel test processes never share objects.
 inline std::string run_unique(const std::string& label) {

@@ -19,6 +19,7 @@
 
 #include "local/local_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
@@ -49,10 +50,6 @@ std::string refusal(const std::function<std::shared_ptr<store>()>& make) {
         return e.what();
     }
     return {};
-}
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 // A directory under /tmp that other users can enter (0755, root's), removed at the end.

@@ -24,6 +24,7 @@
 #include "local/fresh_objects.hpp"
 #include "local/local_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
@@ -82,13 +83,6 @@ std::string record_text(const record_fields& r) {
 void write_file(const std::filesystem::path& path, const std::string& text) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << text;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 void age_file(const std::filesystem::path& path, std::chrono::seconds by) {

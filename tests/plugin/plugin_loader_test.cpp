@@ -21,9 +21,11 @@
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 namespace fs = std::filesystem;
 using namespace locksmith;
+using locksmith::test::contains;
 
 namespace {
 
@@ -75,10 +77,6 @@ config_error factory_error(const config& cfg) {
     }
     BOOST_FAIL("the factory accepted the config");
     throw;  // unreachable
-}
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 }  // namespace

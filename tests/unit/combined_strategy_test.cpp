@@ -26,11 +26,13 @@
 #include "support/printers.hpp"
 #include "support/recording_store.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/test_helpers.hpp"
 #include "support/thread_signals.hpp"
 
 using namespace locksmith;
 using namespace locksmith::strategies;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 using locksmith::test::eventually;
 using locksmith::test::recording_store;
 
@@ -55,10 +57,6 @@ struct three_members {
         return m[i]->holds(probe);
     }
 };
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
-}
 
 // A lock directory of a `file` member, removed with the test.
 struct member_dir {

@@ -25,8 +25,10 @@
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
+using locksmith::test::contains;
 using locksmith::test::scoped_env;
 namespace fs = std::filesystem;
 
@@ -78,10 +80,6 @@ caught config_error_of(F&& f) {
         c.message = e.what();
     }
     return c;
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace

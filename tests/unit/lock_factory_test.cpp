@@ -19,10 +19,12 @@
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/skip_report.hpp"
+#include "support/test_helpers.hpp"
 #include "support/test_strategy.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 using locksmith::test::run_unprivileged;
 using locksmith::test::skip_case;
 using locksmith::test::test_strategy;
@@ -52,10 +54,6 @@ struct fallback_sink : log_sink {
         if (record.event == "fallback") sentences.push_back(record.message);
     }
 };
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
-}
 
 // A fresh directory for the file strategy, inside a parent that must stay empty apart from it.
 struct lock_dir_fixture {

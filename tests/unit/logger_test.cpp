@@ -24,10 +24,12 @@
 #include "support/printers.hpp"
 #include "support/recording_store.hpp"
 #include "support/skip_report.hpp"
+#include "support/test_helpers.hpp"
 #include "support/test_strategy.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 using locksmith::test::recording_store;
 using locksmith::test::test_strategy;
 
@@ -38,10 +40,6 @@ std::ostream& operator<<(std::ostream& out, log_level level) {
 }  // namespace locksmith
 
 namespace {
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
-}
 
 // Keeps every record; a test can wait for an event (the renewal thread logs asynchronously)
 // and run a step when one arrives (to order a wait without sleeping).

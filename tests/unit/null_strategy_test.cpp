@@ -12,15 +12,13 @@
 #include <locksmith/registry.hpp>
 
 #include "support/printers.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 
 namespace {
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
-}
 
 const selection_report::entry* entry_for(const selection_report& report, const std::string& name) {
     for (const auto& e : report.entries)

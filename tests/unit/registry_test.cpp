@@ -13,9 +13,11 @@
 #include <locksmith/registry.hpp>
 
 #include "support/printers.hpp"
+#include "support/test_helpers.hpp"
 #include "support/test_strategy.hpp"
 
 using namespace locksmith;
+using locksmith::test::contains;
 using locksmith::test::test_strategy;
 
 namespace {
@@ -32,10 +34,6 @@ const selection_report::entry* entry_for(const selection_report& report, const s
     for (const auto& e : report.entries)
         if (e.strategy == name) return &e;
     return nullptr;
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-    return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace
