@@ -62,7 +62,8 @@
 //    (plus its election timeout) when it starts, and the key would block the name that long.
 //    A lock whose release failed so is not renewed or re-acquired any more (holds() says
 //    false); release() may be called again (`locksmith run` does, for up to 10 s, before it
-//    exits: a process that exits in the outage cannot revoke later).
+//    exits: a process that exits in the outage cannot revoke later). A waiter whose deadline
+//    passes before the server answers again leaves its lease the same way.
 #pragma once
 
 #include <chrono>
