@@ -251,7 +251,8 @@ Exit status:
   the conflict code (-E, default 1) when the lock is held (-n) or the wait (-w) ran out;
   the lost-lock code (--lost-exit-code, default 75) when the lock was lost while the command
   ran (not refreshed in time, or removed or taken over by another process);
-  74 when the command ran but releasing the lock failed (it may still be held);
+  74 when the command ran but releasing the lock failed (it may still be held; a release the
+  server could not be reached for is tried again for up to 10 s first);
   126/127 when the command cannot be executed / is not found;
   64 bad usage, 66 config file missing or unreadable, 69 no strategy qualifies or the chosen
   one cannot start or its backend failed, 70 internal error, 71 fork/exec failure,

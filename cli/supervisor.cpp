@@ -147,14 +147,60 @@ pid_t start_child(const std::vector<std::string>& argv, const sigset_t& original
     return pid;
 }
 
+// Longest time a release that failed transiently (its server unreachable) is tried again after
+// the command ended. A lease can outlive a release that failed while its server was down: etcd
+// renews every lease to its full TTL when it starts again, whatever the outage's length, so the
+// lock's TTL bounds nothing there, and once locksmith has exited nobody is left to release it.
+// Bounded by what an admin waits for an exit status rather than by the TTL (5 min by default).
+constexpr auto release_retry = std::chrono::seconds(10);
+
+// Whether a stop request (SIGINT, SIGTERM, SIGHUP) came within `wait`; other signals are dropped.
+bool stop_requested_within(int signals_fd, clock::duration wait) {
+    const auto until = clock::now() + wait;
+    for (;;) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now());
+        if (left.count() <= 0) return false;
+        pollfd pfd = {signals_fd, POLLIN, 0};
+        if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+        signalfd_siginfo info;
+        while (::read(signals_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+            if (info.ssi_signo != SIGCHLD) return true;
+    }
+}
+
+bool transient(const std::exception& e) {
+    const auto* b = dynamic_cast<const backend_error*>(&e);
+    return b != nullptr && b->transient();
+}
+
 // Releases `lock` after the command, and says "released" only when that is true. A release that
-// fails may leave the lock held, blocking everyone else: the caller exits with
-// exit_release_failed then, and the message says how the command itself ended, which that code
-// replaces. After a lost lock, a failed release is expected and only reported.
-// Returns false when the release failed and the lock was not lost.
-bool release(named_lock& lock, std::optional<int> command_status, bool lost, bool verbose) {
+// fails transiently (the server away) is tried again every 200 ms for `retry_for` (0: never),
+// until a stop request; said once. A release that fails may leave the lock held, blocking everyone
+// else: the caller exits with exit_release_failed then, and the message says how the command itself
+// ended, which that code replaces. After a lost lock, a failed release is expected and only
+// reported. Returns false when the release failed and the lock was not lost.
+bool release(named_lock& lock, std::optional<int> command_status, bool lost, bool verbose,
+             clock::duration retry_for = {}, int signals_fd = -1) {
+    const auto give_up_at = clock::now() + retry_for;
+    bool said = false;
     try {
-        lock.release();
+        for (;;) {
+            try {
+                lock.release();
+                break;
+            } catch (const std::exception& e) {
+                constexpr auto pause = std::chrono::milliseconds(200);
+                if (!transient(e) || clock::now() + pause > give_up_at ||
+                    stop_requested_within(signals_fd, pause))
+                    throw;
+                if (!said) {
+                    print_error("releasing the lock " + lock.name() + " failed: " + e.what() +
+                                "\ntrying again for up to " + format_seconds(retry_for) +
+                                " (SIGINT or SIGTERM: stop now)");
+                    said = true;
+                }
+            }
+        }
     } catch (const std::exception& e) {
         // The destructor would try again and report the same failure a second time.
         lock.set_auto_release(false);
@@ -373,7 +419,8 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
         }
     }
     const int code = exit_code_of(status);
-    if (!release(lock, code, lost, options.verbose)) return exit_release_failed;
+    if (!release(lock, code, lost, options.verbose, release_retry, signals.get()))
+        return exit_release_failed;
     return lost ? options.lost_exit_code : code;
 }
 

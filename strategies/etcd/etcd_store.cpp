@@ -549,11 +549,17 @@ class etcd_store final : public store {
                 if (steady_clock::now() < lease_valid_until) return true;
             } catch (const backend_error& e) {
                 watch = {};
-                // A server that restarts (or a member that fails over) is waited for, while our
-                // lease may still be alive; etcd keeps leases across restarts.
+                // A server that restarts (or a member that fails over) is waited for: etcd keeps
+                // leases across restarts (and renews each when it starts), so our key keeps its
+                // place; the keep-alive that comes first once it answers says whether it did.
+                // Until the waiter's deadline: giving up earlier would leave a key that nobody
+                // revokes when this process is gone by the server's return (`locksmith run`),
+                // and that blocks the queue for a TTL after it. Without a deadline, until the
+                // lease could have expired (a lock() must not wait forever for a dead server).
                 if (e.kind() == error_kind::permanent) throw;
                 const auto pause = milliseconds(200);
-                if (steady_clock::now() + pause >= lease_valid_until) throw;
+                if (until == deadline::max() && steady_clock::now() + pause >= lease_valid_until)
+                    throw;
                 if (steady_clock::now() + pause >= until) return false;
                 std::this_thread::sleep_for(pause);
             }

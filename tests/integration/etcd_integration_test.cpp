@@ -1074,6 +1074,58 @@ BOOST_AUTO_TEST_CASE(a_release_and_a_give_up_that_failed_in_an_outage_are_revoke
     after.unlock();
 }
 
+// `locksmith run` whose command ends while the server is down tries the release again (for up to
+// 10 s) instead of exiting at once: etcd renews every lease to its full TTL when it starts, and
+// nobody would be left to revoke the key, which blocked the name for TTL + 1 s after the
+// server's return (the faults run, etcd under `restart` through `run`: 3.3 s, goal TTL + 1 s).
+BOOST_AUTO_TEST_CASE(run_whose_command_ends_in_an_outage_releases_once_the_server_is_back) {
+    if (!test::env(endpoint_variable) && !test::running_in_ci()) return;  // no etcd here
+    if (std::string(LOCKSMITH_CLI_PATH).empty()) return;                  // a build without the CLI
+    if (!test::running_alone()) {  // forks: no thread of an earlier case may run
+        BOOST_TEST(test::run_alone_in_a_fresh_process(120s) == 0);
+        return;
+    }
+    private_etcd etcd("runexit");
+    BOOST_REQUIRE(etcd.serving());
+    const auto name = test::unique_resource("runexit");
+    // A folder of our own: a config file straight in /tmp (writable by others) is refused.
+    const auto files = etcd.dir.string() + "-run";
+    std::filesystem::create_directories(files);
+    const auto config = files + "/locksmith.json";
+    const auto held = files + "/held", go = files + "/go";
+    std::ofstream(config)
+        << nlohmann::json{{"strategies",
+                           {{"etcd",
+                             {{"options",
+                               {{"endpoints", etcd.client}, {"prefix", test_prefix}}}}}}}}
+               .dump();
+    const pid_t run = test::fork_child(
+        [&] {
+            const std::string script =
+                "touch '" + held + "'; while [ ! -e '" + go + "' ]; do sleep 0.05; done";
+            ::execl(LOCKSMITH_CLI_PATH, LOCKSMITH_CLI_PATH, "run", name.c_str(), "--strategy",
+                    "etcd", "--config", config.c_str(), "--ttl", "5", "-c", script.c_str(),
+                    static_cast<char*>(nullptr));
+            return 127;
+        },
+        120s);
+    const auto until = std::chrono::steady_clock::now() + must_happen;
+    while (!std::filesystem::exists(held) && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(20ms);
+    BOOST_REQUIRE(std::filesystem::exists(held));
+    BOOST_REQUIRE(queue_length(etcd.client, name) == 1);
+    etcd.server.stop();
+    std::ofstream(go) << "go\n";  // the command ends; its release cannot reach the server
+    std::this_thread::sleep_for(1500ms);
+    etcd.server.start();
+    BOOST_REQUIRE(etcd.serving());
+    // The end could not be confirmed (the server was down): the lost-lock code, as before.
+    BOOST_TEST(test::wait_child(run, 60s) == 75);
+    // Released by run itself: the name is free now, not 5 s (+ 1 s) after the restart.
+    BOOST_TEST(queue_length(etcd.client, name) == 0);
+    std::filesystem::remove_all(files);
+}
+
 // A lock whose release failed in a short outage is not kept alive by its renewal once the server
 // is back (the renewal thread still counts it held: the release threw): its key goes with its
 // lease, without another acquisition of the process. Before, the renewals went on and the name

@@ -36,7 +36,10 @@
 //    of the keep-alive stream, e.g. during a leader change) is a transient backend_error, never
 //    a lost lease. A request whose connection broke is sent once more on a
 //    fresh connection (every request the store makes is safe to repeat). While waiting, errors of a
-//    server that is restarting are retried until the waiter's lease could have expired.
+//    server that is restarting are retried until the waiter's deadline (its key keeps its place:
+//    etcd keeps leases across a restart, and the keep-alive that comes first once the server
+//    answers says whether the lease lived); a wait without a deadline gives up once its lease
+//    could have expired.
 //  - A broken or hostile endpoint: a reply or watch message longer than 1 MiB, nested deeper
 //    than 32 levels, or not HTTP/JSON as the gateway sends it is a backend_error (protocol,
 //    permanent), never parsed further; a request ends within request_timeout whatever the
@@ -58,7 +61,9 @@
 //    which revokes it first: etcd keeps leases across a restart and renews each to its full TTL
 //    (plus its election timeout) when it starts, and the key would block the name that long.
 //    A lock whose release failed so is not renewed or re-acquired any more (holds() says
-//    false); release() may be called again.
+//    false); release() may be called again (`locksmith run` does, for up to 10 s, before it
+//    exits: a process that exits in the outage cannot revoke later). A waiter whose deadline
+//    passes before the server answers again leaves its lease the same way.
 #pragma once
 
 #include <chrono>
