@@ -245,7 +245,8 @@ BOOST_AUTO_TEST_CASE(run_on_pg_advisory_holds_excludes_and_returns) {
 // printed (the command's trap runs between its sleeps of 20 ms), and bounded only by the wait:
 // the command would run 30 s.
 void lost_while_held(const std::string& strategy, const json& options,
-                     const std::function<std::int64_t(pid_t, cli_sandbox&)>& take_away) {
+                     const std::function<std::int64_t(pid_t, cli_sandbox&)>& take_away,
+                     const std::function<void()>& held_everywhere = {}) {
     json config;
     config["strategies"][strategy]["options"] = options;
     cli_sandbox box(config);
@@ -257,6 +258,7 @@ void lost_while_held(const std::string& strategy, const json& options,
     auto first = box.start(box.with_config(
         "run", {"--strategy", strategy, "--kill-after", "2", "taken-away", "-c", command}));
     BOOST_REQUIRE_MESSAGE(wait_for_file(box.path("holding")), strategy << ": the run never held");
+    if (held_everywhere) held_everywhere();
     auto second =
         box.start(box.with_config("run", {"-w", "60", "--strategy", strategy, "taken-away", "-c",
                                           "date +%s%N > " + box.path("second")}));
@@ -371,9 +373,18 @@ BOOST_AUTO_TEST_CASE(run_on_combined_stops_the_command_when_members_sessions_end
          {{"strategy", "mysql_get_lock"}, {"options", {{"dsn", *mariadb_dsn}}}},
          {{"strategy", "zookeeper"},
           {"options", {{"hosts", *hosts}, {"root", "/" + prefix() + "combined"}}}}});
+    const auto d = locksmith::strategies::parse_sql_dsn(*mariadb_dsn);
     lost_while_held(
-        "combined", {{"quorum", "consensus"}, {"members", members}}, [&](pid_t, cli_sandbox&) {
-            const auto d = locksmith::strategies::parse_sql_dsn(*mariadb_dsn);
+        "combined", {{"quorum", "consensus"}, {"members", members}},
+        [&](pid_t, cli_sandbox&) {
+            const auto at = end_holding_sessions(*dsn, application, 1);
+            kill_holding_session(d);
+            return at;
+        },
+        // Before the second run starts: else its member could take a session member's lock
+        // that the first run's late request had not got yet, and the sessions ended would be
+        // the wrong ones.
+        [&] {
             wait_for_one([&] { return psql(*dsn, holding_sessions(application, "count(*)")); },
                          "the PostgreSQL member");
             wait_for_one(
@@ -381,9 +392,6 @@ BOOST_AUTO_TEST_CASE(run_on_combined_stops_the_command_when_members_sessions_end
                     return mariadb(d, "SELECT IS_USED_LOCK('locksmith:taken-away') IS NOT NULL");
                 },
                 "the MariaDB member");
-            const auto at = end_holding_sessions(*dsn, application, 1);
-            kill_holding_session(d);
-            return at;
         });
 }
 

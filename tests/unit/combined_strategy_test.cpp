@@ -343,11 +343,12 @@ BOOST_AUTO_TEST_CASE(read_locks_and_a_failed_promotion_keeps_the_read_lock) {
     BOOST_TEST(!s->try_acquire(reader, lock_mode::exclusive, 10s));
     for (std::size_t i = 0; i < 3; ++i) {
         auto probe = on(reader);
-        BOOST_TEST(eventually([&] { return m[i]->holds(probe); }),
+        // The demotion runs on the member's thread: 10 s, for a loaded machine (2 s was missed).
+        BOOST_TEST(eventually([&] { return m[i]->holds(probe); }, 10s),
                    "member " << i + 1 << " kept the read lock");
     }
-    BOOST_TEST(
-        eventually([&] { return m[0]->status("rw").held == lock_status::state::held_shared; }));
+    BOOST_TEST(eventually(
+        [&] { return m[0]->status("rw").held == lock_status::state::held_shared; }, 10s));
     BOOST_TEST(s->holds(reader));
 
     // Once the other reader is gone from a quorum, the promotion succeeds.
