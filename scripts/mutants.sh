@@ -10,7 +10,21 @@
 # and exits non-zero unless every fault was caught. Before the faults, every named test must
 # pass on the unchanged code (else a "catch" would mean nothing).
 #
-#   scripts/mutants.sh [-l LIST] [NAME...]     NAME: only these entries (default: all)
+#   scripts/mutants.sh [-l LIST] [--per-change] [NAME...]   NAME: only these entries (default: all)
+#
+# --per-change (CI's mutants step; scripts/nightly.sh runs every entry) checks only
+#   - the entries that are new or changed in the list since MUTANTS_SINCE (default HEAD~1: the
+#     last commit on the first-parent line, so a merge's whole branch; uncommitted changes count),
+#   - those whose `file:` changed since then,
+#   - those whose tests' own sources changed (the sources of the test program's objects, from the
+#     build's ninja graph; without a configured build, any file in the program's folder), and
+#   - a rotating share of the others: an entry's share is a hash of its name modulo MUTANTS_SHARES
+#     (default 8), the share run is the first-parent commit count modulo the same, so that any 8
+#     consecutive commits on the first-parent line run every entry.
+#   It prints each entry it runs and why. What it can miss until the share or the nightly run
+#   comes: a fault that a change elsewhere lets through (a caller, a header, tests/support, a
+#   test program that stops running a case), and, when several commits land at once, the shares
+#   their counts skipped. When MUTANTS_SINCE is not in the clone (a shallow clone), every entry runs.
 #
 # The faults run in lanes side by side (MUTANT_LANES; default: one per CPU as root, else 1):
 # most of a fault's time is spent in tests that wait (for a TTL, a session, a wake-up), not on the
@@ -18,6 +32,9 @@
 # original paths in a mount namespace of its own (unshare -m), so that nothing is rebuilt for it
 # and its tests find everything where they expect it. Entries that change one folder or run the
 # same tests share a lane; the test servers are shared, as in a parallel ctest.
+# A fault's time is almost all its compile (each result line gives "build N s"): 12-64 s for a
+# faulty source that ccache has not seen (2 CPUs at load 9), 1-2 s when it has (the same fault
+# again, while its file and the headers it includes are unchanged); its tests take 1-7 s.
 #
 # Environment: BUILD_DIR (default build-mutants, its own Ninja build), JOBS (default 2),
 # the LOCKSMITH_TEST_* endpoints of scripts/services.sh env (when LOCKSMITH_TEST_REDIS_URL is
@@ -32,12 +49,18 @@ list=$root/tests/mutants/faults.txt
 # `--lane DIR ENTRY...` is this script run by itself inside a lane's mount namespace: it only
 # applies, builds and tests the given entries, writing its result lines to DIR/results.
 lane_dir=""
+per_change=""
 if [ "${1:-}" = "--lane" ]; then
   lane_dir=$2
   shift 2
-elif [ "${1:-}" = "-l" ]; then
-  list=$(realpath "$2")
-  shift 2
+else
+  while [ $# -gt 0 ]; do
+    case $1 in
+      -l) list=$(realpath "$2"); shift 2 ;;
+      --per-change) per_change=1; shift ;;
+      *) break ;;
+    esac
+  done
 fi
 only=("$@")
 
@@ -64,32 +87,36 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the entries: one file per field per entry, written by a small parser ----------------------
-[ -n "$lane_dir" ] || python3 - "$list" "$work/entries" "${only[@]}" <<'EOF'
-import os, sys
+[ -n "$lane_dir" ] || MUTANTS_PER_CHANGE=$per_change MUTANTS_ROOT=$root MUTANTS_BUILD=$build \
+  python3 - "$list" "$work/entries" "${only[@]}" <<'EOF'
+import os, subprocess, sys, zlib
 path, out, only = sys.argv[1], sys.argv[2], set(sys.argv[3:])
-entries, cur = [], None
-for n, raw in enumerate(open(path, encoding="utf-8"), 1):
-    line = raw.rstrip("\n")
-    s = line.strip()
-    if s.startswith("#"):
-        continue
-    if not s:
-        cur = None
-        continue
-    if s.startswith("[") and s.endswith("]"):
-        cur = {"name": s[1:-1], "test": [], "line": n}
-        entries.append(cur)
-        continue
-    if cur is None or ":" not in s:
-        sys.exit(f"{path}:{n}: not inside an entry or not 'field: value': {line}")
-    field, value = s.split(":", 1)
-    value = value.strip()
-    if field == "test":
-        cur["test"].append(value)
-    elif field in ("file", "find", "replace", "bug"):
-        cur[field] = value
-    else:
-        sys.exit(f"{path}:{n}: unknown field {field!r}")
+def parse(lines, path):
+    entries, cur = [], None
+    for n, raw in enumerate(lines, 1):
+        line = raw.rstrip("\n")
+        s = line.strip()
+        if s.startswith("#"):
+            continue
+        if not s:
+            cur = None
+            continue
+        if s.startswith("[") and s.endswith("]"):
+            cur = {"name": s[1:-1], "test": [], "line": n}
+            entries.append(cur)
+            continue
+        if cur is None or ":" not in s:
+            sys.exit(f"{path}:{n}: not inside an entry or not 'field: value': {line}")
+        field, value = s.split(":", 1)
+        value = value.strip()
+        if field == "test":
+            cur["test"].append(value)
+        elif field in ("file", "find", "replace", "bug"):
+            cur[field] = value
+        else:
+            sys.exit(f"{path}:{n}: unknown field {field!r}")
+    return entries
+entries = parse(open(path, encoding="utf-8"), path)
 names = [e["name"] for e in entries]
 for e in entries:
     for f in ("file", "find", "replace", "bug"):
@@ -103,6 +130,81 @@ unknown = only - set(names)
 if unknown:
     sys.exit(f"unknown entries: {' '.join(sorted(unknown))}")
 selected = [e for e in entries if not only or e["name"] in only]
+
+# --per-change: the entries that the last change concerns, and a rotating share of the others
+# (see the header). Prints each chosen entry and why.
+if os.environ.get("MUTANTS_PER_CHANGE"):
+    root, build = os.environ["MUTANTS_ROOT"], os.environ["MUTANTS_BUILD"]
+    def run(*args):
+        r = subprocess.run(args, capture_output=True, text=True)
+        return r.stdout if r.returncode == 0 else None
+    since = os.environ.get("MUTANTS_SINCE") or "HEAD~1"
+    shares = int(os.environ.get("MUTANTS_SHARES") or 8)
+    base = (run("git", "-C", root, "rev-parse", "--verify", "-q", since + "^{commit}") or "").strip()
+    key = lambda e: (e["file"], e["find"], e["replace"], tuple(e["test"]))
+    reasons = {}
+    if not base:
+        # A shallow clone or a short history: what changed cannot be told, so every entry runs.
+        for e in selected:
+            reasons[e["name"]] = f"{since} unknown: every entry"
+    else:
+        # Committed since BASE, and not committed yet (a run in a working tree).
+        changed = set((run("git", "-C", root, "diff", "--name-only", base) or "").split())
+        rel = os.path.relpath(path, root)
+        old = run("git", "-C", root, "show", f"{base}:{rel}")
+        try:
+            old_entries = {e["name"]: key(e) for e in parse(old.splitlines(), rel)} if old else {}
+        except SystemExit:  # a list the parser no longer reads: every entry counts as changed
+            old_entries = {}
+        # A test program's own sources: the sources of its objects (ninja's graph of the build
+        # configured already, as in CI), or else every file in its folder.
+        def query(targets):
+            out = run("ninja", "-C", build, "-t", "query", *targets) if targets else None
+            return out.split("\n") if out else []
+        programs = sorted({t.split()[0] for e in selected for t in e["test"] if not t.startswith("fuzz ")})
+        sources = {p: set() for p in programs}
+        owner, current = {}, None
+        for line in query(programs):
+            if line and not line.startswith(" "):
+                current = line.rstrip(":")
+            elif current in sources and line.strip().endswith(".o") and \
+                    f"/{os.path.basename(current)}.dir/" in line:
+                owner[line.strip()] = current
+        for line in query(sorted(owner)):
+            if line and not line.startswith(" "):
+                current = line.rstrip(":")
+            elif current in owner and line.startswith("    ") and not line.strip().startswith("|"):
+                src = os.path.relpath(os.path.join(build, line.strip()), root)
+                if not src.startswith(".."):
+                    sources[owner[current]].add(src)
+        def test_sources(test):
+            program = test.split()[0]
+            if program == "fuzz":
+                target = test.split()[1]
+                return {f for f in changed if f.startswith("tests/fuzz/") and target in f}
+            own = sources.get(program) or {f for f in changed if os.path.dirname(f) == os.path.dirname(program)}
+            return own & changed
+        for e in selected:
+            why = []
+            if old_entries.get(e["name"]) != key(e):
+                why.append("new entry" if e["name"] not in old_entries else "entry changed")
+            if e["file"] in changed:
+                why.append("its file changed")
+            hit = sorted(set().union(*(test_sources(t) for t in e["test"])))
+            if hit:
+                why.append("its tests changed: " + " ".join(hit))
+            if why:
+                reasons[e["name"]] = "; ".join(why)
+        share = int(run("git", "-C", root, "rev-list", "--count", "--first-parent", "HEAD") or "0") % shares
+        for e in selected:
+            if e["name"] not in reasons and zlib.crc32(e["name"].encode()) % shares == share:
+                reasons[e["name"]] = f"share {share} of {shares}"
+        print(f"mutants: per change: {len(reasons)} of {len(selected)} entries (changed since"
+              f" {since} = {base[:12]}: {len(changed)} files; rotating share {share} of {shares})")
+    selected = [e for e in selected if e["name"] in reasons]
+    for e in selected:
+        print(f"  {e['name']:<48} {reasons[e['name']]}")
+    sys.stdout.flush()
 # Lane groups: entries that run the same test command share a lane, so that no test runs twice
 # at once; so do entries whose tests use the same integration test program: those talk to shared
 # servers, and some stop or kill them (a cluster member), which must not happen beside another

@@ -8,10 +8,14 @@
 #   scripts/sanitize.sh tsan [extra ctest arguments]   ThreadSanitizer (build-tsan): the unit,
 #                                                      conformance, multi-process and hostile suites
 #
+# SANITIZE_LABELS="unit conformance ..." runs those CTest labels only, and builds only the targets
+# they run (tests_<label>); CI's asan step runs unit, conformance and hostile so.
+#
 # Any report fails the run: every sanitizer stops the process at its first finding
 # (-fno-sanitize-recover=all, halt_on_error), which the test sees as a failure. Suppressions
 # (tests/sanitizers/*.supp) name third-party code only, each with its reason.
-# Environment: SANITIZE_BUILD_DIR (default build-asan / build-tsan), JOBS (default 2), and the servers as
+# Environment: SANITIZE_BUILD_DIR (default build-asan / build-tsan), JOBS (default 2),
+# SANITIZE_BUILD_ONLY=1 (build, run nothing: CI builds while other steps run), and the servers as
 # for scripts/test.sh (started and stopped here unless LOCKSMITH_TEST_REDIS_URL is set).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,15 +23,21 @@ kind=${1:-}
 case $kind in
   asan)
     flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-    labels=() targets=() ;;
+    suites=${SANITIZE_LABELS-} ;;
   tsan)
     flags="-fsanitize=thread -fno-omit-frame-pointer"
-    labels=(-L '^(unit|conformance|stress|hostile)$')
-    # Only what those suites run (tests/CMakeLists.txt: tests_<label>), not the whole tree.
-    targets=(--target tests_unit tests_conformance tests_stress tests_hostile) ;;
+    suites=${SANITIZE_LABELS-unit conformance stress hostile} ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan [extra ctest arguments]" >&2; exit 64 ;;
 esac
 shift
+# With labels, only what those suites run is built (tests/CMakeLists.txt: tests_<label>), not
+# the whole tree: the sanitizer builds are the slowest to compile and link.
+labels=() targets=()
+if [ -n "$suites" ]; then
+  labels=(-L "^($(tr -s ' ' '|' <<<"$suites"))\$")
+  read -ra suite_list <<<"$suites"
+  targets=(--target "${suite_list[@]/#/tests_}")
+fi
 build=${SANITIZE_BUILD_DIR:-$root/build-$kind}
 jobs=${JOBS:-2}
 supp=$root/tests/sanitizers
@@ -44,6 +54,7 @@ CXX=g++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo 
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   -DLOCKSMITH_BUILD_TESTS=ON -DLOCKSMITH_BUILD_EXAMPLES=ON -DLOCKSMITH_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$jobs" "${targets[@]}"
+[ "${SANITIZE_BUILD_ONLY:-0}" = 0 ] || exit 0
 
 # The sanitizers' run-time options: stop at the first report, with a stack; leaks too.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:hard_rss_limit_mb=2048"

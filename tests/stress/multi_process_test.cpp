@@ -320,14 +320,18 @@ void test_shared_holders(const strategy_under_test& entry) {
     BOOST_TEST(holding == readers);
 
     // The readers of the last steps, forked now, before this process makes a store whose threads
-    // (a ZooKeeper session's) would be beside the fork; each starts at its byte.
+    // (a ZooKeeper session's) would be beside the fork; each starts at its byte. Each closes its
+    // copy of `release`'s write end: else the readers would see its end only when these exit,
+    // and unlock at their 20 s safety net instead.
     byte_pipe go_probe, go_after;
     pid_t probe = fork_child([&]() -> int {
+        release.close_write();
         if (!go_probe.get(60s)) return 2;
         auto lock = make_lock(entry, resource);
         return lock.try_lock_shared() ? 1 : 0;
     });
     pid_t after = fork_child([&]() -> int {
+        release.close_write();
         if (!go_after.get(60s)) return 2;
         auto lock = make_lock(entry, resource);
         return lock.try_lock_shared() ? 0 : 1;
