@@ -277,6 +277,8 @@ it gets SIGTERM, SIGINT or SIGHUP, and releases it:
   read -r state token <&"${HOLD[0]}" && [ "$state" = held ] || exit 1
   ...the commands...
   exec {HOLD[1]}>&-; wait "$HOLD_PID"
+With --limit N it holds one of N permits of NAME instead. A release that fails because the
+server cannot be reached is tried again for up to 10 s, as run does.
 
 Exit status: 0 released; the conflict code (-E, default 1) when the lock is held (-n) or the
 wait (-w) ran out; the lost-lock code (--lost-exit-code, default 75) when the lock was lost

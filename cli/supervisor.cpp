@@ -196,7 +196,7 @@ bool release(named_lock& lock, std::optional<int> command_status, bool lost, boo
                 if (!said) {
                     print_error("releasing the lock " + lock.name() + " failed: " + e.what() +
                                 "\ntrying again for up to " + format_seconds(retry_for) +
-                                " (SIGINT or SIGTERM: stop now)");
+                                " (SIGINT, SIGTERM or SIGHUP: stop now)");
                     said = true;
                 }
             }

@@ -131,8 +131,8 @@ if unknown:
     sys.exit(f"unknown entries: {' '.join(sorted(unknown))}")
 selected = [e for e in entries if not only or e["name"] in only]
 
-# --per-change: the entries that the last change concerns, and a rotating share of the others
-# (see the header). Prints each chosen entry and why.
+# --per-change: the entries that the change since MUTANTS_SINCE concerns, and a rotating share of
+# the others (see the header). Prints each chosen entry and why.
 if os.environ.get("MUTANTS_PER_CHANGE"):
     root, build = os.environ["MUTANTS_ROOT"], os.environ["MUTANTS_BUILD"]
     def run(*args):

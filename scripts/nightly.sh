@@ -10,7 +10,7 @@
 #          sanitizer build, three JVMs on two CPUs answer too late (CI's asan step leaves the
 #          ensemble out for that), and the strategies' code they run is the same.
 #   mutants  the whole mutation check (scripts/mutants.sh: every entry of tests/mutants/faults.txt;
-#          .ci/run checks only those that the last change concerns and a rotating share of
+#          .ci/run checks only those that one stop's commits concern and a rotating share of
 #          the others), in its own build (build-mutants/) with test servers of its own
 # Prints the time each check took; fails when one fails.
 set -euo pipefail

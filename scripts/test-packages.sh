@@ -11,8 +11,9 @@
 #      its conformance run) against the installed -dev package, and loads the modules;
 #   4. apt-get purge removes them, and nothing of ours is left: no file dpkg -L listed, and
 #      nothing new named *locksmith* under /etc, /usr/lib, /usr/include, /usr/share/doc, ...
-# Needs root (or sudo) and lintian. The packages are installed only between 2 and 4, and purged
-# on any failure; one run at a time per machine (flock).
+# Needs root (runuser, and files written into the packaged module folder) and lintian. The
+# packages are installed only between 2 and 4, and purged on any failure; one run at a time per
+# machine (flock).
 # Usage: scripts/test-packages.sh [BUILD_DIR]   (default build; it must be built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +70,7 @@ places=(/etc /usr/bin /usr/lib /usr/include /usr/share/doc /usr/share/man/man1
   /usr/share/bash-completion /usr/share/lintian/overrides /var/lib/dpkg/info)
 snapshot() { find "${places[@]}" -name '*locksmith*' 2>/dev/null | sort; }
 
-exec 9>/tmp/locksmith-test-packages.lock
+exec 9>/run/locksmith-test-packages.lock  # root's own folder: no one can plant a link there
 flock 9
 for p in "${packages[@]}"; do
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -E ' (installed|config-files)$' >/dev/null; then

@@ -522,13 +522,15 @@ class combined_store final : public store {
     // granted, readable when one of them is, so that `run` hears at once that a member's session
     // ended and asks holds(), which tells whether the quorum still holds. Rebuilt at each call
     // (a member's descriptor may change with its answers). A member busy with a request is left
-    // out this time (its answer will tell), and one already lost adds nothing: it was counted.
-    // nullopt when no member can end a grant but by release or expiry.
+    // out this time (its answer will tell). A member that says its grant is gone already (-1)
+    // is news nobody may have counted yet (its end can come between the caller's holds() and
+    // this call): it is forgotten here, and the set made readable so that the caller asks
+    // holds() again. nullopt when no member can end a grant but by release or expiry.
     std::optional<int> do_loss_fd(const key& k) override {
         auto* state = k.local_state_of<owner_state>(instance_id());
         if (!state || !state->held) return -1;
         std::vector<int> fds;
-        bool watchable = false, busy = false;
+        bool watchable = false, busy = false, gone = false;
         for (std::size_t i = 0; i < members_.size(); ++i) {
             auto& s = *state->members[i];
             {
@@ -552,7 +554,13 @@ class combined_store final : public store {
             }
             s.idle.notify_all();
             watchable = watchable || fd.has_value();
-            if (fd && *fd >= 0) fds.push_back(*fd);
+            if (fd && *fd >= 0) {
+                fds.push_back(*fd);
+            } else if (fd) {
+                std::lock_guard guard(s.mutex);
+                s.held.reset();
+                gone = true;
+            }
         }
         if (!watchable && !busy) return std::nullopt;
         if (state->loss_epoll >= 0) ::close(state->loss_epoll);
@@ -562,15 +570,17 @@ class combined_store final : public store {
                                 "cannot watch lock '" + k.resource() +
                                     "' for a loss: epoll_create1: " + std::strerror(errno),
                                 errno_kind(errno));
-        // A member left out while busy: readable, so that the caller asks holds() and then this
-        // again (`run` waits a moment between such asks) until its descriptor can be watched.
+        // A member left out while busy, or one just found gone: readable, so that the caller
+        // asks holds() and then this again (`run` waits a moment between such asks) until every
+        // descriptor can be watched.
+        const bool ask_holds = busy || gone;
         if (state->ask_again < 0) state->ask_again = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (state->ask_again >= 0) {
             std::uint64_t value = 1;
-            ssize_t ignored = busy ? ::write(state->ask_again, &value, sizeof value)
-                                   : ::read(state->ask_again, &value, sizeof value);
+            ssize_t ignored = ask_holds ? ::write(state->ask_again, &value, sizeof value)
+                                        : ::read(state->ask_again, &value, sizeof value);
             (void)ignored;
-            if (busy) fds.push_back(state->ask_again);
+            if (ask_holds) fds.push_back(state->ask_again);
         }
         for (const int fd : fds) {
             epoll_event event{};
@@ -961,14 +971,19 @@ combined_config read_config(const nlohmann::json& o, const strategy_registry& re
                 "config.value", at + "/strategy",
                 "unknown member strategy '" + mc.strategy + "' (registered: " + known + ")");
         }
+        std::vector<std::string> backends;  // where its locks live, when its strategy says
         if (check_members) {
             try {
                 if (d->validate_options)
                     d->validate_options(mc.options);
                 else
                     options_reader(mc.options).finish();
+                if (d->backends) backends = d->backends(mc.options);
             } catch (const config_error& e) {
                 throw config_error(e.id(), at + "/options" + e.pointer(),
+                                   member_text(i, mc.strategy) + ": " + e.what());
+            } catch (const std::exception& e) {  // e.g. a lock directory's path
+                throw config_error("config.value", at + "/options",
                                    member_text(i, mc.strategy) + ": " + e.what());
             }
         }
@@ -993,21 +1008,17 @@ combined_config read_config(const nlohmann::json& o, const strategy_registry& re
                                        "quorum holds with fewer backends than it says");
         // Two names of one server are one failure domain too: a restart or a flush of it takes
         // both votes. Only what the options say is compared (the strategy's `backends`).
-        if (check_members && d->backends) {
-            for (const auto& server : d->backends(mc.options))
-                for (std::size_t j = 0; j < c.members.size(); ++j)
-                    if (std::ranges::count(backends_of[j], server))
-                        throw config_error(
-                            "config.value", at,
-                            member_text(i, mc.strategy) + " and " +
-                                member_text(j, c.members[j].strategy) + " both use " + server +
-                                ": one server's restart or flush takes both votes, so the quorum "
-                                "holds with fewer backends than it says; give each member a "
-                                "server of its own");
-            backends_of.push_back(d->backends(mc.options));
-        } else {
-            backends_of.emplace_back();
-        }
+        for (const auto& server : backends)
+            for (std::size_t j = 0; j < c.members.size(); ++j)
+                if (std::ranges::count(backends_of[j], server))
+                    throw config_error(
+                        "config.value", at,
+                        member_text(i, mc.strategy) + " and " +
+                            member_text(j, c.members[j].strategy) + " both use " + server +
+                            ": one server's restart or flush takes both votes, so the quorum "
+                            "holds with fewer backends than it says; give each member a server "
+                            "of its own");
+        backends_of.push_back(std::move(backends));
         mc.capabilities = capabilities_of(*d, mc.options);
         mc.descriptor = std::move(*d);
         c.members.push_back(std::move(mc));

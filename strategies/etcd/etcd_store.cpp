@@ -157,10 +157,12 @@ class orphaned_leases {
   public:
     // The list of one cluster (its endpoints and user).
     static orphaned_leases& of(const std::string& cluster) {
-        static std::mutex registry_mutex;
-        static std::map<std::string, std::unique_ptr<orphaned_leases>> registry;
-        std::lock_guard guard(registry_mutex);
-        auto& list = registry[cluster];
+        // Never destroyed: a store may still use its list while statics are torn down (a global
+        // lock released at exit, the renewal thread).
+        static auto* registry_mutex = new std::mutex;
+        static auto* registry = new std::map<std::string, std::unique_ptr<orphaned_leases>>;
+        std::lock_guard guard(*registry_mutex);
+        auto& list = (*registry)[cluster];
         if (!list) list = std::make_unique<orphaned_leases>();
         return *list;
     }
@@ -190,9 +192,12 @@ class orphaned_leases {
     std::deque<std::int64_t> leases_;
 };
 
+// One id whatever the order in which a config lists the endpoints.
 std::string cluster_of(const etcd_options& o) {
+    auto endpoints = o.endpoints;
+    std::sort(endpoints.begin(), endpoints.end());
     std::string id = o.user + '\n';
-    for (const auto& e : o.endpoints) id += e + ',';
+    for (const auto& e : endpoints) id += e + ',';
     return id;
 }
 

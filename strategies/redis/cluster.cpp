@@ -160,12 +160,15 @@ void slot_router::refresh() {
                               entry->element[2]->elements >= 2 &&
                               entry->element[2]->element[1]->type == REDIS_REPLY_INTEGER;
                 if (!well_formed) break;
+                const long long port = entry->element[2]->element[1]->integer;
+                if (port <= 0 || port >= 65536) {  // before it is narrowed to an int
+                    well_formed = false;
+                    break;
+                }
                 range x{entry->element[0]->integer, entry->element[1]->integer,
-                        std::string(text_of(entry->element[2]->element[0])),
-                        int(entry->element[2]->element[1]->integer)};
-                well_formed = x.start >= 0 && x.start <= x.end &&
-                              x.end < static_cast<long long>(slot_count) && x.port > 0 &&
-                              x.port < 65536;
+                        std::string(text_of(entry->element[2]->element[0])), int(port)};
+                well_formed =
+                    x.start >= 0 && x.start <= x.end && x.end < static_cast<long long>(slot_count);
                 // More slots than there are: a map that overlaps itself is not one (and a hostile
                 // node's ranges, each of every slot, would cost a pass over the map each).
                 covered += well_formed ? x.end - x.start + 1 : 0;

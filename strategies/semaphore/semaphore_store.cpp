@@ -546,12 +546,17 @@ class permit_sets {
                                 "' was acquired in process " + std::to_string(st->pid) +
                                 "; a forked child cannot release it (disable auto-release in the "
                                 "child)");
-        st->held = false;
-        // SEM_UNDO here too: it cancels the adjustment the grant recorded for this process.
+        // SEM_UNDO here too: it cancels the adjustment the grant recorded for this process. The
+        // permit counts as held until it is given back (or its set is gone), so that a release
+        // that failed can be tried again.
         sembuf give{permits_left, 1, SEM_UNDO};
-        if (::semop(st->semid, &give, 1) == 0) return;
+        if (::semop(st->semid, &give, 1) == 0) {
+            st->held = false;
+            return;
+        }
         const int err = errno;
         if (err == EIDRM || err == EINVAL) {
+            st->held = false;
             forget(st->semid);
             throw_removed(st->semid, err, "releasing the permit of '" + k.resource() + "'");
         }

@@ -256,7 +256,7 @@ void lost_while_held(const std::string& strategy, const json& options,
                                 "touch " +
                                 box.path("ran-to-its-end");
     auto first = box.start(box.with_config(
-        "run", {"--strategy", strategy, "--kill-after", "2", "taken-away", "-c", command}));
+        "run", {"-v", "--strategy", strategy, "--kill-after", "2", "taken-away", "-c", command}));
     BOOST_REQUIRE_MESSAGE(wait_for_file(box.path("holding")), strategy << ": the run never held");
     if (held_everywhere) held_everywhere();
     auto second =
