@@ -41,7 +41,8 @@ step "one version: pkg-config, version.hpp, the manual page and --version agree"
 version=$(pkg-config --modversion locksmith)
 grep -q "version = \"$version\";" "$prefix/include/locksmith/version.hpp"
 zcat "$prefix/share/man/man1/locksmith.1.gz" | grep "^\.TH LOCKSMITH 1 .*\"locksmith $version\"" >/dev/null
-"$prefix/bin/locksmith" --version | head -n 1 | grep -qx "locksmith $version"
+"$prefix/bin/locksmith" --version >"$tmp/version"
+head -n 1 "$tmp/version" | grep -qx "locksmith $version"
 [ ! -e "$prefix/include/locksmith/version.hpp.in" ]
 
 step "pkg-config --cflags --libs locksmith"
@@ -100,7 +101,8 @@ c++ -std=c++20 "$tmp/modules.cpp" $flags -Wl,-rpath,"$libdir" -o "$tmp/modules"
 # nothing else on the machine sees it.
 step "a client library missing: its strategy says which package to install, the others work"
 hiredis=$(ldd "$libdir/locksmith-modules/liblocksmith_redis.so" 2>/dev/null | awk '/libhiredis/ { print $3 }')
-libpq=$(ldconfig -p | awk '$1 == "libpq.so.5" { print $NF; exit }')
+# awk reads to the end: leaving early would end ldconfig with SIGPIPE, and pipefail the script.
+libpq=$(ldconfig -p | awk '$1 == "libpq.so.5" && !found { print $NF; found = 1 }')
 if [ "$(id -u)" != 0 ] || [ -z "$hiredis" ] || [ -z "$libpq" ]; then
   echo "SKIPPED: needs root (a private mount namespace), the redis module and libpq.so.5"
   [ "${CI:-}" != true ] || exit 1
