@@ -469,7 +469,9 @@ BOOST_AUTO_TEST_CASE(members_are_created_through_the_registry) {
 BOOST_AUTO_TEST_CASE(request_threads_take_no_process_signals) {
     three_members t;
     auto s = t.combined(quorum_rule::consensus);
-    t.m[2]->acquire_delay(2s);
+    // Long enough to outlast the grant on a loaded ASan run (2 s did not: the thread had ended
+    // before it was looked for).
+    t.m[2]->acquire_delay(5s);
     key owner("signals");
     const auto masks = locksmith::test::masks_of_threads_started_by(
         [&] { BOOST_REQUIRE(s->try_acquire(owner, lock_mode::exclusive, 10s)); });
