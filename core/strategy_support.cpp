@@ -578,6 +578,19 @@ void brief_retries::wait_before_next_try(bool pause) noexcept {
     }
 }
 
+std::vector<std::string> split_list(std::string_view text, char separator) {
+    std::vector<std::string> items;
+    for (std::size_t from = 0;;) {
+        const auto end = std::min(text.find(separator, from), text.size());
+        auto item = text.substr(from, end - from);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        items.emplace_back(item);
+        if (end == text.size()) return items;
+        from = end + 1;
+    }
+}
+
 std::vector<std::string> server_identities(std::string_view host, int port) {
     std::string h(host);
     if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);

@@ -933,15 +933,7 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
     if (!endpoints)
         throw config_error("config.missing", "/endpoints",
                            "option 'endpoints' is required (e.g. \"http://127.0.0.1:2379\")");
-    std::size_t start = 0;
-    const std::string& text = *endpoints;
-    while (start <= text.size()) {
-        auto end = text.find(',', start);
-        if (end == std::string::npos) end = text.size();
-        std::string item = text.substr(start, end - start);
-        start = end + 1;
-        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
-        while (!item.empty() && item.back() == ' ') item.pop_back();
+    for (auto& item : split_list(*endpoints)) {
         if (!item.empty()) {
             try {
                 parse_endpoint(item);
@@ -950,7 +942,6 @@ etcd_options etcd_options::from_json(const nlohmann::json& options) {
             }
             o.endpoints.push_back(item);
         }
-        if (end == text.size()) break;
     }
     if (o.endpoints.empty())
         throw config_error("config.value", "/endpoints", "option 'endpoints' lists no endpoint");

@@ -28,14 +28,7 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
                                      "'");
     };
     std::vector<std::pair<std::string, int>> out;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        auto end = text.find(',', start);
-        if (end == std::string::npos) end = text.size();
-        std::string item = text.substr(start, end - start);
-        start = end + 1;
-        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
-        while (!item.empty() && item.back() == ' ') item.pop_back();
+    for (const auto& item : split_list(text)) {
         if (item.empty()) bad("empty entry", text);
         // Not quoted at all: what follows '/', '?' or '#' is nothing redact_url knows to hide.
         if (item.find_first_of("@/?#") != std::string::npos)
@@ -82,7 +75,6 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
                                          " has characters no host name has; entries are "
                                          "host:port, [ipv6]:port or host");
         out.emplace_back(host, p);
-        if (end == text.size()) break;
     }
     if (out.empty()) throw invalid_argument_error("memcached servers: none given");
     return out;

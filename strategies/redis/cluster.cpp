@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -110,7 +111,7 @@ void slot_router::doubt() noexcept {
     known_ = false;
 }
 
-void slot_router::refresh() {
+void slot_router::refresh(std::uint16_t wanted) {
     std::lock_guard one_at_a_time(refresh_mutex_);
     std::vector<std::pair<std::string, int>> candidates;
     {
@@ -124,6 +125,23 @@ void slot_router::refresh() {
             if (n) candidates.emplace_back(n->endpoint.host, n->endpoint.port);
     }
     for (const auto& e : options_.cluster) candidates.emplace_back(e.host, e.port);
+    struct range {
+        long long start, end;
+        std::string host;
+        int port;
+    };
+    const auto install = [this](const std::vector<range>& ranges,
+                                const std::pair<std::string, int>& from) {
+        std::lock_guard guard(mutex_);
+        slots_.fill(nullptr);
+        for (const auto& x : ranges) {
+            node* n = node_at(x.host, x.port);
+            for (long long s = x.start; s <= x.end; ++s) slots_[std::size_t(s)] = n;
+        }
+        known_ = true;
+        last_answered_ = from;
+    };
+    std::optional<std::pair<std::vector<range>, std::pair<std::string, int>>> without_wanted;
     std::vector<std::pair<std::string, int>> tried;
     std::string failures;
     std::string code;
@@ -143,11 +161,6 @@ void slot_router::refresh() {
             auto r = c.command({"CLUSTER", "SLOTS"});
             c.check(r.get(), "asking for the slot map");
             // [[start, end, [host, port, id, ...], replica...], ...]
-            struct range {
-                long long start, end;
-                std::string host;
-                int port;
-            };
             std::vector<range> ranges;
             long long covered = 0;  // slots named, overlaps counted twice
             bool well_formed = r->type == REDIS_REPLY_ARRAY;
@@ -184,15 +197,14 @@ void slot_router::refresh() {
             } else if (ranges.empty()) {
                 why = "serves no slot (not part of a cluster yet?)";
                 code = "CLUSTERDOWN";
+            } else if (std::none_of(ranges.begin(), ranges.end(), [wanted](const range& x) {
+                           return x.start <= wanted && wanted <= x.end;
+                       })) {
+                why = "serves slot " + std::to_string(wanted) + " by no master";
+                code = "CLUSTERDOWN";
+                if (!without_wanted) without_wanted.emplace(std::move(ranges), candidate);
             } else {
-                std::lock_guard guard(mutex_);
-                slots_.fill(nullptr);
-                for (const auto& x : ranges) {
-                    node* n = node_at(x.host, x.port);
-                    for (long long s = x.start; s <= x.end; ++s) slots_[std::size_t(s)] = n;
-                }
-                known_ = true;
-                last_answered_ = candidate;
+                install(ranges, candidate);
                 return;
             }
         } catch (const backend_error& err) {
@@ -201,6 +213,10 @@ void slot_router::refresh() {
             if (err.kind() == error_kind::permanent) ++refused;
         }
         failures += (failures.empty() ? "" : "; ") + host_port(e.host, e.port) + ": " + why;
+    }
+    if (without_wanted) {  // the cluster is down for that slot, as far as every node knows
+        install(without_wanted->first, without_wanted->second);
+        return;
     }
     throw backend_error(
         "redis", code,
@@ -212,8 +228,9 @@ slot_router::node* slot_router::owner(std::uint16_t slot) {
     {
         std::lock_guard guard(mutex_);
         if (known_ && slots_[slot]) return slots_[slot];
+        known_ = false;  // a map without a master for the slot is read again, not trusted
     }
-    refresh();
+    refresh(slot);
     std::lock_guard guard(mutex_);
     if (slots_[slot]) return slots_[slot];
     throw backend_error(

@@ -75,9 +75,10 @@ class slot_router {
     };
     // The node at host:port (made, with the options' credentials, when new). Caller holds mutex_.
     node* node_at(const std::string& host, int port);
-    // Asks the known masters, then the configured nodes, for CLUSTER SLOTS. Throws
-    // backend_error when none answers.
-    void refresh();
+    // Asks the known masters, then the configured nodes, for CLUSTER SLOTS, until one's map has
+    // a master for `wanted` (during a failover some nodes' maps lack the failed master's slots);
+    // with none such, the first map read. Throws backend_error when no node answers.
+    void refresh(std::uint16_t wanted);
     node* owner(std::uint16_t slot);
 
     const redis_options& options_;

@@ -858,12 +858,8 @@ std::shared_ptr<store> make_zookeeper_store(const zookeeper_options& options) {
 
 std::vector<std::string> zookeeper_options::backends() const {
     // "host:port,host:port[/chroot]": one ensemble whatever the chroot.
-    const std::string servers = hosts.substr(0, hosts.find('/'));
     std::vector<std::string> ids;
-    std::size_t from = 0;
-    while (from <= servers.size()) {
-        const auto comma = std::min(servers.find(',', from), servers.size());
-        const std::string server = servers.substr(from, comma - from);
+    for (const auto& server : split_list(hosts.substr(0, hosts.find('/')))) {
         const auto colon = server.rfind(':');
         int port = 2181;
         std::string host = server;
@@ -876,7 +872,6 @@ std::vector<std::string> zookeeper_options::backends() const {
         }
         if (!host.empty())
             for (auto& id : server_identities(host, port)) ids.push_back(std::move(id));
-        from = comma + 1;
     }
     return ids;
 }

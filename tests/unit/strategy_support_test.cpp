@@ -79,6 +79,15 @@ BOOST_AUTO_TEST_CASE(scrub_secret_hides_every_occurrence) {
     BOOST_TEST(scrub_secret("a***b", "***") == "a***b");
 }
 
+BOOST_AUTO_TEST_CASE(split_list_trims_items_and_keeps_empty_ones) {
+    using v = std::vector<std::string>;
+    BOOST_TEST(split_list(" a:1 ,b:2,  c ") == (v{"a:1", "b:2", "c"}));
+    BOOST_TEST(split_list("a,,b") == (v{"a", "", "b"}));  // for the caller to refuse
+    BOOST_TEST(split_list("") == (v{""}));
+    BOOST_TEST(split_list("a,") == (v{"a", ""}));
+    BOOST_TEST(split_list("/tmp;h", ';') == (v{"/tmp", "h"}));
+}
+
 BOOST_AUTO_TEST_CASE(json_too_deep_at_finds_the_first_bracket_past_the_limit) {
     BOOST_TEST(json_too_deep_at("[[1]]", 2) == std::string_view::npos);
     BOOST_TEST(json_too_deep_at(R"({"a":[{}]})", 2) == 6u);

@@ -210,6 +210,11 @@ std::string read_secret_file(const std::string& path, std::string_view option);
 std::string resolve_secret(std::string inline_value, const secret_source& from,
                            std::string_view strategy, std::string_view name);
 
+// The items of a `separator`-separated list option (servers, endpoints, hosts), spaces around
+// each item trimmed. Empty items are kept, so that a caller can refuse "a,,b"; "" is one empty
+// item. The one splitter of list options, so that every strategy reads a list alike.
+std::vector<std::string> split_list(std::string_view text, char separator = ',');
+
 // The identities of the server at `host`:`port`, for strategy_descriptor::backends: the host
 // lower-cased, without IPv6 brackets, as "host:port" ("[addr]:port" for IPv6); "localhost" and
 // an empty host give both loopback addresses, which are what they reach. No name is resolved.

@@ -202,16 +202,7 @@ namespace {
 // libpq's host (or hostaddr) and port lists, as identities: a host beginning with '/' is a
 // socket directory, no host the default one; one port serves every host.
 std::vector<std::string> servers_of(const std::string& hosts, const std::string& ports) {
-    const auto split = [](const std::string& list) {
-        std::vector<std::string> parts;
-        std::size_t from = 0;
-        for (std::size_t comma; (comma = list.find(',', from)) != std::string::npos;
-             from = comma + 1)
-            parts.push_back(list.substr(from, comma - from));
-        parts.push_back(list.substr(from));
-        return parts;
-    };
-    const auto host_list = split(hosts), port_list = split(ports);
+    const auto host_list = split_list(hosts), port_list = split_list(ports);
     std::vector<std::string> servers;
     for (std::size_t i = 0; i < host_list.size(); ++i) {
         std::string port = port_list.size() == 1  ? port_list[0]
