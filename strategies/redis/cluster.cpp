@@ -85,6 +85,13 @@ std::string slot_router::description() const {
 slot_router::node* slot_router::node_at(const std::string& host, int port) {
     for (auto& n : nodes_)
         if (n.endpoint.host == host && n.endpoint.port == port) return &n;
+    if (nodes_.size() >= max_cluster_nodes)
+        throw backend_error("redis", "protocol",
+                            "redis: the " + description() + " named more than " +
+                                std::to_string(max_cluster_nodes) + " nodes (the last " +
+                                host_port(host, port) +
+                                "); Redis Cluster has at most 1000: its slot map is not one",
+                            error_kind::permanent);
     auto& n = nodes_.emplace_back();
     n.endpoint = options_.endpoint;  // the nodes' credentials
     n.endpoint.host = host;

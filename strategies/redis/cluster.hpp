@@ -25,6 +25,10 @@
 namespace locksmith::strategies::redis_detail {
 
 inline constexpr std::size_t slot_count = 16384;
+// The most nodes a router keeps: Redis supports clusters of up to 1000 nodes, and the nodes a
+// router has met are kept (their pools outlive leases), so a cluster that names ever more
+// addresses (a hostile one, or years of replaced nodes) is refused rather than grown without end.
+inline constexpr std::size_t max_cluster_nodes = 2000;
 
 // "{xxxxxxxx}": eight hex digits of the name's FNV-1a hash, in braces. A hash and not the name
 // itself: a name may contain braces (which would end the tag early) and spaces (which a waiting
