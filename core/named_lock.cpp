@@ -3,7 +3,9 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include <locksmith/author/caller_deadline.hpp>
 
@@ -122,6 +124,43 @@ bool wait_for_grant(named_lock::state& s, lock_mode mode, std::chrono::milliseco
     return granted;
 }
 
+// How long a wait without a deadline rides out a server's transient errors: the lock's TTL when
+// it has one (a grant after a longer outage is not what the caller waited for: a holder stopped
+// that long has lost its lock too), and at least 30 s, the time Redis Sentinel takes by default
+// to notice that a master is gone; a lock() must not wait forever for a dead server.
+std::chrono::milliseconds outage_bound(const named_lock::state& s) {
+    return std::max<std::chrono::milliseconds>(
+        s.expiring() ? s.options.ttl : std::chrono::milliseconds(0), std::chrono::seconds(30));
+}
+
+// wait_for_grant, riding out the server's transient errors (a restart, a failover: connections
+// refused or reset, a grant a replica did not confirm) as a waiter must: retried after a pause
+// until the caller's deadline (outage_bound without one); a permanent error, or a transient one
+// at the deadline, is the caller's. Stores say which errors are transient, and may ride out more
+// themselves (etcd keeps its place in the queue across an outage); this is the rule for all.
+bool wait_riding_out(named_lock::state& s, lock_mode mode, std::chrono::milliseconds ttl,
+                     deadline until, clock::time_point& started) {
+    std::optional<clock::time_point> give_up;
+    for (auto pause = std::chrono::milliseconds(50);;
+         pause = std::min(pause * 2, std::chrono::milliseconds(1000))) {
+        try {
+            return wait_for_grant(s, mode, ttl, until, started);
+        } catch (const backend_error& e) {
+            if (!e.transient()) throw;
+            const auto now = clock::now();
+            if (!give_up) {
+                give_up = until == deadline::max() ? now + outage_bound(s) : until;
+                s.log(log_level::warning, "wait_outage",
+                      "waiting for " + lock_text(s) + " through a server error: " + e.what(),
+                      e.what());
+            }
+            if (now + pause >= *give_up) throw;
+        }
+        std::this_thread::sleep_for(pause);
+        started = clock::now();
+    }
+}
+
 // Releases the grant; the caller holds the state's mutex. When the store refuses (a robust
 // mutex released from the wrong thread, a server that is down), the lock still counts as held,
 // so that the owner can retry and the destructor tries again.
@@ -177,7 +216,7 @@ bool acquire_locked(named_lock::state& s, lock_mode wanted, deadline until) {
     if (single_try || (timed && until <= started)) {
         granted = s.store->try_acquire(*s.owner, mode, ttl);
     } else {
-        granted = wait_for_grant(s, mode, ttl, until, started);
+        granted = wait_riding_out(s, mode, ttl, until, started);
     }
     if (!granted) {
         // A failed promotion keeps the read lock, and with it the lifetime it had.

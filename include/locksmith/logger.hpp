@@ -16,6 +16,8 @@
 //   error    lock_lost            the renewal thread found the lock gone, or its renewals failed
 //                                 until the TTL ran out
 //   warning  renewal_failed       one renewal failed; retried while the grant has time left
+//   warning  wait_outage          a wait met a transient server error (a restart, a failover) and
+//                                 rides it out until its deadline; once per wait
 //   warning  fallback             the chosen strategy could not start; the next candidate was used
 //   warning  locking_off          a lock was created on a strategy that excludes nothing (`null`)
 //   info     slow_wait            a wait has lasted the factory's slow-wait threshold and goes on

@@ -132,20 +132,11 @@ class redis_store final : public store {
         return acquire(k, mode, ttl, 0, {}).granted;
     }
 
+    // A failover behind Sentinel or in a cluster breaks connections and leaves the new master
+    // without a replica (no grant confirmed) for seconds: the errors are transient, and
+    // named_lock's wait rides them out, on connections to whichever master comes next.
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
-        if (!locator_ && !router_) return wait_acquire(k, mode, ttl, until);
-        // Behind Sentinel or in a cluster, a failover breaks connections and leaves the new
-        // master without a replica (no grant confirmed) for seconds: a waiter rides it out until
-        // its deadline, on connections to whichever master the Sentinels (the slot map) name
-        // next.
-        for (milliseconds pause(50);; pause = std::min(pause * 2, milliseconds(500))) {
-            try {
-                return wait_acquire(k, mode, ttl, until);
-            } catch (const backend_error& e) {
-                if (!e.transient() || clock::now() + pause >= until) throw;
-            }
-            std::this_thread::sleep_for(pause);
-        }
+        return wait_acquire(k, mode, ttl, until);
     }
 
     bool wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) {

@@ -65,6 +65,11 @@ void recording_store::fail_acquire(bool on) {
     std::lock_guard lock(mutex_);
     fail_acquire_ = on;
 }
+
+void recording_store::fail_acquire_transiently(int n) {
+    std::lock_guard lock(mutex_);
+    transient_failures_left_ = n;
+}
 void recording_store::lose_acquire_reply(bool on) {
     std::lock_guard lock(mutex_);
     lose_acquire_reply_ = on;
@@ -152,6 +157,13 @@ bool recording_store::grant_locked(key& k, lock_mode mode) {
     return true;
 }
 
+void recording_store::throw_if_transiently_failing() {
+    if (transient_failures_left_ == 0) return;
+    if (transient_failures_left_ > 0) --transient_failures_left_;
+    throw backend_error(strategy(), "ECONNREFUSED",
+                        "injected transient failure (server restarting)", error_kind::transient);
+}
+
 bool recording_store::do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) {
     record({call::kind::try_acquire, k.resource(), k.token(), mode, ttl});
     std::chrono::milliseconds delay;
@@ -162,6 +174,7 @@ bool recording_store::do_try_acquire(key& k, lock_mode mode, std::chrono::millis
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     std::lock_guard lock(mutex_);
     if (fail_acquire_) throw backend_error(strategy(), "test", "injected acquire failure");
+    throw_if_transiently_failing();
     if (conflicts_left_ > 0) {
         --conflicts_left_;
         return false;
@@ -194,6 +207,7 @@ bool recording_store::do_wait_acquire(key& k, lock_mode mode, std::chrono::milli
         {
             std::lock_guard lock(mutex_);
             if (fail_acquire_) throw backend_error(strategy(), "test", "injected acquire failure");
+            throw_if_transiently_failing();
             if (grant_locked(k, mode)) return true;
         }
         if (deadline::clock::now() >= until) return false;

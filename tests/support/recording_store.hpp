@@ -47,6 +47,9 @@ class recording_store : public store {
     void acquire_delay(std::chrono::milliseconds delay);
     // try_acquire throws backend_error.
     void fail_acquire(bool on);
+    // The next `n` acquisition calls (try_acquire, wait_acquire; every one when n < 0) throw a
+    // transient backend_error, as a server that restarts does.
+    void fail_acquire_transiently(int n);
     // try_acquire grants, then throws backend_error (a reply lost after the grant).
     void lose_acquire_reply(bool on);
     // release throws backend_error.
@@ -98,6 +101,8 @@ class recording_store : public store {
     void record(call c);
     // Requires mutex_ held.
     bool grant_locked(key& k, lock_mode mode);
+    // Caller holds mutex_.
+    void throw_if_transiently_failing();
 
     mutable std::mutex mutex_;
     std::map<std::string, entry> table_;
@@ -106,6 +111,7 @@ class recording_store : public store {
     bool random_conflicts_ = false;
     std::chrono::milliseconds delay_{0};
     bool fail_acquire_ = false;
+    int transient_failures_left_ = 0;
     bool lose_acquire_reply_ = false;
     bool fail_release_ = false;
     bool ignore_release_ = false;

@@ -144,6 +144,52 @@ BOOST_AUTO_TEST_CASE(acquire_blocking_retries_until_success) {
     BOOST_TEST(f.store->wait_acquires() == 0);
 }
 
+// --- a wait rides out a server's transient errors (a restart, a failover) ---
+
+BOOST_AUTO_TEST_CASE(a_wait_rides_out_transient_errors_until_granted) {
+    for (const capability caps : {basic, blocking}) {
+        fixture f(caps);
+        f.store->fail_acquire_transiently(3);
+        auto lock = f.make();
+        BOOST_TEST(lock.try_lock_for(std::chrono::seconds(10)));
+        BOOST_TEST(f.store->try_acquires() + f.store->wait_acquires() == 4);
+        lock.unlock();
+        f.store->fail_acquire_transiently(2);
+        BOOST_TEST(lock.acquire(true));  // a wait without a deadline too
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_single_try_and_a_permanent_error_are_not_retried) {
+    fixture f(blocking);
+    f.store->fail_acquire_transiently(1);
+    auto lock = f.make();
+    BOOST_CHECK_THROW((void)lock.try_lock(), backend_error);
+    BOOST_TEST(f.store->try_acquires() == 1);
+    f.store->fail_acquire(true);  // error_kind::unknown: retrying may not help
+    const auto start = std::chrono::steady_clock::now();
+    BOOST_CHECK_THROW((void)lock.try_lock_for(std::chrono::seconds(10)), backend_error);
+    BOOST_TEST(f.store->wait_acquires() == 1);
+    BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(2)));
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_gives_the_last_transient_error_at_its_deadline) {
+    fixture f(basic);
+    f.store->fail_acquire_transiently(-1);
+    auto lock = f.make();
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        (void)lock.try_lock_for(std::chrono::milliseconds(600));
+        BOOST_ERROR("a wait on a server that never answers was granted");
+    } catch (const backend_error& e) {
+        BOOST_TEST(e.transient());
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(took > std::chrono::milliseconds(200));     // it tried again
+    BOOST_TEST((took < std::chrono::milliseconds(1600)));  // not past its deadline and a pause
+    BOOST_TEST(f.store->try_acquires() >= 3);
+    BOOST_TEST(!lock.held_mode());
+}
+
 BOOST_AUTO_TEST_CASE(blocking_polls_until_the_holder_leaves) {
     fixture f(basic);
     auto holder = f.make();
