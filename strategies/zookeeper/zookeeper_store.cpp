@@ -114,10 +114,10 @@ std::string open_acl_problem(const ACL_vector& acl, const std::string& user) {
 
 // The C client (3.8) opens its threads' wake-up pipe and its socket (anew at each connection, on
 // its I/O thread) without close-on-exec, and gives access to neither descriptor: a command the
-// process exec()s would inherit the session's socket, keep the session (and its ephemeral lock
-// nodes) going while it runs and could write into it. They are found among the process's
-// descriptors and marked: the pipe when the handle is made, the socket at each connection (the
-// watcher's connected event). Until then, another thread's fork and exec would pass them on.
+// process exec()s would inherit the session's socket and could write into the session, whose
+// lock nodes it does not own. They are found among the process's descriptors and marked: the
+// pipe when the handle is made, the socket at each connection (the watcher's connected event).
+// Until then, another thread's fork and exec would pass them on.
 
 // The open descriptors of this process that are not close-on-exec, with what fstat says.
 std::vector<std::pair<int, struct stat>> inheritable_fds() {
