@@ -144,7 +144,8 @@ void set_close_on_exec(int fd) noexcept {
     if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
 
-// Marks the sockets connected to the server `zh` is connected to now.
+// Marks the sockets connected to the server `zh` is connected to now (another handle's to that
+// server too, which is no harm).
 void mark_client_socket(zhandle_t* zh) {
     sockaddr_storage server{};
     socklen_t length = sizeof server;
