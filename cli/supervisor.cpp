@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "cli_common.hpp"
+#include "inherited_fds.hpp"
 
 namespace locksmith::cli {
 
@@ -109,6 +110,11 @@ pid_t start_child(const std::vector<std::string>& argv, const sigset_t& original
     fd_guard read_end(pipe_fds[0]);
     fd_guard write_end(pipe_fds[1]);
     const int report_fd = pipe_fds[1];
+    // The command gets the descriptors locksmith was given and none of its own (the lock's
+    // sockets, files and the client libraries' pipes, close-on-exec or not): planned here, done
+    // in the child, which also closes what another thread opens meanwhile.
+    const std::vector<fd_range> to_close = fds_to_close(report_fd);
+    const unsigned fallback_last = largest_fd();
 
     const pid_t parent = ::getpid();
     const pid_t pid = ::vfork();
@@ -118,6 +124,7 @@ pid_t start_child(const std::vector<std::string>& argv, const sigset_t& original
         // locksmith died before prctl took effect: the lock is already gone.
         if (::getppid() != parent) ::_exit(128 + SIGTERM);
         ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+        close_fd_ranges(to_close.data(), to_close.size(), fallback_last);
         ::execvp(child_argv[0], child_argv);
         int err = errno;
         ssize_t ignored = ::write(report_fd, &err, sizeof err);

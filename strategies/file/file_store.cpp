@@ -36,7 +36,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include <locksmith/author/strategy_support.hpp>
@@ -331,8 +330,16 @@ lock_status file_store::do_status(std::string_view resource) {
         status.held = lock_status::state::free;
         return status;
     }
-    std::ifstream locks("/proc/locks");
-    if (!locks) return status;  // unknown
+    // "e": close-on-exec, which std::ifstream cannot ask for (another thread's fork and exec
+    // would pass the descriptor on).
+    FILE* proc_locks = std::fopen("/proc/locks", "re");
+    if (!proc_locks) return status;  // unknown
+    std::string text;
+    char chunk[4096];
+    for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, proc_locks)) > 0;)
+        text.append(chunk, n);
+    std::fclose(proc_locks);
+    std::istringstream locks(text);
     char wanted[64];
     std::snprintf(wanted, sizeof wanted, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
                   (unsigned long long)st.st_ino);

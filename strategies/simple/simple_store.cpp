@@ -24,7 +24,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -46,10 +45,16 @@ constexpr std::string_view magic_line = "locksmith-simple 1";
 constexpr const char* guard_name = ".locksmith-simple.guard";
 constexpr std::size_t max_record = 4096;
 
+// The first line of a /proc file. "e": close-on-exec, which std::ifstream cannot ask for
+// (another thread's fork and exec would pass the descriptor on).
 std::string read_small_file(const char* path) {
-    std::ifstream in(path);
     std::string line;
-    std::getline(in, line);
+    if (FILE* f = std::fopen(path, "re")) {
+        char buffer[max_record];
+        if (std::fgets(buffer, sizeof buffer, f)) line = buffer;
+        std::fclose(f);
+    }
+    if (!line.empty() && line.back() == '\n') line.pop_back();
     return line;
 }
 

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The zookeeper strategy's options and store (its registry entry is in zookeeper_descriptor.cpp).
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -108,6 +112,54 @@ std::string open_acl_problem(const ACL_vector& acl, const std::string& user) {
     return open;
 }
 
+// The C client (3.8) opens its threads' wake-up pipe and its socket (anew at each connection, on
+// its I/O thread) without close-on-exec, and gives access to neither descriptor: a command the
+// process exec()s would inherit the session's socket and could write into the session, whose
+// lock nodes it does not own. They are found among the process's descriptors and marked: the
+// pipe when the handle is made, the socket at each connection (the watcher's connected event).
+// Until then, another thread's fork and exec would pass them on.
+
+// The open descriptors of this process that are not close-on-exec, with what fstat says.
+std::vector<std::pair<int, struct stat>> inheritable_fds() {
+    std::vector<std::pair<int, struct stat>> out;
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (!dir) return out;
+    while (const dirent* e = ::readdir(dir)) {
+        int fd = -1;
+        const auto name = std::string_view(e->d_name);
+        if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc() ||
+            fd == ::dirfd(dir))
+            continue;
+        struct stat st;
+        const int flags = ::fcntl(fd, F_GETFD);
+        if (flags >= 0 && (flags & FD_CLOEXEC) == 0 && ::fstat(fd, &st) == 0)
+            out.emplace_back(fd, st);
+    }
+    ::closedir(dir);
+    return out;
+}
+
+void set_close_on_exec(int fd) noexcept {
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+// Marks the sockets connected to the server `zh` is connected to now (another handle's to that
+// server too, which is no harm).
+void mark_client_socket(zhandle_t* zh) {
+    sockaddr_storage server{};
+    socklen_t length = sizeof server;
+    if (!zookeeper_get_connected_host(zh, reinterpret_cast<sockaddr*>(&server), &length)) return;
+    for (const auto& [fd, st] : inheritable_fds()) {
+        if (!S_ISSOCK(st.st_mode)) continue;
+        sockaddr_storage peer{};
+        socklen_t peer_length = sizeof peer;
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) == 0 &&
+            peer_length == length && std::memcmp(&peer, &server, length) == 0)
+            set_close_on_exec(fd);
+    }
+}
+
 // The C client logs connection failures to stderr by default; errors reach callers as
 // exceptions instead.
 void quiet_log(const char*) {}
@@ -164,6 +216,9 @@ class session {
     session(const zookeeper_options& o) : hosts_(redact_url(o.hosts)) {
         // The client's two threads start here, with every signal blocked.
         int init_errno = 0;
+        std::set<ino_t> pipes_before;
+        for (const auto& [fd, st] : inheritable_fds())
+            if (S_ISFIFO(st.st_mode)) pipes_before.insert(st.st_ino);
         {
             const every_signal_blocked in_the_client_threads;
             errno = 0;
@@ -171,6 +226,14 @@ class session {
                                   int(o.session_timeout.count()), nullptr, this, 0, quiet_log);
             init_errno = errno;
         }
+        // The wake-up pipe: both ends of a pipe that was not there before.
+        std::map<ino_t, std::vector<int>> new_pipes;
+        for (const auto& [fd, st] : inheritable_fds())
+            if (S_ISFIFO(st.st_mode) && !pipes_before.count(st.st_ino))
+                new_pipes[st.st_ino].push_back(fd);
+        for (const auto& [ino, ends] : new_pipes)
+            if (ends.size() == 2)
+                for (int fd : ends) set_close_on_exec(fd);
         errno = init_errno;
         if (!zh_)
             throw invalid_argument_error(std::string(strategy_name) + ": hosts '" + hosts_ +
@@ -326,10 +389,11 @@ class session {
         self->cv_.notify_all();
     }
 
-    static void on_event(zhandle_t*, int type, int state, const char* path, void* context) {
+    static void on_event(zhandle_t* zh, int type, int state, const char* path, void* context) {
         auto* self = static_cast<session*>(context);
         std::lock_guard guard(self->mutex_);
         if (type == ZOO_SESSION_EVENT) {
+            if (state == ZOO_CONNECTED_STATE) mark_client_socket(zh);
             self->connected_ = state == ZOO_CONNECTED_STATE;
             if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
                 self->expired_ = true;

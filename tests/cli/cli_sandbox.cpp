@@ -142,6 +142,9 @@ cli_process cli_sandbox::start(const std::vector<std::string>& args) {
                                      0600);
     posix_spawn_file_actions_addopen(&actions, 2, p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0600);
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    for (const auto& [fd, path] : passed_fds_)
+        posix_spawn_file_actions_addopen(&actions, fd, path.c_str(), O_RDONLY, 0);
     // Default dispositions and no blocked signals: a test runner started in the background by a
     // non-interactive shell has SIGINT ignored, and sh cannot trap a signal ignored on entry.
     posix_spawnattr_t attr;

@@ -52,6 +52,9 @@ class cli_sandbox {
 
     // Extra environment for the next spawns (value nullopt = unset).
     void set_env(const std::string& name, std::optional<std::string> value);
+    // The next spawns get `path` opened read-only as descriptor `fd` (3 or above), as a shell's
+    // `fd<path` would pass it. Apart from these and 0, 1, 2 they get no descriptor of the test.
+    void pass_fd(int fd, const std::string& path) { passed_fds_[fd] = path; }
 
     // Runs `locksmith ARGS...` and waits for it (killing it after `timeout`, which fails the test).
     cli_result run(const std::vector<std::string>& args,
@@ -74,6 +77,7 @@ class cli_sandbox {
     std::filesystem::path lock_dir_;
     std::filesystem::path config_path_;
     std::map<std::string, std::optional<std::string>> env_;
+    std::map<int, std::string> passed_fds_;
     std::vector<pid_t> running_;
     int spawn_count_ = 0;
 };

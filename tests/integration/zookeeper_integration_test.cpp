@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,10 +20,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -445,6 +448,51 @@ BOOST_AUTO_TEST_CASE(a_create_whose_reply_was_lost_is_found_again_not_orphaned) 
     auto other = make_lock(store_for(hosts), name);
     BOOST_TEST(other.try_lock());
     other.unlock();
+}
+
+// The descriptors of this process an exec would pass on (no FD_CLOEXEC), as "fd -> target".
+std::set<std::string> inheritable_fds() {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        const int fd = std::stoi(e.path().filename().string());
+        const int flags = ::fcntl(fd, F_GETFD);
+        if (flags < 0 || (flags & FD_CLOEXEC) != 0) continue;
+        std::error_code ec;
+        out.insert(std::to_string(fd) + " -> " +
+                   std::filesystem::read_symlink(e.path(), ec).string());
+    }
+    return out;
+}
+
+// The C client opens its wake-up pipe and a new socket at each connection (on its own thread)
+// without close-on-exec; the store marks them, the socket again after a reconnection, so that a
+// command the process exec()s does not keep the session's socket.
+BOOST_AUTO_TEST_CASE(the_clients_descriptors_stay_close_on_exec_across_a_reconnection) {
+    const auto hosts = endpoint(hosts_variable);
+    const auto colon = hosts.rfind(':');
+    test::tcp_fault_proxy proxy(hosts.substr(0, colon), std::stoi(hosts.substr(colon + 1)));
+    const auto before = inheritable_fds();
+    auto lock = make_lock(store_for(proxy.address()), test::unique_resource("cloexec"));
+    BOOST_REQUIRE(lock.try_lock());
+    auto added = [&] {
+        std::string text;
+        for (const auto& fd : inheritable_fds())
+            if (!before.count(fd)) text += " " + fd;
+        return text;
+    };
+    BOOST_TEST(added().empty(), "not close-on-exec after the grant:" << added());
+    // The connection is cut after the next request (is_acquired's, or a ping) was answered; the
+    // client connects again within the session timeout and asks again.
+    proxy.cut_after_next_request();
+    BOOST_TEST(lock.is_acquired());
+    BOOST_REQUIRE(proxy.wait_cut(must_happen));
+    BOOST_TEST(lock.is_acquired());
+    BOOST_REQUIRE(proxy.connections() == 2);
+    // The connected event, which marks the socket, may reach the watcher just after the answer.
+    const auto settle = clock_type::now() + 5s;
+    while (!added().empty() && clock_type::now() < settle) std::this_thread::sleep_for(10ms);
+    BOOST_TEST(added().empty(), "not close-on-exec after the reconnection:" << added());
+    lock.unlock();
 }
 
 BOOST_AUTO_TEST_CASE(status_names_each_holders_pid_host_and_request_time) {

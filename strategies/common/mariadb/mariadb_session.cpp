@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "mariadb_session.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -186,6 +188,11 @@ mariadb_session::mariadb_session(const mariadb_target& target)
         db_ = nullptr;
         throw failed;
     }
+    // libmariadb opens its socket without close-on-exec: a command this process exec()s would
+    // keep the session, and with it the session's locks, open after this process died, and
+    // could write into it. (It never reconnects on its own: MYSQL_OPT_RECONNECT is off.)
+    const int fd = int(api.mysql_get_socket(db_));
+    if (fd >= 0) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
 }
 
 mariadb_session::~mariadb_session() {
