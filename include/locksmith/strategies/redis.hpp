@@ -120,7 +120,8 @@ namespace locksmith::strategies {
 // What the redis strategy offers (its registry entry and its store agree on this).
 inline constexpr capability redis_capabilities =
     capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
-    capability::expiring | capability::distributed | capability::serializable | capability::fencing;
+    capability::expiring | capability::distributed | capability::serializable |
+    capability::fencing | capability::counting;
 
 struct redis_endpoint {
     // TLS (a rediss:// URL).
