@@ -72,7 +72,7 @@ namespace locksmith::strategies {
 // What the pg_advisory strategy offers (its registry entry and its store agree on this).
 inline constexpr capability pg_advisory_capabilities =
     capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
-    capability::distributed | capability::crash_release;
+    capability::distributed | capability::crash_release | capability::counting;
 
 struct pg_advisory_options {
     // postgresql://[user[:password]@]host[:port]/database[?param=value...] (postgres:// too):
