@@ -283,12 +283,13 @@ BOOST_AUTO_TEST_CASE(a_waiter_is_woken_by_the_release) {
         BOOST_REQUIRE(acquired);
         latencies.push_back(
             std::chrono::duration<double, std::milli>(acquired_at - released_at).count());
+        // Woken, not granted by the last attempt at the end of its 10 s: stop at the first.
+        BOOST_REQUIRE_LT(latencies.back(), 5000.0);
         waiter.release();
     }
     std::sort(latencies.begin(), latencies.end());
     BOOST_TEST_MESSAGE("permit wake-up latency ms: p50 " << latencies[latencies.size() / 2]
                                                          << ", max " << latencies.back());
-    BOOST_TEST(latencies.back() < 5000.0);  // woken, not timed out
 }
 
 // Guards: release and refresh of another's entry.
