@@ -150,6 +150,29 @@ double library_pairs(const std::shared_ptr<store>& s, const std::string& name, i
     return pairs / seconds_since(start);
 }
 
+// One owner taking and giving back a permit of `name`, a counting semaphore of `limit` permits
+// whose other limit - 1 are held by other owners all along: each grant takes the last permit.
+double permit_pairs(const std::shared_ptr<store>& s, const std::string& name, std::uint32_t limit,
+                    int pairs) {
+    auto permit = [&] {
+        auto k = std::make_shared<key>(name);
+        k->set_limit(limit);
+        return named_semaphore(s, k, long_ttl());
+    };
+    std::vector<named_semaphore> others;
+    for (std::uint32_t i = 1; i < limit; ++i) {
+        others.push_back(permit());
+        others.back().acquire();
+    }
+    auto mine = permit();
+    auto start = steady::now();
+    for (int i = 0; i < pairs; ++i) {
+        mine.acquire();
+        mine.release();
+    }
+    return pairs / seconds_since(start);
+}
+
 // The textbook memcached pair with libmemcached (classic protocol): add, then a blind delete.
 double raw_memcached_textbook(memcached_st* m, int pairs) {
     const std::string token = random_token();
@@ -362,6 +385,26 @@ int main(int argc, char** argv) {
     row("`named_lock::lock(); unlock()` on `redis`", lib);
     std::printf("\nratio library / raw same commands: %.2f; / raw classic: %.2f\n",
                 median(lib) / median(same), median(lib) / median(classic));
+
+    // Permits beside the lock, in the same rounds.
+    std::vector<double> locks, permits1, permits4, permits8;
+    for (int r = 0; r < rounds; ++r) {
+        locks.push_back(library_pairs(s, "bench", pairs));
+        permits1.push_back(permit_pairs(s, "bench-permits-1", 1, pairs));
+        permits4.push_back(permit_pairs(s, "bench-permits-4", 4, pairs));
+        permits8.push_back(permit_pairs(s, "bench-permits-8", 8, pairs));
+    }
+    std::printf(
+        "\ncounting semaphores: %d pairs x %d rounds (N - 1 permits held by others)\n\n"
+        "| loop | min pairs/s | median pairs/s | max pairs/s |\n|---|---:|---:|---:|\n",
+        pairs, rounds);
+    row("`named_lock::lock(); unlock()` (the baseline)", locks);
+    row("`named_semaphore::acquire(); release()`, N = 1", permits1);
+    row("`named_semaphore::acquire(); release()`, N = 4", permits4);
+    row("`named_semaphore::acquire(); release()`, N = 8", permits8);
+    std::printf("\nratio permits / lock: N = 1 %.2f, N = 4 %.2f, N = 8 %.2f\n",
+                median(permits1) / median(locks), median(permits4) / median(locks),
+                median(permits8) / median(locks));
 
     auto waiter_store = strategies::make_redis_store(o);
     auto pubsub = handover(s, waiter_store, "handover", 200);

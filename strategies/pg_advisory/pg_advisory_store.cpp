@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The pg_advisory strategy's store (its registry entry is in pg_advisory_descriptor.cpp).
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <locksmith/author/plugin.hpp>
 #include <locksmith/author/strategy_support.hpp>
@@ -31,6 +34,59 @@ struct pinned_session : key_local_state {
     std::shared_ptr<session_cache> cache;  // the session's target lives there
     std::unique_ptr<pg_session> session;
     lock_mode mode = lock_mode::exclusive;
+    long long slot = -1;  // the permit's number, for a counting semaphore's key
+};
+
+// Largest limit: a permit is a session, so more than a server's connections is never reached,
+// and an attempt that finds every permit held tries each of them.
+constexpr std::uint32_t max_permits = 10000;
+
+// A counting semaphore's statements. Permits are advisory locks in the (int4, int4) form
+// (objsubid 2, never a name's lock): permit i of the name is (slots, i); every holder also
+// holds (limits, N) shared, which tells the name's limit to the others; (limits, 0), taken for
+// the transaction, makes the grants of one name one at a time, so that the limit check and the
+// grant are one step. The two int4 are the two halves of the name's hash's low 64 bits.
+struct permit_statements {
+    permit_statements(std::string_view name, std::uint32_t limit) : n(std::to_string(limit)) {
+        const auto low = stable_name_hash(name).low;
+        slots_oid = std::uint32_t(low);
+        limits_oid = std::uint32_t(low >> 32);
+        slots = std::to_string(std::int32_t(slots_oid));
+        limits = std::to_string(std::int32_t(limits_oid));
+    }
+    // One row: the other limit held for the name (0: none), the permit taken (-1: none). CASE,
+    // not AND: SQL does not promise to evaluate AND's operands in order, and a limit lock taken
+    // without a permit would stay on a pooled session.
+    std::string try_take() const {
+        return "SELECT pg_advisory_xact_lock(" + limits +
+               ", 0); "
+               "WITH other AS MATERIALIZED (SELECT objid::bigint AS n FROM pg_locks WHERE " +
+               where(limits_oid) + " AND objid NOT IN (0, " + n +
+               ") LIMIT 1), "
+               "slot AS MATERIALIZED (SELECT i FROM generate_series(0, " +
+               n + " - 1) AS i WHERE NOT EXISTS (SELECT 1 FROM other) AND pg_try_advisory_lock(" +
+               slots +
+               ", i) LIMIT 1) "
+               "SELECT COALESCE((SELECT n FROM other), 0), COALESCE((SELECT i FROM slot), -1), "
+               "CASE WHEN (SELECT i FROM slot) IS NOT NULL THEN pg_try_advisory_lock_shared(" +
+               limits + ", " + n + ") END";
+    }
+    // The permits held (slot numbers), and the limits their holders hold.
+    std::string held(bool own) const {
+        return "SELECT objid FROM pg_locks WHERE " + where(slots_oid) +
+               (own ? " AND pid = pg_backend_pid()" : "");
+    }
+    std::string kept_limits() const {
+        return "SELECT DISTINCT objid FROM pg_locks WHERE " + where(limits_oid) +
+               " AND objid <> 0 AND mode = 'ShareLock'";
+    }
+    static std::string where(std::uint32_t classid) {
+        return "locktype = 'advisory' AND objsubid = 2 AND granted AND classid = " +
+               std::to_string(classid) +
+               " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    }
+    std::string n, slots, limits;
+    std::uint32_t slots_oid = 0, limits_oid = 0;
 };
 
 // The statements. Only the key, an integer, is spliced in: no name ever reaches SQL.
@@ -101,6 +157,7 @@ class pg_advisory_store final : public store {
 
   protected:
     bool do_try_acquire(key& k, lock_mode mode, milliseconds) override {
+        if (k.limit() != 0) return try_permit(k);
         const statements sql(k.resource());
         if (auto* held = pinned(k)) {
             if (held->mode == mode) return true;
@@ -118,6 +175,7 @@ class pg_advisory_store final : public store {
     }
 
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
+        if (k.limit() != 0) return wait_permit(k, until);
         auto* held = pinned(k);
         // A demotion never waits: the session's own exclusive lock is all that could conflict.
         // A deadline already passed is one attempt.
@@ -179,7 +237,9 @@ class pg_advisory_store final : public store {
         // The server's word, not ours: a session that ended (and with it the lock) fails here.
         pg_result r;
         try {
-            r = held->session->query(statements(k.resource()).own_grant(),
+            r = held->session->query(k.limit() != 0
+                                         ? permit_statements(k.resource(), k.limit()).held(true)
+                                         : statements(k.resource()).own_grant(),
                                      "checking that the lock is held");
         } catch (const backend_error& e) {
             // A session the server ended took the lock with it. A server that did not answer in
@@ -188,6 +248,8 @@ class pg_advisory_store final : public store {
             if (held->session->broken() && e.native_code() != "timeout") return false;
             throw;
         }
+        if (k.limit() != 0)
+            return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == std::to_string(held->slot);
         return pg_rows(r.get()) == 1 && pg_value(r.get(), 0, 0) == pg_mode(held->mode);
     }
 
@@ -201,8 +263,20 @@ class pg_advisory_store final : public store {
     lock_status do_status(std::string_view resource) override {
         auto session = cache_->take();
         auto r = session->query(statements(resource).holders());
+        // A name whose permits are held is a semaphore: that is what status shows.
+        const permit_statements permits(resource, 1);
+        auto held = session->query(permits.held(false));
+        auto limits = session->query(permits.kept_limits());
         cache_->give_back(std::move(session));
         lock_status s;
+        if (pg_rows(held.get()) > 0) {
+            s.permits_held = std::uint32_t(pg_rows(held.get()));
+            if (pg_rows(limits.get()) == 1)
+                s.limit = std::uint32_t(std::stoul(std::string(pg_value(limits.get(), 0, 0))));
+            s.held = s.limit && *s.permits_held < *s.limit ? lock_status::state::free
+                                                           : lock_status::state::held_exclusive;
+            return s;
+        }
         s.held = lock_status::state::free;
         for (int row = 0; row < pg_rows(r.get()); ++row) {
             const auto mode = pg_value(r.get(), row, 0);
@@ -214,6 +288,54 @@ class pg_advisory_store final : public store {
     }
 
   private:
+    // One attempt at a permit, in one round trip (permit_statements::try_take).
+    bool try_permit(key& k) {
+        if (k.limit() > max_permits)
+            throw invalid_argument_error(std::string(strategy_name) + ": a limit of " +
+                                         std::to_string(k.limit()) + " for '" + k.resource() +
+                                         "' exceeds " + std::to_string(max_permits) +
+                                         " (each permit is a database session)");
+        if (pinned(k)) return true;
+        const permit_statements sql(k.resource(), k.limit());
+        auto session = cache_->take();
+        auto r = session->query(sql.try_take(), "acquiring a permit");
+        if (pg_rows(r.get()) != 1)
+            throw backend_error(
+                strategy_name, "protocol",
+                std::string(strategy_name) + ": the permit statement returned no row",
+                error_kind::permanent);
+        const auto other = std::stoll(std::string(pg_value(r.get(), 0, 0)));
+        const auto slot = std::stoll(std::string(pg_value(r.get(), 0, 1)));
+        if (other != 0) {
+            cache_->give_back(std::move(session));
+            throw invalid_argument_error(
+                std::string(strategy_name) + ": semaphore '" + k.resource() + "' has a limit of " +
+                std::to_string(other) + ", held by its permits' holders; this owner asks for " +
+                sql.n + ". One name has one limit: ask for " + std::to_string(other) +
+                ", or wait until no permit is held");
+        }
+        if (slot < 0) {
+            cache_->give_back(std::move(session));
+            return false;
+        }
+        pin(k, std::move(session), lock_mode::exclusive);
+        auto* held = k.local_state_of<pinned_session>(instance_id());
+        held->slot = slot;
+        k.portable_state()["permit"] = std::uint64_t(slot);
+        return true;
+    }
+
+    // PostgreSQL cannot wait for any one of N locks: a waiter for a permit polls, from 2 ms
+    // apart up to 100 ms apart, until its deadline.
+    bool wait_permit(key& k, deadline until) {
+        for (milliseconds pause(2);; pause = std::min(pause * 2, milliseconds(100))) {
+            if (try_permit(k)) return true;
+            const auto now = deadline::clock::now();
+            if (now >= until) return false;
+            std::this_thread::sleep_for(std::min<deadline::duration>(pause, until - now));
+        }
+    }
+
     static pg_target make_target(const pg_advisory_options& options) {
         auto target = make_pg_target(
             strategy_name, options.dsn,

@@ -20,6 +20,14 @@
 //               message from one left over from an earlier wait on the same connection
 //   P readers: N  present while readers wait (PX: until the latest may retry, plus 2 s)
 //   P chan: N   the pub/sub channel on which a release (or a lapse) is announced to readers
+//               (and, for a counting semaphore, a permit's release to the waiters for permits)
+//   P permits: N  a counting semaphore's holders: a sorted set of tokens scored by their expiry
+//               (server ms), PEXPIREAT = the latest expiry; never more than the limit live ones
+//   P limit: N  the semaphore's limit, set by the grant that finds none and kept (same
+//               PEXPIREAT) while a permit is held, so every user of the name meets the same one;
+//               deleted with the last holder, after which the next grant sets it anew
+// A semaphore and the lock of one name are separate objects; they share the fence key, so
+// fencing tokens increase across both.
 // Times come from the server's TIME, so client clocks do not matter. Needs Redis >= 5 (writes
 // after TIME in a script).
 #pragma once
@@ -289,10 +297,106 @@ end
 return 0
 )lua";
 
-// KEYS: lock. Returns {state, holders, pttl}: state 0 free, 1 exclusive, 2 shared, 3 a key of
-// another type (not ours); holders = number of live readers.
-inline constexpr const char* status_script = LOCKSMITH_REDIS_PROLOGUE R"lua(
-local lock = KEYS[1]
+// Counting semaphores (key.limit() = N > 0). Shared: the checks of the two keys, which another
+// program may have planted (a foreign key is reported, never overwritten or counted), and the
+// expiry of both keys at the latest holder's.
+#define LOCKSMITH_REDIS_PERMITS                                                     \
+    "local function foreign(k)\n"                                                   \
+    "  local kind = redis.call('TYPE', k).ok\n"                                     \
+    "  if kind ~= 'zset' and kind ~= 'none' then return {3, 'permits', kind} end\n" \
+    "end\n"                                                                         \
+    "local function kept_limit(lim)\n"                                              \
+    "  local kind = redis.call('TYPE', lim).ok\n"                                   \
+    "  if kind == 'none' then return nil end\n"                                     \
+    "  if kind ~= 'string' then return nil, {3, 'limit', kind} end\n"               \
+    "  local v = redis.call('GET', lim)\n"                                          \
+    "  local n = tonumber(v)\n"                                                     \
+    "  if not string.match(v, '^[1-9]%d?%d?%d?%d?%d?%d?$') or n > 1000000 then\n"   \
+    "    return nil, {3, 'limit', 'value'}\n"                                       \
+    "  end\n"                                                                       \
+    "  return n\n"                                                                  \
+    "end\n"                                                                         \
+    "local function expire_both(set, lim)\n"                                        \
+    "  local top = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')[2]\n"            \
+    "  if not top then\n"                                                           \
+    "    redis.call('DEL', set, lim)\n"                                             \
+    "    return\n"                                                                  \
+    "  end\n"                                                                       \
+    "  redis.call('PEXPIREAT', set, math.floor(tonumber(top)))\n"                   \
+    "  redis.call('PEXPIREAT', lim, math.floor(tonumber(top)))\n"                   \
+    "end\n"
+
+// KEYS: permits, limit, fence. ARGV: token, ttl ms, limit. Drops the holders whose TTL ran out
+// (server clock), then grants when fewer than the limit remain. Returns {1, fence} for a new
+// permit, {1, 0} when the owner held one already (its TTL renewed), {0, ms} when all are held
+// (ms: until the first of them expires), {2, kept} when the name's limit is another, {3, what,
+// detail} when a key of the name is not ours (what: "permits" or "limit").
+inline constexpr const char* acquire_permit_script =
+    LOCKSMITH_REDIS_PROLOGUE LOCKSMITH_REDIS_PERMITS R"lua(
+local set, lim, fence = KEYS[1], KEYS[2], KEYS[3]
+local token, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local bad = foreign(set)
+if bad then return bad end
+local kept, wrong = kept_limit(lim)
+if wrong then return wrong end
+local now = server_ms()
+redis.call('ZREMRANGEBYSCORE', set, '-inf', now)  -- holders whose TTL ran out (or died)
+if kept and kept ~= limit then return {2, kept} end
+if redis.call('ZSCORE', set, token) then
+  redis.call('ZADD', set, now + ttl, token)
+  expire_both(set, lim)
+  return {1, 0}
+end
+if redis.call('ZCARD', set) >= limit then
+  local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')[2]
+  return {0, math.max(math.floor(tonumber(first)) - now, 1)}
+end
+redis.call('ZADD', set, now + ttl, token)
+redis.call('SET', lim, ARGV[3])
+expire_both(set, lim)
+return {1, next_fence(fence)}
+)lua";
+
+// KEYS: permits, limit. ARGV: token, ttl ms. Renews the owner's own permit only: 1 when it was
+// live and now lasts ttl from now, 0 when the owner holds none (an expired one is not revived).
+inline constexpr const char* refresh_permit_script =
+    LOCKSMITH_REDIS_PROLOGUE LOCKSMITH_REDIS_PERMITS R"lua(
+local set, lim, token, ttl = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2])
+if foreign(set) then return 0 end
+local now = server_ms()
+redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
+if not redis.call('ZSCORE', set, token) then return 0 end
+redis.call('ZADD', set, 'XX', now + ttl, token)
+expire_both(set, lim)
+return 1
+)lua";
+
+// KEYS: permits, limit. ARGV: token, channel. Gives back the owner's own permit (another's is
+// left alone) and announces it on the channel, where the waiters for a permit listen. Returns 1
+// when a permit was given back, 0 when the owner held none.
+inline constexpr const char* release_permit_script =
+    LOCKSMITH_REDIS_PROLOGUE LOCKSMITH_REDIS_PERMITS R"lua(
+local set, lim, token = KEYS[1], KEYS[2], ARGV[1]
+if foreign(set) then return 0 end
+if redis.call('ZREM', set, token) == 0 then return 0 end
+redis.call('ZREMRANGEBYSCORE', set, '-inf', server_ms())
+expire_both(set, lim)
+redis.call('PUBLISH', ARGV[2], 'permit')
+return 1
+)lua";
+
+// KEYS: lock, permits, limit. Returns {state, holders, pttl[, limit]}: state 0 free, 1
+// exclusive, 2 shared, 3 a key of another type (not ours), 4 a counting semaphore (holders = its
+// live permits, limit = its kept limit); holders = number of live readers or permits. A name
+// with a live permit or a kept limit is a semaphore: that is what status shows for it.
+inline constexpr const char* status_script = LOCKSMITH_REDIS_PROLOGUE LOCKSMITH_REDIS_PERMITS R"lua(
+local lock, set, lim = KEYS[1], KEYS[2], KEYS[3]
+if set then
+  local kept, wrong = kept_limit(lim)
+  if foreign(set) or wrong then return {3, 0, -1} end
+  local n = redis.call('ZCOUNT', set, '(' .. server_ms(), '+inf')
+  if kept or n > 0 then return {4, n, redis.call('PTTL', set), kept or 0} end
+end
 local kind = redis.call('TYPE', lock).ok
 if kind == 'string' then return {1, 1, redis.call('PTTL', lock)} end
 if kind == 'zset' then
@@ -304,6 +408,7 @@ if kind == 'none' then return {0, 0, -2} end
 return {3, 0, -1}
 )lua";
 
+#undef LOCKSMITH_REDIS_PERMITS
 #undef LOCKSMITH_REDIS_QUEUE
 #undef LOCKSMITH_REDIS_PROLOGUE
 

@@ -37,13 +37,18 @@ enum script_id : std::size_t {
     unwait_id,
     holds_id,
     status_id,
-    fence_id
+    fence_id,
+    acquire_permit_id,
+    refresh_permit_id,
+    release_permit_id
 };
-constexpr std::array<const char*, 7> script_text = {acquire_script, refresh_script, release_script,
-                                                    unwait_script,  holds_script,   status_script,
-                                                    fence_script};
-constexpr std::array<const char*, 7> script_name = {"acquire", "refresh", "release", "unwait",
-                                                    "holds",   "status",  "fence"};
+constexpr std::array<const char*, 10> script_text = {
+    acquire_script,        refresh_script,       release_script, unwait_script,
+    holds_script,          status_script,        fence_script,   acquire_permit_script,
+    refresh_permit_script, release_permit_script};
+constexpr std::array<const char*, 10> script_name = {
+    "acquire", "refresh", "release",        "unwait",         "holds",
+    "status",  "fence",   "acquire_permit", "refresh_permit", "release_permit"};
 
 long long integer_at(const redisReply* r, std::size_t i) {
     if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
@@ -128,6 +133,7 @@ class redis_store final : public store {
 
   protected:
     bool do_try_acquire(key& k, lock_mode mode, milliseconds ttl) override {
+        if (k.limit() != 0) return acquire_permit(k, ttl).granted;
         if (mode == lock_mode::exclusive && try_grant_exclusive(k, ttl)) return true;
         return acquire(k, mode, ttl, 0, {}).granted;
     }
@@ -140,6 +146,7 @@ class redis_store final : public store {
     }
 
     bool wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) {
+        if (k.limit() != 0) return wait_permit(k, ttl, until);
         if (mode == lock_mode::shared) return wait_shared(k, ttl, until);
         const auto* known = k.local_state_of<redis_key_state>(instance_id());
         if (!(known && known->others_wait) && try_grant_exclusive(k, ttl)) return true;
@@ -185,9 +192,12 @@ class redis_store final : public store {
     bool do_refresh(key& k, milliseconds ttl) override {
         check_ttl(ttl);
         auto c = take(k.resource());
-        const auto lock = name_of("lock:", k.resource());
         const auto ttl_text = std::to_string(ttl.count());
-        auto r = run(c, refresh_id, {lock}, {k.token(), ttl_text});
+        auto r = k.limit() != 0
+                     ? run(c, refresh_permit_id,
+                           {name_of("permits:", k.resource()), name_of("limit:", k.resource())},
+                           {k.token(), ttl_text})
+                     : run(c, refresh_id, {name_of("lock:", k.resource())}, {k.token(), ttl_text});
         if (integer_of(r.get()) != 1) return false;
         // Not confirmed: the lease is not extended (the watchdog retries while the last
         // confirmed one lasts, then reports the loss).
@@ -197,6 +207,10 @@ class redis_store final : public store {
 
     void do_release(key& k) override {
         auto c = take(k.resource());
+        if (k.limit() != 0) {
+            release_permit(c, k);
+            return;
+        }
         const auto lock = name_of("lock:", k.resource());
         const auto wait = name_of("wait:", k.resource());
         const auto queue = name_of("queue:", k.resource());
@@ -215,7 +229,8 @@ class redis_store final : public store {
 
     bool do_holds(const key& k) override {
         auto c = take(k.resource());
-        const auto lock = name_of("lock:", k.resource());
+        // The holds script reads a permit set as it reads a reader set.
+        const auto lock = name_of(k.limit() != 0 ? "permits:" : "lock:", k.resource());
         auto r = run(c, holds_id, {lock}, {k.token()});
         return integer_of(r.get()) == 1;
     }
@@ -223,7 +238,9 @@ class redis_store final : public store {
     std::optional<std::uint64_t> do_fencing_token(key& k) override {
         if (auto known = k.fencing_token()) return known;
         auto c = take(k.resource());
-        const auto lock = name_of("lock:", k.resource());
+        // A permit's token is drawn at its grant; a permit set is read as a reader set here, for
+        // a key whose token did not travel with it.
+        const auto lock = name_of(k.limit() != 0 ? "permits:" : "lock:", k.resource());
         const auto fence = name_of("fence:", k.resource());
         auto r = run(c, fence_id, {lock, fence}, {k.token()});
         const auto token = integer_of(r.get());
@@ -240,7 +257,9 @@ class redis_store final : public store {
     lock_status do_status(std::string_view resource) override {
         auto c = take(resource);
         const auto lock = name_of("lock:", resource);
-        auto r = run(c, status_id, {lock}, {});
+        const auto permits = name_of("permits:", resource);
+        const auto limit = name_of("limit:", resource);
+        auto r = run(c, status_id, {lock, permits, limit}, {});
         lock_status s;
         const auto state = integer_at(r.get(), 0);
         const auto holders = integer_at(r.get(), 1);
@@ -257,6 +276,15 @@ class redis_store final : public store {
                 s.held = lock_status::state::held_shared;
                 s.holders.push_back(std::to_string(holders) + " reader(s)");
                 break;
+            case 4: {
+                // A kept limit of 0: live holders whose limit key an administrator deleted.
+                const auto kept = integer_at(r.get(), 3);
+                s.permits_held = std::uint32_t(holders);
+                if (kept > 0) s.limit = std::uint32_t(kept);
+                s.held = kept > 0 && holders < kept ? lock_status::state::free
+                                                    : lock_status::state::held_exclusive;
+                break;
+            }
             default:
                 s.held = lock_status::state::unknown;
                 s.holders.push_back("the key holds a value that is not a lock of this strategy");
@@ -266,6 +294,104 @@ class redis_store final : public store {
     }
 
   private:
+    struct outcome {
+        bool granted;
+        long long value;  // fence token (granted) or the obstacle's remaining ms (refused)
+    };
+
+    // A waiter for a permit sleeps on the name's channel, where every permit's release is
+    // announced, and retries at each announcement, or when the first holder's TTL runs out (a
+    // holder that died announces nothing). Every waiter retries at every release: permits are
+    // not handed over in order (not fair), which costs a script call per waiter and release.
+    bool wait_permit(key& k, milliseconds ttl, deadline until) {
+        const std::string chan = name_of("chan:", k.resource());
+        std::unique_ptr<connection> subscriber;
+        for (;;) {
+            auto now = clock::now();
+            k.set_attempt_started(now);
+            const outcome o = acquire_permit(k, ttl);
+            if (o.granted) {
+                recycle(std::move(subscriber));
+                return true;
+            }
+            now = clock::now();
+            if (now >= until) {
+                recycle(std::move(subscriber));
+                return false;
+            }
+            if (!subscriber) {
+                // Subscribe, then try again at once: a release between the failed try and the
+                // subscription has published to nobody, but the retry sees its effect.
+                subscriber = subscribe(chan, k.resource());
+                continue;
+            }
+            milliseconds slice(o.value + 1);
+            slice =
+                std::min<milliseconds>(slice, milliseconds(ms_until(until, now)) + milliseconds(1));
+            auto said = subscriber->read(std::max(slice, milliseconds(1)));
+            if (said && unsubscribed_by_server(*said)) {
+                router_->doubt();
+                subscriber.reset();  // subscribe again, at the slot's new master
+            }
+        }
+    }
+
+    // One attempt at a permit (acquire_permit_script); refusals as in outcome, a limit mismatch
+    // or a foreign key as the errors they are.
+    outcome acquire_permit(key& k, milliseconds ttl) {
+        check_ttl(ttl);
+        const auto permits = name_of("permits:", k.resource());
+        const auto limit = name_of("limit:", k.resource());
+        const auto fence = name_of("fence:", k.resource());
+        const auto ttl_text = std::to_string(ttl.count());
+        const auto limit_text = std::to_string(k.limit());
+        auto c = take(k.resource());
+        auto r =
+            run(c, acquire_permit_id, {permits, limit, fence}, {k.token(), ttl_text, limit_text});
+        const auto state = integer_at(r.get(), 0);
+        if (state == 2)
+            throw invalid_argument_error(
+                "redis: semaphore '" + k.resource() + "' has a limit of " +
+                std::to_string(integer_at(r.get(), 1)) + ", kept in " + limit +
+                " while a permit is held; this owner asks for " + limit_text +
+                ". One name has one limit: ask for " + std::to_string(integer_at(r.get(), 1)) +
+                ", or wait until no permit is held (the limit goes with the last holder)");
+        if (state == 3) foreign_key(r.get(), permits, limit);
+        outcome o{state == 1, integer_at(r.get(), 1)};
+        if (o.granted) confirm_grant(c, k);
+        if (o.granted && o.value > 0) k.set_fencing_token(std::uint64_t(o.value));
+        return o;
+    }
+
+    void release_permit(link& c, key& k) {
+        const auto permits = name_of("permits:", k.resource());
+        const auto limit = name_of("limit:", k.resource());
+        const auto chan = name_of("chan:", k.resource());
+        run(c, release_permit_id, {permits, limit}, {k.token(), chan});
+    }
+
+    // A key of a semaphore's name that is not ours (another program's, or planted): reported,
+    // never overwritten.
+    [[noreturn]] static void foreign_key(const redisReply* r, const std::string& permits,
+                                         const std::string& limit) {
+        const auto text = [&](std::size_t i) {
+            if (r->elements <= i || r->element[i]->type != REDIS_REPLY_STRING) return std::string();
+            return std::string(r->element[i]->str, r->element[i]->len);
+        };
+        const bool set = text(1) == "permits";
+        const std::string what =
+            set ? "'" + permits + "' is a " + text(2) + ", not locksmith's sorted set of permits"
+            : text(2) == "value"
+                ? "'" + limit + "' holds a value that is not a semaphore limit (1.." +
+                      std::to_string(max_semaphore_limit) + ")"
+                : "'" + limit + "' is a " + text(2) + ", not a semaphore limit";
+        throw backend_error("redis", "foreign",
+                            "redis: the key " + what +
+                                ": another program's key? Delete it (when no locksmith process "
+                                "uses the name) or choose another key_prefix",
+                            error_kind::permanent);
+    }
+
     // A reader waits on the name's channel and retries at every release (and lapse) announced
     // there: readers are admitted together, so waking them all is what it takes. Its attempts
     // mark the name as awaited by readers, else a release would announce nothing.
@@ -303,11 +429,6 @@ class redis_store final : public store {
             }
         }
     }
-
-    struct outcome {
-        bool granted;
-        long long value;  // fence token (granted) or the obstacle's remaining ms (refused)
-    };
 
     static long long ms_until(deadline until, clock::time_point now) {
         // A year bounds "forever": the script caps the registration by the holders' TTL anyway.
@@ -457,6 +578,11 @@ class redis_store final : public store {
     void confirm_grant(link& written, key& k) {
         if (replicated(written)) return;
         try {
+            if (k.limit() != 0) {
+                release_permit(written, k);
+                k.set_fencing_token(std::nullopt);
+                not_replicated("granting a permit of '" + k.resource() + "'");
+            }
             const auto lock = name_of("lock:", k.resource());
             const auto wait = name_of("wait:", k.resource());
             const auto queue = name_of("queue:", k.resource());

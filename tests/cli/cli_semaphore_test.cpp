@@ -19,6 +19,8 @@
 #include <locksmith/strategies/semaphore.hpp>
 
 #include "cli/cli_sandbox.hpp"
+#include "support/skip_report.hpp"
+#include "support/test_environment.hpp"
 
 using namespace std::chrono_literals;
 using locksmith::test::cli_sandbox;
@@ -207,11 +209,69 @@ BOOST_AUTO_TEST_CASE(explain_counting_names_the_strategies_that_count) {
     auto r = box.run(box.with_config("explain", {"--require", "counting", "--json"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
     BOOST_TEST(json::parse(r.out)["chosen"] == "semaphore", r.out);
-    // Nothing counts across hosts yet: a clear refusal naming the bit.
+    // No strategy configured here counts across hosts (redis would, given a url): a clear
+    // refusal naming the bit.
     r = box.run(
         box.with_config("run", {"--require", "distributed", "--limit", "2", "n", "--", "true"}));
     BOOST_TEST(r.exit_code == EX_UNAVAILABLE, describe(r));
     BOOST_TEST(r.err.find("counting") != std::string::npos, r.err);
+}
+
+// `run --limit 3` on redis, across the server: six runs of 0.4 s, never more than three inside
+// at once and three at some point; the command's permit is its owner's token; `status` counts
+// the permits while one is held.
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_redis) {
+    const auto url = locksmith::test::env("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_REDIS_URL is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    const std::string prefix = "locksmith-cli-sem:" + std::to_string(::getpid()) + ":";
+    cli_sandbox box(
+        json{{"strategies", {{"redis", {{"options", {{"url", *url}, {"key_prefix", prefix}}}}}}}});
+    const std::string inside = box.path("inside");
+    std::filesystem::create_directory(inside);
+    const std::string script = "touch " + inside + "/$$; ls " + inside + " | wc -l >> " +
+                               box.path("counts") + "; echo $LOCKSMITH_PERMIT >> " +
+                               box.path("permits") + "; sleep 0.4; rm " + inside + "/$$";
+    std::vector<locksmith::test::cli_process> runs;
+    for (int i = 0; i < 6; ++i)
+        runs.push_back(box.start(box.with_config(
+            "run", {"--strategy", "redis", "--ttl", "10", "--limit", "3", "pool", "-c", script})));
+    for (auto& p : runs) {
+        auto r = box.wait(p, std::chrono::seconds(60));
+        BOOST_TEST(r.exit_code == 0, describe(r));
+    }
+    std::istringstream counts(box.read_file("counts"));
+    int most = 0, lines = 0;
+    for (int n; counts >> n; ++lines) most = std::max(most, n);
+    BOOST_TEST(lines == 6);
+    BOOST_TEST(most <= 3);
+    BOOST_TEST(most == 3);
+    std::istringstream permits(box.read_file("permits"));
+    std::set<std::string> distinct;
+    for (std::string p; permits >> p;) {
+        BOOST_TEST(p.size() == 32u, p);  // the owner's token
+        distinct.insert(p);
+    }
+    BOOST_TEST(distinct.size() == 6u);
+
+    auto holder =
+        box.start(box.with_config("run", {"--strategy", "redis", "--limit", "3", "held", "-c",
+                                          "touch " + box.path("ready") + "; sleep 60"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    // A name with permits held is a semaphore to redis's status, asked by strategy.
+    auto r = box.run(box.with_config("status", {"--strategy", "redis", "held"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    BOOST_TEST(r.out.find("1 of 3 permits held (strategy redis)") != std::string::npos, r.out);
+    r = box.run(box.with_config(
+        "run", {"--strategy", "redis", "--limit", "2", "held", "--", "echo", "ran"}));
+    BOOST_TEST(r.out.empty(), describe(r));
+    BOOST_TEST(r.err.find("limit of 3") != std::string::npos, r.err);
+    ::kill(holder.pid, SIGTERM);
+    box.wait(holder);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

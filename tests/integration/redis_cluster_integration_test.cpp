@@ -540,6 +540,50 @@ BOOST_AUTO_TEST_CASE(waiters_are_woken_by_sharded_pub_sub) {
     }
 }
 
+// Counting semaphores in a cluster: a name's permit keys are in its slot with its fence, the
+// limit holds, and a waiter for a permit is woken by the release's SPUBLISH (60 s TTL: its own
+// retry would come when the first holder expires).
+BOOST_AUTO_TEST_CASE(permits_keep_their_limit_in_one_slot_and_wake_by_sharded_pub_sub) {
+    auto& r = rig();
+    auto s = strategies::make_redis_store(options_for(r.nodes()));
+    auto other = strategies::make_redis_store(options_for(r.nodes()));
+    const auto name = test::unique_resource("permits");
+    auto permit = [&](const std::shared_ptr<store>& st) {
+        auto k = std::make_shared<key>(name);
+        k->set_limit(2);
+        lock_options o;
+        o.ttl = 60s;
+        return named_semaphore(st, k, o);
+    };
+    auto a = permit(s), b = permit(s), c = permit(other);
+    BOOST_REQUIRE(a.try_acquire());
+    BOOST_REQUIRE(b.try_acquire());
+    BOOST_CHECK(!c.try_acquire());
+    BOOST_CHECK_GT(*b.fencing_token(), *a.fencing_token());
+    std::set<int> slots;
+    for (int m : r.masters())
+        for (const auto& k : keys_at(m))
+            if (k.size() >= name.size() &&
+                k.compare(k.size() - name.size(), name.size(), name) == 0)
+                slots.insert(slot_of(k));
+    BOOST_CHECK_EQUAL(slots.size(), 1u);  // permits, limit and fence keys
+    BOOST_CHECK_EQUAL(s->status(name).permits_held.value_or(0), 2u);
+    auto waited = std::async(std::launch::async, [&] {
+        const bool got = c.try_acquire_for(must_happen);
+        return std::make_pair(got, clock_type::now());
+    });
+    std::this_thread::sleep_for(500ms);  // the waiter subscribes and sleeps
+    const auto released = clock_type::now();
+    a.release();
+    const auto [got, at] = waited.get();
+    BOOST_CHECK(got);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - released);
+    BOOST_TEST_MESSAGE("permit waiter woken " << ms.count() << " ms after the release");
+    BOOST_CHECK_LT(ms.count(), 2000);
+    b.release();
+    c.release();
+}
+
 BOOST_AUTO_TEST_CASE(a_slot_migrated_while_its_lock_is_held_and_awaited_keeps_one_holder) {
     // The slot of a held name moves to another master (CLUSTER SETSLOT IMPORTING / MIGRATING,
     // MIGRATE, SETSLOT NODE) while a rival keeps trying and a waiter waits: the rival never

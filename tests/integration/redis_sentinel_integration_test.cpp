@@ -451,6 +451,52 @@ BOOST_AUTO_TEST_CASE(nothing_counts_that_the_replica_has_not_confirmed) {
     held.unlock();
 }
 
+// Counting semaphores behind Sentinel: a permit counts once WAIT confirmed it; with the replica
+// stopped a grant is released (not left to its TTL) and reported as NOREPLICAS.
+BOOST_AUTO_TEST_CASE(a_permit_counts_once_the_replica_has_it) {
+    auto& r = rig();
+    r.wait_until_settled();
+    auto o = options_for(r.sentinels());
+    o.command_timeout = 600ms;  // WAIT waits 300 ms
+    auto s = strategies::make_redis_store(o);
+    const auto name = test::unique_resource("permits");
+    auto permit = [&] {
+        auto k = std::make_shared<key>(name);
+        k->set_limit(2);
+        lock_options lo;
+        lo.ttl = 30s;
+        return named_semaphore(s, k, lo);
+    };
+    auto a = permit(), b = permit(), c = permit();
+    BOOST_REQUIRE(a.try_acquire());
+    BOOST_CHECK(a.fencing_token());
+    const int master = r.named_master();
+    {
+        r.pause(r.replica_of(master), true);
+        struct resume {
+            const private_rig& r;
+            int port;
+            ~resume() { r.pause(port, false); }
+        } resume_at_end{r, r.replica_of(master)};
+        try {
+            (void)b.try_acquire();
+            BOOST_ERROR("a permit no replica has was reported");
+        } catch (const backend_error& e) {
+            BOOST_CHECK_EQUAL(e.native_code(), "NOREPLICAS");
+        }
+        BOOST_CHECK(!b.held());
+    }
+    // Released at the master, not left to its TTL: only the first permit is there.
+    BOOST_CHECK_EQUAL(ask(master, {"ZCARD", prefix + "permits:" + name}), "1");
+    r.wait_until_settled();
+    BOOST_CHECK(b.try_acquire());
+    BOOST_CHECK(!c.try_acquire());
+    a.release();
+    BOOST_CHECK(c.try_acquire());
+    b.release();
+    c.release();
+}
+
 BOOST_AUTO_TEST_CASE(a_holder_whose_refreshes_go_unconfirmed_past_its_ttl_is_told) {
     // The replica stopped for longer than the TTL: the watchdog's refreshes are not confirmed,
     // and when the last confirmed lease runs out the holder hears of the loss (on_lost) and

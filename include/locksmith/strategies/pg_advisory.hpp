@@ -39,6 +39,19 @@
 //    re-granted behind the owner's back, since a pinned session never reconnects. A server that
 //    does not answer within command_timeout tells nothing: is_acquired() throws that
 //    backend_error ("timeout") once, and says false afterwards (the session was closed).
+//  - Counting semaphores (capability counting; a key with limit() = N, 1..10000: each permit is
+//    a session, so a larger N is never reached): permit i of a name is the advisory lock
+//    (int4 a, int4 i) of the holder's own session, and the holder also holds (int4 b, int4 N)
+//    shared (a, b: the halves of the low 64 bits of stable_name_hash(name); pg_locks shows them
+//    with objsubid 2, so they never meet a name's lock, which is a bigint key). One statement,
+//    under the transaction lock (b, 0) that makes one name's grants one at a time, refuses when
+//    a holder holds another limit (invalid_argument_error naming both: one name, one limit
+//    while any permit is held) and takes the first free permit; its number is the key's
+//    portable_state "permit" (LOCKSMITH_PERMIT). A waiter polls, 2 ms apart at first, 100 ms at
+//    most: PostgreSQL cannot wait for any one of N locks. Crash: a holder's permit ends with its
+//    session, as a lock does. status() counts the permits held and names the kept limit. Two
+//    names whose a (or b) collide, about n^2 / 2^33 among n semaphores in use (1,000: 1e-4),
+//    share their permits (fewer holders) or refuse each other's limit: never more holders.
 //  - Transaction-mode poolers (PgBouncer pool_mode=transaction) break session locks: connect to
 //    PostgreSQL directly or through session pooling.
 //  - TLS: libpq's DSN parameters (sslmode, sslrootcert, sslcert, sslkey). A DSN that names a
@@ -72,7 +85,7 @@ namespace locksmith::strategies {
 // What the pg_advisory strategy offers (its registry entry and its store agree on this).
 inline constexpr capability pg_advisory_capabilities =
     capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
-    capability::distributed | capability::crash_release;
+    capability::distributed | capability::crash_release | capability::counting;
 
 struct pg_advisory_options {
     // postgresql://[user[:password]@]host[:port]/database[?param=value...] (postgres:// too):

@@ -44,6 +44,23 @@
 //    outlasts the obstacle's TTL without a retry, so a lost message costs latency, not
 //    liveness. Each waiter uses one extra connection while it waits; up to pool_size of them
 //    are kept (writers' still subscribed) for later waits.
+//  - Counting semaphores (capability counting; a key with limit() = N): the holders of a name's
+//    permits are a sorted set `<prefix>permits:<name>` of owner tokens scored by their expiry
+//    (server time, ms); one script drops the holders whose TTL ran out and grants when fewer
+//    than N remain. The limit is kept in `<prefix>limit:<name>` from the grant that finds none
+//    until the last holder leaves (both keys expire with the latest holder): while a permit is
+//    held, an owner asking for another limit gets invalid_argument_error naming both; once none
+//    is, the next grant sets the limit anew. Refresh and release touch the owner's own entry
+//    only; a release announces itself on `<prefix>chan:<name>`, where waiters for a permit
+//    sleep (subscribed) and all retry: permits are not served in order, and a waiter whose
+//    retry loses sleeps again. A waiter also retries when the first holder's TTL runs out.
+//    Crash: a holder that dies keeps its permit until its TTL runs out. Fencing tokens come
+//    from the name's fence key, so they increase across the name's permits and its lock (a
+//    semaphore and the lock of one name are otherwise separate). Behind Sentinel and in a
+//    cluster (all keys of the name in its slot) a permit is confirmed with WAIT as a lock is.
+//    A key of the name that is not ours (another type, a limit outside 1..1000000) is a
+//    backend_error "foreign" naming the key, never overwritten; holders with scores in the
+//    past are expired ones. `status` reports the live permits and the kept limit.
 //  - Names are binary-safe (any bytes, up to 1 MiB) and are used unhashed in the keys.
 //  - Needs Redis >= 5 (the scripts read the server's TIME before writing); Redis Cluster needs
 //    Redis >= 7 (sharded pub/sub).
@@ -120,7 +137,8 @@ namespace locksmith::strategies {
 // What the redis strategy offers (its registry entry and its store agree on this).
 inline constexpr capability redis_capabilities =
     capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
-    capability::expiring | capability::distributed | capability::serializable | capability::fencing;
+    capability::expiring | capability::distributed | capability::serializable |
+    capability::fencing | capability::counting;
 
 struct redis_endpoint {
     // TLS (a rediss:// URL).

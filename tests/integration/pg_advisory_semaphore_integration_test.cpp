@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+// Counting semaphores on the pg_advisory strategy (issue 27) against the PostgreSQL of
+// scripts/services.sh (LOCKSMITH_TEST_POSTGRES_DSN): permits are advisory locks of sessions, so
+// a killed holder's permit comes back at once; each case names the path it guards
+// (tests/mutants/faults.txt).
+#define BOOST_TEST_MODULE pg_advisory_semaphore_integration
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <new>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <locksmith/locksmith.hpp>
+#include <locksmith/strategies/pg_advisory.hpp>
+
+#include "integration/integration_support.hpp"
+#include "support/child_process.hpp"
+#include "support/printers.hpp"
+#include "support/suite_helpers.hpp"
+#include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
+
+using namespace locksmith;
+using namespace std::chrono_literals;
+using locksmith::test::endpoint;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* dsn_variable = "LOCKSMITH_TEST_POSTGRES_DSN";
+
+std::shared_ptr<store> store_for(const std::string& dsn) {
+    strategies::pg_advisory_options o;
+    o.dsn = dsn;
+    o.connect_timeout = 2s;
+    o.command_timeout = 5s;
+    return strategies::make_pg_advisory_store(o);
+}
+
+std::shared_ptr<store> shared_store() {
+    return store_for(endpoint(dsn_variable));
+}
+
+named_semaphore make_permit(std::shared_ptr<store> s, const std::string& name,
+                            std::uint32_t limit) {
+    auto k = std::make_shared<key>(name);
+    k->set_limit(limit);
+    return named_semaphore(std::move(s), std::move(k));
+}
+
+// A page shared with forked children: how many hold a permit now, the most ever seen, grants.
+struct shared_counter {
+    std::atomic<int> inside{0};
+    std::atomic<int> most{0};
+    std::atomic<int> grants{0};
+};
+
+struct shared_page {
+    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
+                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
+    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
+};
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pg_advisory_permits,
+                      *boost::unit_test::precondition(locksmith::test::server_precondition{
+                          dsn_variable}))
+
+// Guards: grant beyond the limit; the permit's number.
+BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_permits_are_numbered) {
+    const std::string name = test::unique_resource("three");
+    auto s = shared_store();
+    BOOST_TEST(has(s->capabilities(), capability::counting));
+    auto a = make_permit(s, name, 3), b = make_permit(s, name, 3), c = make_permit(s, name, 3),
+         d = make_permit(s, name, 3);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(b.try_acquire());
+    BOOST_TEST(c.try_acquire());
+    BOOST_TEST(!d.try_acquire());
+    BOOST_TEST(a.try_acquire());  // held already
+    std::set<std::string> numbers{a.permit(), b.permit(), c.permit()};
+    BOOST_TEST((numbers == std::set<std::string>{"0", "1", "2"}));
+    auto st = s->status(name);
+    BOOST_TEST(st.limit.value_or(0) == 3u);
+    BOOST_TEST(st.permits_held.value_or(0) == 3u);
+    BOOST_TEST(st.held == lock_status::state::held_exclusive);
+    BOOST_TEST(a.is_acquired());
+    b.release();
+    BOOST_TEST(!b.is_acquired());
+    BOOST_TEST(s->status(name).held == lock_status::state::free);
+    BOOST_TEST(d.try_acquire());
+    BOOST_TEST(d.permit() == "1");  // the one given back
+    // A lock of the same name is another object.
+    named_lock lock(s, std::make_shared<key>(name));
+    BOOST_TEST(lock.try_lock());
+    lock.unlock();
+    a.release();
+    c.release();
+    d.release();
+    BOOST_TEST(!s->status(name).limit.has_value());  // nothing of the semaphore is left
+}
+
+// Guards: grant beyond the limit, across processes (waits poll).
+BOOST_AUTO_TEST_CASE(four_processes_limit_three_never_above_three) {
+    const std::string name = test::unique_resource("pool");
+    const std::string dsn = endpoint(dsn_variable);
+    shared_page page;
+    auto* c = page.counter;
+    test::byte_pipe gate;
+    std::vector<pid_t> children;
+    for (int p = 0; p < 4; ++p)
+        children.push_back(test::fork_child(
+            [&] {
+                gate.close_write();
+                auto permit = make_permit(store_for(dsn), name, 3);
+                (void)gate.get(30s);  // EOF: go
+                for (int i = 0; i < 50; ++i) {
+                    if (!permit.try_acquire_for(20s)) return 2;
+                    const int now = ++c->inside;
+                    int seen = c->most.load();
+                    while (now > seen && !c->most.compare_exchange_weak(seen, now)) {
+                    }
+                    ++c->grants;
+                    std::this_thread::sleep_for(5ms);
+                    --c->inside;
+                    permit.release();
+                }
+                return 0;
+            },
+            120s));
+    gate.close_write();
+    int failures = 0;
+    for (pid_t pid : children) failures += test::wait_child(pid, 120s) != 0;
+    BOOST_TEST(failures == 0);
+    BOOST_TEST(c->grants.load() == 200);
+    BOOST_TEST(c->most.load() <= 3);
+    BOOST_TEST(c->most.load() == 3);
+}
+
+// Crash: the session of a killed holder ends, and its permit with it, at once.
+BOOST_AUTO_TEST_CASE(a_killed_holders_permit_returns_at_once) {
+    const std::string name = test::unique_resource("killed");
+    const std::string dsn = endpoint(dsn_variable);
+    test::byte_pipe ready;
+    const pid_t child = test::fork_child([&] {
+        auto permit = make_permit(store_for(dsn), name, 1);
+        if (!permit.try_acquire()) return 2;
+        ready.put('1');
+        ::pause();
+        return 0;
+    });
+    BOOST_REQUIRE(ready.get(10s) == '1');
+    auto waiter = make_permit(shared_store(), name, 1);
+    BOOST_TEST(!waiter.try_acquire());
+    const auto killed_at = clock_type::now();
+    ::kill(child, SIGKILL);
+    test::wait_child(child, 5s);
+    BOOST_TEST(waiter.try_acquire_for(10s));
+    BOOST_TEST_MESSAGE("permit back " << test::ms_since(killed_at) << " ms after the kill");
+    waiter.release();
+}
+
+// Guards: limit mismatch ignored; a refused owner keeps no lock on a pooled session.
+BOOST_AUTO_TEST_CASE(a_second_limit_for_a_name_is_refused_naming_both) {
+    const std::string name = test::unique_resource("mismatch");
+    auto s = shared_store();
+    auto three = make_permit(s, name, 3);
+    BOOST_REQUIRE(three.try_acquire());
+    auto five = make_permit(s, name, 5);
+    try {
+        five.try_acquire();
+        BOOST_ERROR("a second limit was accepted");
+    } catch (const invalid_argument_error& e) {
+        BOOST_TEST(contains(e.what(), "limit of 3"), e.what());
+        BOOST_TEST(contains(e.what(), "asks for 5"), e.what());
+    }
+    BOOST_CHECK_THROW(five.try_acquire_for(100ms), invalid_argument_error);
+    BOOST_TEST(s->status(name).permits_held.value_or(0) == 1u);
+    // Refused with every permit taken: no limit lock left behind on the pooled session.
+    auto one = make_permit(s, name, 3), two = make_permit(s, name, 3),
+         four = make_permit(s, name, 3);
+    BOOST_REQUIRE(one.try_acquire());
+    BOOST_REQUIRE(two.try_acquire());
+    BOOST_TEST(!four.try_acquire());
+    three.release();
+    one.release();
+    two.release();
+    BOOST_TEST(five.try_acquire());  // the limit went with the last holder
+    BOOST_TEST(s->status(name).limit.value_or(0) == 5u);
+    five.release();
+}
+
+// A limit beyond what sessions can reach is refused by name; a timed wait ends on time.
+BOOST_AUTO_TEST_CASE(a_huge_limit_is_refused_and_a_timed_wait_ends_on_time) {
+    const std::string name = test::unique_resource("bounds");
+    auto s = shared_store();
+    auto huge = make_permit(s, name, 20000);
+    BOOST_CHECK_THROW(huge.try_acquire(), invalid_argument_error);
+    auto holder = make_permit(s, name, 1), waiter = make_permit(s, name, 1);
+    BOOST_REQUIRE(holder.try_acquire());
+    const auto started = clock_type::now();
+    BOOST_TEST(!waiter.try_acquire_for(300ms));
+    const double waited = test::ms_since(started);
+    BOOST_TEST(waited >= 290.0);
+    BOOST_TEST(waited < 5000.0);
+    holder.release();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
