@@ -226,7 +226,7 @@ BOOST_AUTO_TEST_CASE(local_strategies_count_too) {
     static std::atomic<int> counter{0};
     const std::string segment =
         "locksmith-cli-permits-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
-    for (const std::string strategy : {"shm"}) {
+    for (const std::string strategy : {"shm", "file"}) {
         BOOST_TEST_CONTEXT("strategy " << strategy) {
             json config = {{"strategies",
                             {{"semaphore", {{"enabled", false}}},
