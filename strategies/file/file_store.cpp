@@ -621,7 +621,7 @@ class file_store final : public store {
                 if (!ofd_lock(st->fd, F_WRLCK, first_permit + off_t(i))) continue;
                 st->held = i;
                 st->owner_pid = current_pid();
-                k.portable_state()["permit"] = i + 1;
+                set_permit_number(k, i + 1);
                 return true;
             }
             return false;
@@ -645,7 +645,6 @@ class file_store final : public store {
                                 "child)");
         ofd_lock(st->fd, F_UNLCK, first_permit + off_t(*st->held));
         st->held.reset();
-        k.portable_state().erase("permit");
         // Wake the waiters, if any: a read lock on the waiting byte says one sleeps.
         if (ofd_conflict(st->fd, F_WRLCK, waiting_byte)) {
             const char one = 1;

@@ -304,8 +304,10 @@ class shm_store final : public store {
                                          std::to_string(max_permits) +
                                          " (a waiter sleeps on every permit at once: "
                                          "futex_waitv takes 128 words)");
-        auto file = process_permit_files().open(permits_path(segment_->name(), k.resource()),
-                                                k.limit(), mode_);
+        // The segment of this owner's last grant, else the process's mapping of the name's.
+        auto file = st->file ? st->file
+                             : process_permit_files().open(
+                                   permits_path(segment_->name(), k.resource()), k.limit(), mode_);
         if (file->limit() != k.limit())
             throw invalid_argument_error(
                 "shm semaphore '" + k.resource() + "' has a limit of " +
@@ -333,7 +335,7 @@ class shm_store final : public store {
                 st->owner_tid = me.tid;
                 s.holder_pid.store(me.pid, std::memory_order_relaxed);
                 s.holder_tid.store(me.tid, std::memory_order_relaxed);
-                k.portable_state()["permit"] = i + 1;
+                set_permit_number(k, i + 1);
                 return true;
             }
             if (try_only) return false;
@@ -362,6 +364,7 @@ class shm_store final : public store {
             unlock_robust(&s.mutex);
         }
         process_permit_files().forget(st.file);
+        st.file.reset();
     }
 
     void release_permit(key& k) {
@@ -382,7 +385,6 @@ class shm_store final : public store {
         s.holder_pid.store(0, std::memory_order_relaxed);
         s.holder_tid.store(0, std::memory_order_relaxed);
         st->held = false;
-        k.portable_state().erase("permit");
         if (const int rc = unlock_robust(&s.mutex); rc != 0)
             throw_errno(strategy_name, "unlocking a permit of '" + k.resource() + "'", rc);
     }

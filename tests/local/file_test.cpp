@@ -342,21 +342,6 @@ std::filesystem::path permits_path(const dir_fixture& f, const std::string& name
     return f.dir.path() / lock_file_name(name, ".permits");
 }
 
-// CPU time (user + system) that process `pid` used so far, in clock ticks.
-long cpu_ticks(pid_t pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    std::istringstream in(line.substr(line.rfind(')') + 2));
-    std::string field;
-    long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && in >> field; ++i) {
-        if (i == 14) utime = std::stol(field);
-        if (i == 15) stime = std::stol(field);
-    }
-    return utime + stime;
-}
-
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(four_processes_never_hold_more_than_three_permits, dir_fixture) {

@@ -13,9 +13,11 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <new>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -198,6 +200,21 @@ inline pid_t fork_holder(const std::function<std::shared_ptr<store>()>& make_sto
         return -1;
     }
     return pid;
+}
+
+// CPU time (user + system) that process `pid` used so far, in clock ticks.
+inline long cpu_ticks(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream in(line.substr(line.rfind(')') + 2));
+    std::string field;
+    long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+        if (i == 14) utime = std::stol(field);
+        if (i == 15) stime = std::stol(field);
+    }
+    return utime + stime;
 }
 
 // A permit of the counting semaphore `name` of `limit` permits (issue 27).

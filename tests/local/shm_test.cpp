@@ -626,7 +626,10 @@ BOOST_FIXTURE_TEST_CASE(a_sleeping_waiter_is_woken_by_a_holders_death, permits_f
     });
     got.close_write();
     BOOST_REQUIRE(wait_until_sleeping(waiter));
-    BOOST_TEST(!got.get(100ms).has_value(), "the waiter got a permit its holder still had");
+    const long before = cpu_ticks(waiter);
+    BOOST_TEST(!got.get(500ms).has_value(), "the waiter got a permit its holder still had");
+    // A waiter that polled without sleeping would burn ~50 ticks here.
+    BOOST_TEST(cpu_ticks(waiter) - before <= 5, "the waiter spent CPU while it waited");
     const auto killed = std::chrono::steady_clock::now();
     ::kill(holder, SIGKILL);
     BOOST_TEST(got.get(30s).has_value());
