@@ -147,8 +147,9 @@ struct file_owner_state final : key_local_state {
 // (F_OFD_GETLK), writes the wake byte: IN_MODIFY. A killed holder's descriptor closes:
 // IN_CLOSE_WRITE. The kernel reports a close before it drops the closed file's locks, so after a
 // close that freed nothing yet the waiter tries a few more times over ~100 ms. Every waiter of the
-// name wakes and tries (no queue: not fair). Without inotify (no instance left: the per-user
-// limit) a waiter polls with backoff.
+// name wakes and tries (no queue: not fair). The owner object keeps its inotify instance between
+// waits: closing one costs milliseconds. Without inotify (no instance left: the per-user limit)
+// a waiter polls with backoff.
 constexpr char permits_magic[8] = {'l', 'k', 's', 'm', 'p', 'r', 'm', 't'};
 constexpr std::uint32_t permits_version = 1;
 constexpr std::uint32_t max_file_permits = 4096;  // a round of tries is one fcntl per permit
@@ -197,25 +198,42 @@ struct file_permit_state final : key_local_state {
     std::uint32_t limit = 0;  // the file's
     std::optional<std::uint32_t> held;
     pid_t owner_pid = 0;
+    // The inotify instance watching `fd`'s file, made at the first wait of process
+    // `inotify_pid` and kept: closing one costs milliseconds (the kernel waits for a grace
+    // period), which every hand-over paid before.
+    int inotify = -1;
+    pid_t inotify_pid = 0;
     ~file_permit_state() override {
         if (fd >= 0) ::close(fd);  // drops a permit still held (the owner object went away)
+        forget_watch();
+    }
+    void forget_watch() {
+        if (inotify >= 0) ::close(inotify);
+        inotify = -1;
     }
 };
 
-// While a waiter waits: its inotify watch on the permits file and its read lock on the waiting
-// byte (without inotify, neither: the waiter polls).
+// While a waiter waits: the key's inotify watch on the permits file and its read lock on the
+// waiting byte (without inotify, neither: the waiter polls).
 class permit_waiter {
   public:
-    explicit permit_waiter(int fd) : fd_(fd) {
-        inotify_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-        if (inotify_ < 0) return;
-        // The descriptor's own file, whatever is at its name now.
-        const std::string self = "/proc/self/fd/" + std::to_string(fd);
-        if (::inotify_add_watch(inotify_, self.c_str(), IN_MODIFY | IN_CLOSE_WRITE) < 0 ||
-            !ofd_lock(fd, F_RDLCK, waiting_byte)) {
-            ::close(inotify_);
-            inotify_ = -1;
+    explicit permit_waiter(file_permit_state& st) : fd_(st.fd) {
+        // A forked child shares its parent's instance (and would read its events): its own.
+        if (st.inotify >= 0 && st.inotify_pid != current_pid()) st.forget_watch();
+        if (st.inotify < 0) {
+            st.inotify = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+            st.inotify_pid = current_pid();
+            // The descriptor's own file, whatever is at its name now.
+            const std::string self = "/proc/self/fd/" + std::to_string(st.fd);
+            if (st.inotify >= 0 &&
+                ::inotify_add_watch(st.inotify, self.c_str(), IN_MODIFY | IN_CLOSE_WRITE) < 0)
+                st.forget_watch();
         }
+        if (st.inotify < 0 || !ofd_lock(st.fd, F_RDLCK, waiting_byte)) return;
+        inotify_ = st.inotify;
+        // What happened before this wait, the next round of tries sees; but a close may not
+        // have dropped its locks yet.
+        if (drain()) after_close_ = 7;
     }
     ~permit_waiter() {
         if (inotify_ < 0) return;
@@ -224,7 +242,6 @@ class permit_waiter {
         } catch (...) {
             // The descriptor stays valid; an unlock of our own lock does not fail.
         }
-        ::close(inotify_);
     }
     permit_waiter(const permit_waiter&) = delete;
     permit_waiter& operator=(const permit_waiter&) = delete;
@@ -255,19 +272,26 @@ class permit_waiter {
             if (rc < 0 && errno == EINTR) continue;
             if (rc < 0) throw_errno(strategy_name, "poll on an inotify watch", errno);
             if (rc == 0) return false;
-            alignas(inotify_event) char events[4096];
-            ssize_t n;
-            while ((n = ::read(inotify_, events, sizeof events)) > 0)
-                for (ssize_t at = 0; at < n;) {
-                    const auto* e = reinterpret_cast<const inotify_event*>(events + at);
-                    if ((e->mask & IN_CLOSE_WRITE) != 0) after_close_ = 7;  // 1+2+..+64 ms
-                    at += ssize_t(sizeof(inotify_event) + e->len);
-                }
+            if (drain()) after_close_ = 7;  // 1+2+..+64 ms
             return true;
         }
     }
 
   private:
+    // Reads every queued event. Returns whether a descriptor of the file was closed.
+    bool drain() {
+        alignas(inotify_event) char events[4096];
+        bool closed = false;
+        ssize_t n;
+        while ((n = ::read(inotify_, events, sizeof events)) > 0)
+            for (ssize_t at = 0; at < n;) {
+                const auto* e = reinterpret_cast<const inotify_event*>(events + at);
+                if ((e->mask & IN_CLOSE_WRITE) != 0) closed = true;
+                at += ssize_t(sizeof(inotify_event) + e->len);
+            }
+        return closed;
+    }
+
     int fd_;
     int inotify_ = -1;
     int after_close_ = 0;
@@ -597,6 +621,7 @@ class file_store final : public store {
             st->held.reset();
             ::close(st->fd);
             st->fd = -1;
+            st->forget_watch();
         }
         if (k.limit() > max_file_permits)
             throw invalid_argument_error("file: a limit of " + std::to_string(k.limit()) +
@@ -628,7 +653,7 @@ class file_store final : public store {
         };
         if (take()) return true;
         if (try_only) return false;
-        permit_waiter waiter(st->fd);  // announced before the next round: no release is missed
+        permit_waiter waiter(*st);  // announced before the next round: no release is missed
         for (;;) {
             if (take()) return true;
             if (!waiter.sleep(until)) return take();
@@ -663,6 +688,7 @@ class file_store final : public store {
         st->held.reset();
         ::close(st->fd);
         st->fd = -1;
+        st->forget_watch();
         return false;
     }
 
