@@ -12,6 +12,7 @@
 
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
+#include <locksmith/named_semaphore.hpp>
 
 namespace locksmith::conformance {
 namespace {
@@ -73,6 +74,11 @@ class runner {
         one("excludes_another_process", [&] { excludes_another_process(); });
         one("crash_releases", [&] { crash_releases(); });
         one("key_continues_elsewhere", [&] { key_continues_elsewhere(); });
+        one("counting_at_most_n_owners", [&] { counting_at_most_n_owners(); });
+        one("counting_one_limit_per_name", [&] { counting_one_limit_per_name(); });
+        one("counting_across_processes", [&] { counting_across_processes(); });
+        one("counting_crash_gives_the_permit_back",
+            [&] { counting_crash_gives_the_permit_back(); });
         return out;
     }
 
@@ -252,6 +258,89 @@ class runner {
         expect(again.is_acquired(), "the continued owner does not hold the lock");
         again.release();
         expect(!a.is_acquired(), "the original still holds after the continuation released");
+    }
+
+    // ---- counting semaphores (issue 27): strategies with `counting` ----
+    named_semaphore permit(const std::string& name, std::uint32_t limit) {
+        lock_request r;
+        r.strategy = subject_.strategy;
+        r.ttl = 30s;
+        return factory_.create_semaphore(name, limit, r);
+    }
+    void counting_at_most_n_owners() {
+        require(capability::counting);
+        const auto name = fresh_name("permits");
+        auto a = permit(name, 2), b = permit(name, 2), c = permit(name, 2);
+        expect(a.try_acquire() && b.try_acquire(), "two owners did not get two permits of two");
+        expect(!c.try_acquire(), "a third owner got a permit of two");
+        a.release();
+        expect(c.try_acquire(), "a permit given back was not free for the next owner");
+        b.release();
+        c.release();
+        // The lock of the same name is another object.
+        auto lock = make(name);
+        expect(lock.try_lock(), "a semaphore's permits blocked the lock of the same name");
+        lock.release();
+    }
+    void counting_one_limit_per_name() {
+        require(capability::counting);
+        const auto name = fresh_name("limit");
+        auto a = permit(name, 2), b = permit(name, 3);
+        expect(a.try_acquire(), "could not take a permit");
+        bool refused = false;
+        try {
+            (void)b.try_acquire();
+        } catch (const invalid_argument_error&) {
+            refused = true;
+        }
+        expect(refused, "an owner asking another limit for the name was not refused");
+        expect(!b.held(), "an owner refused for its limit holds a permit");
+        a.release();
+    }
+    void counting_across_processes() {
+        require(capability::counting);
+        require_processes();
+        const auto name = fresh_name("permits-process");
+        int to_parent[2], to_child[2];
+        expect(::pipe(to_parent) == 0 && ::pipe(to_child) == 0, "pipe failed");
+        const pid_t pid = fork_child([&] {
+            auto held = permit(name, 1);
+            char byte = held.try_acquire() ? 'y' : 'n';
+            (void)!::write(to_parent[1], &byte, 1);
+            (void)!::read(to_child[0], &byte, 1);  // until the parent has tried
+            held.release();
+            return 0;
+        });
+        ::close(to_parent[1]);
+        ::close(to_child[0]);
+        char byte = 0;
+        (void)!::read(to_parent[0], &byte, 1);
+        auto mine = permit(name, 1);
+        const bool got_while_held = byte == 'y' && mine.try_acquire();
+        (void)!::write(to_child[1], "x", 1);
+        const int code = wait_for(pid);
+        ::close(to_parent[0]);
+        ::close(to_child[1]);
+        expect(byte == 'y', "the child process could not take a permit");
+        expect(!got_while_held, "this process got the only permit another process held");
+        expect(code == 0, "the child failed");
+        expect(mine.try_acquire(), "the permit was not free after the other process gave it back");
+        mine.release();
+    }
+    void counting_crash_gives_the_permit_back() {
+        require(capability::counting);
+        require(capability::crash_release);
+        require_processes();
+        const auto name = fresh_name("permit-crash");
+        const pid_t pid = fork_child([&] {
+            auto held = permit(name, 1);
+            if (!held.try_acquire()) return 2;
+            ::_exit(0);  // dies holding it: no destructor, no release
+        });
+        expect(wait_for(pid) == 0, "the child process could not take a permit");
+        auto mine = permit(name, 1);
+        expect(mine.try_acquire(), "a permit whose holder died was not given back");
+        mine.release();
     }
 
     subject subject_;

@@ -28,7 +28,9 @@
 #include <locksmith/strategies/file.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -37,6 +39,8 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <thread>
+#include <tuple>
 
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/backoff.hpp>
@@ -51,7 +55,7 @@ constexpr const char* strategy_name = "file";
 // What the store offers and the registry entry says (one statement of both).
 constexpr capability file_capabilities = capability::exclusive | capability::shared |
                                          capability::noblock | capability::native_wait |
-                                         capability::crash_release;
+                                         capability::crash_release | capability::counting;
 
 // Whether the file behind a granted descriptor was unlinked after we opened it.
 bool retired(const struct stat& st) {
@@ -122,6 +126,177 @@ struct file_owner_state final : key_local_state {
     }
 };
 
+// ---- Counting semaphores: <lock_dir>/<prefix>.<hash>.permits ----
+//
+// One file per name; permit i is an OFD write lock (fcntl F_OFD_SETLK) on byte 64 + i. Why byte
+// ranges under OFD locks rather than N flock'ed slot files: one file keeps the limit beside its
+// permits and is one inotify watch for a waiter, and an OFD lock, like flock, belongs to the open
+// file description (two owners in one process exclude each other; closing another descriptor of
+// the file drops nothing, unlike classic POSIX locks) and the kernel drops it when its holder's
+// descriptor closes, a killed holder's too (crash_release).
+//
+// Layout: bytes 0..15 the header ("lksmprmt", version 1, the limit, written before the file is
+// linked at its name, never changed); byte 16 the wake byte (written by a release that a waiter
+// waits for); byte 17 the waiting byte (read-locked by each waiter while it waits); 64 + i permit i
+// (locked, never written).
+//
+// Waiting, without spinning: a waiter read-locks the waiting byte, then tries every permit, then
+// sleeps in poll(2) on an inotify watch of the file (IN_MODIFY | IN_CLOSE_WRITE) until its
+// deadline. A release unlocks its byte and, when a waiter's read lock is on the waiting byte
+// (F_OFD_GETLK), writes the wake byte: IN_MODIFY. A killed holder's descriptor closes:
+// IN_CLOSE_WRITE. The kernel reports a close before it drops the closed file's locks, so after a
+// close that freed nothing yet the waiter tries a few more times over ~100 ms. Every waiter of the
+// name wakes and tries (no queue: not fair). The owner object keeps its inotify instance between
+// waits: closing one costs milliseconds. Without inotify (no instance left: the per-user limit)
+// a waiter polls with backoff.
+constexpr char permits_magic[8] = {'l', 'k', 's', 'm', 'p', 'r', 'm', 't'};
+constexpr std::uint32_t permits_version = 1;
+constexpr std::uint32_t max_file_permits = 4096;  // a round of tries is one fcntl per permit
+constexpr off_t wake_byte = 16;
+constexpr off_t waiting_byte = 17;
+constexpr off_t first_permit = 64;
+
+struct permits_header {
+    char magic[8];
+    std::uint32_t version;
+    std::uint32_t limit;
+};
+static_assert(sizeof(permits_header) == 16);
+
+// An OFD lock of `type` (F_WRLCK, F_RDLCK, F_UNLCK) on byte `at`, without waiting: false when
+// another holds it.
+bool ofd_lock(int fd, short type, off_t at) {
+    struct flock fl {};
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    while (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EACCES) return false;
+        throw_errno(strategy_name, "fcntl(F_OFD_SETLK) on a permits file", errno);
+    }
+    return true;
+}
+
+// Whether another open file description holds a lock on byte `at` that a `type` lock would
+// conflict with.
+bool ofd_conflict(int fd, short type, off_t at) {
+    struct flock fl {};
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    if (::fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        throw_errno(strategy_name, "fcntl(F_OFD_GETLK) on a permits file", errno);
+    return fl.l_type != F_UNLCK;
+}
+
+struct file_permit_state final : key_local_state {
+    int fd = -1;
+    std::uint32_t limit = 0;  // the file's
+    std::optional<std::uint32_t> held;
+    pid_t owner_pid = 0;
+    // The inotify instance watching `fd`'s file, made at the first wait of process
+    // `inotify_pid` and kept: closing one costs milliseconds (the kernel waits for a grace
+    // period), which every hand-over paid before.
+    int inotify = -1;
+    pid_t inotify_pid = 0;
+    ~file_permit_state() override {
+        if (fd >= 0) ::close(fd);  // drops a permit still held (the owner object went away)
+        forget_watch();
+    }
+    void forget_watch() {
+        if (inotify >= 0) ::close(inotify);
+        inotify = -1;
+    }
+};
+
+// While a waiter waits: the key's inotify watch on the permits file and its read lock on the
+// waiting byte (without inotify, neither: the waiter polls).
+class permit_waiter {
+  public:
+    explicit permit_waiter(file_permit_state& st) : fd_(st.fd) {
+        // A forked child shares its parent's instance (and would read its events): its own.
+        if (st.inotify >= 0 && st.inotify_pid != current_pid()) st.forget_watch();
+        if (st.inotify < 0) {
+            st.inotify = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+            st.inotify_pid = current_pid();
+            // The descriptor's own file, whatever is at its name now.
+            const std::string self = "/proc/self/fd/" + std::to_string(st.fd);
+            if (st.inotify >= 0 &&
+                ::inotify_add_watch(st.inotify, self.c_str(), IN_MODIFY | IN_CLOSE_WRITE) < 0)
+                st.forget_watch();
+        }
+        if (st.inotify < 0 || !ofd_lock(st.fd, F_RDLCK, waiting_byte)) return;
+        inotify_ = st.inotify;
+        // What happened before this wait, the next round of tries sees; but a close may not
+        // have dropped its locks yet.
+        if (drain()) after_close_ = 7;
+    }
+    ~permit_waiter() {
+        if (inotify_ < 0) return;
+        try {
+            ofd_lock(fd_, F_UNLCK, waiting_byte);
+        } catch (...) {
+            // The descriptor stays valid; an unlock of our own lock does not fail.
+        }
+    }
+    permit_waiter(const permit_waiter&) = delete;
+    permit_waiter& operator=(const permit_waiter&) = delete;
+
+    // Sleeps until the file changed or a descriptor of it closed, or `until`. Returns false
+    // when the deadline passed.
+    bool sleep(deadline until) {
+        if (inotify_ < 0) return polls_.sleep(until);
+        if (after_close_ > 0) {
+            // A close was reported; the kernel may not have dropped its locks yet.
+            const auto pause = std::chrono::milliseconds(1 << (7 - after_close_));
+            --after_close_;
+            const auto now = deadline::clock::now();
+            if (now >= until) return false;
+            std::this_thread::sleep_until(std::min(until, now + pause));
+            return true;
+        }
+        for (;;) {
+            int timeout = -1;
+            if (until != deadline::max()) {
+                const auto left = until - deadline::clock::now();
+                if (left <= deadline::duration::zero()) return false;
+                timeout =
+                    static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+            }
+            pollfd p{inotify_, POLLIN, 0};
+            const int rc = ::poll(&p, 1, timeout);
+            if (rc < 0 && errno == EINTR) continue;
+            if (rc < 0) throw_errno(strategy_name, "poll on an inotify watch", errno);
+            if (rc == 0) return false;
+            if (drain()) after_close_ = 7;  // 1+2+..+64 ms
+            return true;
+        }
+    }
+
+  private:
+    // Reads every queued event. Returns whether a descriptor of the file was closed.
+    bool drain() {
+        alignas(inotify_event) char events[4096];
+        bool closed = false;
+        ssize_t n;
+        while ((n = ::read(inotify_, events, sizeof events)) > 0)
+            for (ssize_t at = 0; at < n;) {
+                const auto* e = reinterpret_cast<const inotify_event*>(events + at);
+                if ((e->mask & IN_CLOSE_WRITE) != 0) closed = true;
+                at += ssize_t(sizeof(inotify_event) + e->len);
+            }
+        return closed;
+    }
+
+    int fd_;
+    int inotify_ = -1;
+    int after_close_ = 0;
+    backoff polls_;
+};
+
 class file_store final : public store {
   public:
     explicit file_store(std::shared_ptr<const lock_directory> dir)
@@ -129,11 +304,13 @@ class file_store final : public store {
 
   protected:
     bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds) override {
+        if (k.limit() != 0) return acquire_permit(k, true, deadline{});
         return acquire(k, mode, false);
     }
 
     bool do_wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds,
                          deadline until) override {
+        if (k.limit() != 0) return acquire_permit(k, false, until);
         if (until == deadline::max()) return acquire(k, mode, true);
         // flock(2) has no timeout and a signal would disturb the caller: poll until `until`.
         backoff delays;
@@ -144,6 +321,7 @@ class file_store final : public store {
 
     // Keeps the descriptor for the next grant; the file goes with the owner object.
     void do_release(key& k) override {
+        if (k.limit() != 0) return release_permit(k);
         auto* state = state_of(k);
         if (state == nullptr || !state->held) return;
         state->held.reset();
@@ -151,6 +329,7 @@ class file_store final : public store {
     }
 
     bool do_holds(const key& k) override {
+        if (k.limit() != 0) return holds_permit(k);
         auto* state = state_of(k);
         return state != nullptr && state->held.has_value();
     }
@@ -317,11 +496,232 @@ class file_store final : public store {
         return true;
     }
 
+    // ---- permits ----
+
+    file_permit_state* permit_state_of(const key& k) const {
+        return k.local_state_of<file_permit_state>(instance_id());
+    }
+
+    std::string permits_path(std::string_view name) const {
+        return (dir_->path() / lock_file_name(name, ".permits")).string();
+    }
+
+    // Opens the permits file of `name`, creating it with `limit` when absent; checks what it
+    // finds. Returns the descriptor and the file's limit. Throws backend_error.
+    std::pair<int, std::uint32_t> open_permits(std::string_view name, std::uint32_t limit,
+                                               bool create) const {
+        const std::string file_name = lock_file_name(name, ".permits");
+        const std::string path = (dir_->path() / file_name).string();
+        for (int attempt = 0;; ++attempt) {
+            const int fd = ::openat(dir_->fd(), file_name.c_str(),
+                                    O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+            if (fd >= 0) {
+                try {
+                    return {fd, check_permits(fd, path)};
+                } catch (...) {
+                    ::close(fd);
+                    throw;
+                }
+            }
+            const int err = errno;
+            if (err == ELOOP)
+                throw backend_error(strategy_name, "errno " + std::to_string(err),
+                                    "file: permits file " + path +
+                                        " is a symbolic link; refusing to follow it (remove it)");
+            if (err != ENOENT || !create || attempt >= 10)
+                throw_errno(strategy_name, "cannot open permits file " + path, err);
+            if (const int made = publish_permits(file_name, path, limit); made >= 0)
+                return {made, limit};
+            // Another process linked its file first: use that one.
+        }
+    }
+
+    // The limit of the permits file open at `fd`, once it passed the lock files' checks, is
+    // writable by nobody else, and has a valid header.
+    std::uint32_t check_permits(int fd, const std::string& path) const {
+        struct stat st;
+        if (::fstat(fd, &st) != 0) throw_errno(strategy_name, "fstat " + path, errno);
+        auto why = dir_->refusal(st);
+        if (why.empty() && (st.st_mode & (dir_->shared_group() ? 0002 : 0022)) != 0)
+            why = "is writable by others (anyone who can write it could change its limit)";
+        if (!why.empty())
+            throw backend_error(strategy_name, "unsafe lock file",
+                                "file: refusing permits file " + path + ": it " + why);
+        permits_header h{};
+        if (::pread(fd, &h, sizeof h, 0) != ssize_t(sizeof h) ||
+            std::memcmp(h.magic, permits_magic, sizeof h.magic) != 0 ||
+            h.version != permits_version || h.limit < 1 || h.limit > max_file_permits)
+            throw backend_error(strategy_name, "bad permits file",
+                                "file: " + path + " is not a locksmith permits file of version " +
+                                    std::to_string(permits_version) +
+                                    " (or is corrupted); remove it when no process uses it");
+        return h.limit;
+    }
+
+    // Writes a complete permits file in an unnamed file and links it at its name, so that no
+    // process reads a header half written. Returns the descriptor, or -1 when a file is there.
+    int publish_permits(const std::string& file_name, const std::string& path,
+                        std::uint32_t limit) const {
+        int fd = ::openat(dir_->fd(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, dir_->file_mode());
+        std::string temp;  // where the file system has no O_TMPFILE: a temporary name
+        if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+            temp = "." + file_name + "." + random_token() + ".tmp";
+            fd = ::openat(dir_->fd(), temp.c_str(),
+                          O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, dir_->file_mode());
+        }
+        if (fd < 0) throw_errno(strategy_name, "creating permits file " + path, errno);
+        auto fail = [&](const std::string& what, int err) {
+            ::close(fd);
+            if (!temp.empty()) ::unlinkat(dir_->fd(), temp.c_str(), 0);
+            throw_errno(strategy_name, what + " " + path, err);
+        };
+        permits_header h{};
+        std::memcpy(h.magic, permits_magic, sizeof h.magic);
+        h.version = permits_version;
+        h.limit = limit;
+        char bytes[first_permit] = {};
+        std::memcpy(bytes, &h, sizeof h);
+        if (::pwrite(fd, bytes, sizeof bytes, 0) != ssize_t(sizeof bytes))
+            fail("writing permits file", errno);
+        struct stat st;
+        if (::fstat(fd, &st) != 0) fail("fstat of new permits file", errno);
+        try {
+            dir_->share(fd, st, file_name, strategy_name);
+        } catch (...) {
+            ::close(fd);
+            if (!temp.empty()) ::unlinkat(dir_->fd(), temp.c_str(), 0);
+            throw;
+        }
+        int rc;
+        if (temp.empty()) {
+            const std::string self = "/proc/self/fd/" + std::to_string(fd);
+            rc = ::linkat(AT_FDCWD, self.c_str(), dir_->fd(), file_name.c_str(), AT_SYMLINK_FOLLOW);
+        } else {
+            rc = ::renameat2(dir_->fd(), temp.c_str(), dir_->fd(), file_name.c_str(),
+                             RENAME_NOREPLACE);
+        }
+        if (rc == 0) return fd;
+        const int err = errno;
+        if (err != EEXIST) fail("linking permits file", err);
+        ::close(fd);
+        if (!temp.empty()) ::unlinkat(dir_->fd(), temp.c_str(), 0);
+        return -1;
+    }
+
+    bool acquire_permit(key& k, bool try_only, deadline until) {
+        auto* st = permit_state_of(k);
+        if (st == nullptr) {
+            auto fresh = std::make_unique<file_permit_state>();
+            st = fresh.get();
+            k.set_local_state(instance_id(), std::move(fresh));
+        }
+        if (st->held && st->owner_pid == current_pid()) return true;
+        if (st->held) {  // inherited through fork: the parent's permit, on the parent's file
+            st->held.reset();
+            ::close(st->fd);
+            st->fd = -1;
+            st->forget_watch();
+        }
+        if (k.limit() > max_file_permits)
+            throw invalid_argument_error("file: a limit of " + std::to_string(k.limit()) +
+                                         " for '" + k.resource() + "' exceeds the strategy's " +
+                                         std::to_string(max_file_permits) +
+                                         " (a round of tries costs one fcntl per permit)");
+        if (st->fd < 0) {
+            auto [fd, limit] = open_permits(k.resource(), k.limit(), true);
+            st->fd = fd;
+            st->limit = limit;
+        }
+        if (st->limit != k.limit())
+            throw invalid_argument_error(
+                "file semaphore '" + k.resource() + "' has a limit of " +
+                std::to_string(st->limit) + ", kept in " + permits_path(k.resource()) +
+                " since its first user created it; this owner asks for " +
+                std::to_string(k.limit()) + ". One name has one limit: ask for " +
+                std::to_string(st->limit) + ", or remove the file when no process uses it (rm " +
+                permits_path(k.resource()) + ") so that the next user sets the limit anew");
+        auto take = [&] {
+            for (std::uint32_t i = 0; i < st->limit; ++i) {
+                if (!ofd_lock(st->fd, F_WRLCK, first_permit + off_t(i))) continue;
+                st->held = i;
+                st->owner_pid = current_pid();
+                set_permit_number(k, i + 1);
+                return true;
+            }
+            return false;
+        };
+        if (take()) return true;
+        if (try_only) return false;
+        permit_waiter waiter(*st);  // announced before the next round: no release is missed
+        for (;;) {
+            if (take()) return true;
+            if (!waiter.sleep(until)) return take();
+        }
+    }
+
+    void release_permit(key& k) {
+        auto* st = permit_state_of(k);
+        if (st == nullptr || !st->held) return;
+        if (st->owner_pid != current_pid())
+            throw release_error("file: the permit of '" + k.resource() +
+                                "' was acquired in process " + std::to_string(st->owner_pid) +
+                                "; a forked child cannot release it (disable auto-release in the "
+                                "child)");
+        ofd_lock(st->fd, F_UNLCK, first_permit + off_t(*st->held));
+        st->held.reset();
+        // Wake the waiters, if any: a read lock on the waiting byte says one sleeps.
+        if (ofd_conflict(st->fd, F_WRLCK, waiting_byte)) {
+            const char one = 1;
+            if (::pwrite(st->fd, &one, 1, wake_byte) != 1)
+                throw_errno(strategy_name, "waking the waiters of '" + k.resource() + "'", errno);
+        }
+    }
+
+    bool holds_permit(const key& k) {
+        auto* st = permit_state_of(k);
+        if (st == nullptr || !st->held || st->owner_pid != current_pid()) return false;
+        struct stat s;
+        if (::fstat(st->fd, &s) != 0 || s.st_nlink > 0) return true;
+        // An administrator removed the file: its permits no longer exclude anyone who opens the
+        // name anew. The grant is lost; the next acquire opens the new file.
+        st->held.reset();
+        ::close(st->fd);
+        st->fd = -1;
+        st->forget_watch();
+        return false;
+    }
+
+    std::optional<lock_status> permit_status(std::string_view resource) const {
+        int fd;
+        std::uint32_t limit;
+        try {
+            std::tie(fd, limit) = open_permits(resource, 0, false);
+        } catch (const backend_error&) {
+            return std::nullopt;  // none, or not one to trust
+        }
+        lock_status status;
+        std::uint32_t held = 0;
+        try {
+            for (std::uint32_t i = 0; i < limit; ++i)
+                if (ofd_conflict(fd, F_WRLCK, first_permit + off_t(i))) ++held;
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        ::close(fd);
+        status.limit = limit;
+        status.permits_held = held;
+        status.held = held < limit ? lock_status::state::free : lock_status::state::held_exclusive;
+        return status;
+    }
+
     std::shared_ptr<const lock_directory> dir_;
 };
 
 // Reads /proc/locks for flock locks on the file's inode: the kernel knows every holder.
 lock_status file_store::do_status(std::string_view resource) {
+    // A name used as a semaphore has a permits file: that is what the name is.
+    if (auto permits = permit_status(resource)) return *permits;
     lock_status status;
     const std::string file_name = lock_file_name(resource, ".lock");
     struct stat st;

@@ -66,34 +66,6 @@ int mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* until) 
 }
 #endif
 
-// Every mutex in the segment: process-shared (it lives in shared memory), robust (a dead owner is
-// reported, not inherited forever) and error-checking (relocking or unlocking from the wrong
-// thread returns an error instead of deadlocking or corrupting the mutex).
-void init_robust_mutex(pthread_mutex_t* m) {
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
-    int rc = pthread_mutex_init(m, &attr);
-    pthread_mutexattr_destroy(&attr);
-    if (rc != 0) throw_errno(strategy_name, "pthread_mutex_init", rc);
-}
-
-std::string octal_mode(unsigned mode) {
-    char text[8];
-    std::snprintf(text, sizeof text, "0%03o", mode & 0777u);
-    return text;
-}
-
-// Closes a descriptor on every path out.
-struct fd_guard {
-    int fd;
-    ~fd_guard() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
 std::size_t slots_offset() {
     return (sizeof(shm_table) + alignof(shm_slot) - 1) & ~(alignof(shm_slot) - 1);
 }
@@ -122,6 +94,33 @@ class table_guard {
 };
 
 }  // namespace
+
+void init_robust_mutex(pthread_mutex_t* m) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+    int rc = pthread_mutex_init(m, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if (rc != 0) throw_errno(strategy_name, "pthread_mutex_init", rc);
+}
+
+std::string octal_mode(unsigned mode) {
+    char text[8];
+    std::snprintf(text, sizeof text, "0%03o", mode & 0777u);
+    return text;
+}
+
+std::string foreign_file_refusal(const struct stat& st, std::uint32_t mode) {
+    const uid_t me = ::geteuid();
+    const auto perms = static_cast<unsigned>(st.st_mode) & 0777u;
+    if (st.st_uid == me && (perms & ~mode) == 0) return {};
+    return "belongs to uid " + std::to_string(st.st_uid) + " with mode " + octal_mode(perms) +
+           "; locksmith only uses a segment that this user (uid " + std::to_string(me) +
+           ") created, with at most mode " + octal_mode(mode) +
+           ", since anyone else with access could release or block its locks";
+}
 
 lock_result lock_robust(pthread_mutex_t* m, bool try_only, deadline until) {
 #ifdef __SANITIZE_THREAD__
@@ -384,19 +383,7 @@ void segment::map_existing(int fd, std::uint32_t mode) {
     struct stat st {};
     if (::fstat(fd, &st) != 0) fail("errno " + std::to_string(errno), "cannot be examined");
     if (!S_ISREG(st.st_mode)) fail("not a file", "is not a regular file");
-    const uid_t me = ::geteuid();
-    const auto perms = static_cast<unsigned>(st.st_mode) & 0777u;
-    if (st.st_uid != me || (perms & ~mode) != 0)
-        fail("foreign", "belongs to uid " + std::to_string(st.st_uid) + " with mode " +
-                            octal_mode(perms) +
-                            "; locksmith only uses a segment that this "
-                            "user (uid " +
-                            std::to_string(me) +
-                            ") created, with at most "
-                            "mode " +
-                            octal_mode(mode) +
-                            ", since anyone else with access "
-                            "could release or block its locks");
+    if (auto why = foreign_file_refusal(st, mode); !why.empty()) fail("foreign", why);
     shm_table header{0};
     if (st.st_size < off_t(sizeof header) ||
         ::pread(fd, &header, sizeof header, 0) != ssize_t(sizeof header) ||

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -63,6 +65,26 @@ struct shm_table {
 // Where glibc's shm_open keeps POSIX shared memory objects. The segment is opened as a file there
 // so that it can be created complete under a temporary identity and published atomically.
 inline constexpr const char* shm_dir = "/dev/shm";
+
+// Closes a descriptor on every path out.
+struct fd_guard {
+    int fd;
+    ~fd_guard() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// Every mutex in a segment: process-shared (it lives in shared memory), robust (a dead owner is
+// reported, not inherited forever) and error-checking (relocking or unlocking from the wrong
+// thread returns an error instead of deadlocking or corrupting the mutex).
+void init_robust_mutex(pthread_mutex_t* m);
+
+std::string octal_mode(unsigned mode);
+
+// Why a file found at a segment's name, `st` being its fstat, must not be used: it belongs to
+// another user or grants more than `mode` (anyone who can map it can unlock or hold every mutex
+// in it). "" when it may be used.
+std::string foreign_file_refusal(const struct stat& st, std::uint32_t mode);
 
 enum class lock_result { acquired, recovered, busy, timed_out, self_deadlock };
 

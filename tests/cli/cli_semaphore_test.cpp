@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -50,7 +51,12 @@ struct semaphore_key {
         return names.back();
     }
     json config(json locks = json::object()) const {
-        json c = {{"strategies", {{"semaphore", {{"options", {{"key", key}}}}}}}};
+        // The other strategies that count (and rank above semaphore) are off: these cases are
+        // about semaphore's sets. local_strategies_count_too runs the others.
+        json c = {{"strategies",
+                   {{"semaphore", {{"options", {{"key", key}}}}},
+                    {"shm", {{"enabled", false}}},
+                    {"file", {{"enabled", false}}}}}};
         if (!locks.empty()) c["locks"] = locks;
         return c;
     }
@@ -272,6 +278,65 @@ BOOST_AUTO_TEST_CASE(run_with_a_limit_on_redis) {
     BOOST_TEST(r.err.find("limit of 3") != std::string::npos, r.err);
     ::kill(holder.pid, SIGTERM);
     box.wait(holder);
+}
+
+// shm and file count too: at most 3 of 6 runs at once, LOCKSMITH_PERMIT their permit's number,
+// a second limit refused, status counting the permits. Each strategy pinned by the config.
+BOOST_AUTO_TEST_CASE(local_strategies_count_too) {
+    static std::atomic<int> counter{0};
+    const std::string segment =
+        "locksmith-cli-permits-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    for (const std::string strategy : {"shm", "file"}) {
+        BOOST_TEST_CONTEXT("strategy " << strategy) {
+            json config = {{"strategies",
+                            {{"semaphore", {{"enabled", false}}},
+                             {"shm", {{"options", {{"segment", segment}}}}}}}};
+            config["strategies"][strategy == "file" ? "shm" : "file"] = {{"enabled", false}};
+            cli_sandbox box(config);
+            const std::string inside = box.path("inside");
+            std::filesystem::create_directory(inside);
+            const std::string script = "touch " + inside + "/$$; ls " + inside + " | wc -l >> " +
+                                       box.path("counts") + "; sleep 0.4; rm " + inside + "/$$";
+            std::vector<locksmith::test::cli_process> runs;
+            for (int i = 0; i < 6; ++i)
+                runs.push_back(
+                    box.start(box.with_config("run", {"--limit", "3", "pool", "-c", script})));
+            for (auto& p : runs) {
+                auto r = box.wait(p);
+                BOOST_TEST(r.exit_code == 0, describe(r));
+            }
+            std::istringstream counts(box.read_file("counts"));
+            int most = 0, lines = 0;
+            for (int n; counts >> n; ++lines) most = std::max(most, n);
+            BOOST_TEST(lines == 6);
+            BOOST_TEST(most <= 3);
+            BOOST_TEST(most == 3);
+
+            auto holder = box.start(box.with_config(
+                "run", {"--limit", "2", "one", "-c", "touch " + box.path("ready") + "; sleep 60"}));
+            BOOST_REQUIRE(wait_for_file(box.path("ready")));
+            auto r =
+                box.run(box.with_config("run", {"--limit", "2", "one", "--", "sh", "-c",
+                                                "echo \"$LOCKSMITH_STRATEGY|$LOCKSMITH_PERMIT\""}));
+            BOOST_TEST(r.out == strategy + "|2\n", describe(r));
+            r = box.run(box.with_config("run", {"--limit", "3", "one", "--", "echo", "ran"}));
+            BOOST_TEST(r.exit_code != 0, describe(r));
+            BOOST_TEST(r.out.empty(), describe(r));
+            BOOST_TEST(r.err.find("limit of 2") != std::string::npos, r.err);
+            r = box.run(box.with_config("status", {"--require", "counting", "one"}));
+            BOOST_TEST(r.exit_code == 0, describe(r));
+            BOOST_TEST(
+                r.out.find("1 of 2 permits held (strategy " + strategy + ")") != std::string::npos,
+                r.out);
+            ::kill(holder.pid, SIGKILL);  // its permit comes back with it
+            box.wait(holder);
+            r = box.run(box.with_config(
+                "run", {"-n", "--limit", "2", "one", "--", "sh", "-c", "echo $LOCKSMITH_PERMIT"}));
+            BOOST_TEST(r.out == "1\n", describe(r));
+        }
+    }
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+        if (e.path().filename().string().rfind(segment, 0) == 0) std::filesystem::remove(e.path());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

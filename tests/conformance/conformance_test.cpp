@@ -10,6 +10,8 @@
 // server is missing is skipped with the reason, and fails under CI=true.
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -27,6 +30,7 @@
 
 #include <locksmith/errors.hpp>
 #include <locksmith/named_lock.hpp>
+#include <locksmith/named_semaphore.hpp>
 #include <locksmith/registry.hpp>
 
 #include "support/child_process.hpp"
@@ -916,6 +920,171 @@ void fresh_objects(context& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Counting semaphores (issue 27): every strategy with `counting`.
+
+// A name for a counting case, whose kernel objects go when the suite ends.
+std::string permit_resource(const std::string& label) {
+    auto resource = unique_resource(label);
+    note_permit_name(resource);
+    return resource;
+}
+
+named_semaphore make_permit(const std::shared_ptr<store>& s, const std::string& resource,
+                            std::uint32_t limit, lock_options o = {}) {
+    auto k = std::make_shared<key>(resource);
+    k->set_limit(limit);
+    return named_semaphore(s, k, std::move(o));
+}
+
+// Four processes take a permit of three 25 times each, holding it 2 ms: never more than three
+// inside at once, and three at some point.
+void test_counting_never_more_than_n_across_processes(context& c) {
+    const auto resource = permit_resource("count_pool");
+    struct counter {
+        std::atomic<int> inside{0}, most{0}, grants{0};
+    };
+    auto* shared = new (::mmap(nullptr, sizeof(counter), PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_ANONYMOUS, -1, 0)) counter;
+    const auto entry = c.entry;
+    byte_pipe gate;
+    std::vector<pid_t> children;
+    for (int p = 0; p < 4; ++p)
+        children.push_back(fork_child(
+            [&]() -> int {
+                gate.close_write();
+                auto permit = make_permit(create_store(entry), resource, 3);
+                (void)gate.get(30s);  // EOF: go
+                for (int i = 0; i < 25; ++i) {
+                    if (!permit.try_acquire_for(60s)) return 1;
+                    const int now = ++shared->inside;
+                    int seen = shared->most.load();
+                    while (now > seen && !shared->most.compare_exchange_weak(seen, now)) {
+                    }
+                    ++shared->grants;
+                    std::this_thread::sleep_for(2ms);
+                    --shared->inside;
+                    permit.release();
+                }
+                return 0;
+            },
+            120s));
+    gate.close_write();
+    int failures = 0;
+    for (pid_t pid : children) failures += wait_child(pid, 120s) != 0;
+    BOOST_TEST(failures == 0);
+    BOOST_TEST(shared->grants.load() == 100);
+    BOOST_TEST(shared->most.load() <= 3);
+    BOOST_TEST(shared->most.load() == 3);
+    ::munmap(shared, sizeof(counter));
+}
+
+// A holder killed with SIGKILL: its permit comes back, at once where the kernel or server
+// releases a dead holder's grants (crash_release), after its TTL where permits expire.
+void test_counting_killed_holders_permit_comes_back(context& c) {
+    const auto caps = default_registry().find(c.entry.name)->capabilities;
+    const bool kernel = has(caps, capability::crash_release);
+    if (!kernel && !has(caps, capability::expiring)) {
+        BOOST_TEST_MESSAGE(c.entry.id() << ": a dead holder's permit is never given back");
+        return;
+    }
+    const auto resource = permit_resource("count_crash");
+    const auto ttl = kernel ? long_ttl : 4 * c.delay();
+    const auto entry = c.entry;
+    byte_pipe ready;
+    pid_t holder = fork_child([&]() -> int {
+        lock_options o;
+        o.ttl = ttl;
+        o.auto_refresh = false;
+        auto permit = make_permit(create_store(entry), resource, 1, o);
+        if (!permit.try_acquire()) return 1;
+        ready.put('h');
+        for (;;) ::pause();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE_MESSAGE(ready.get(30s).has_value(), "the holder did not take its permit");
+    auto mine = make_permit(create_store(entry), resource, 1);
+    BOOST_TEST(!mine.try_acquire());
+    ::kill(holder, SIGKILL);
+    wait_child(holder, 30s);
+    const auto start = steady::now();
+    BOOST_TEST(mine.try_acquire_for(kernel ? 10s : 20 * c.delay() + 10s));
+    if (kernel) BOOST_TEST(ms_since(start) < 1000, "given back after " << ms_since(start) << " ms");
+    mine.release();
+}
+
+void test_counting_second_limit_refused(context& c) {
+    const auto resource = permit_resource("count_limit");
+    auto a = make_permit(c.s, resource, 2);
+    BOOST_REQUIRE(a.try_acquire());
+    auto b = make_permit(create_store(c.entry), resource, 3);
+    BOOST_CHECK_THROW((void)b.try_acquire(), invalid_argument_error);
+    BOOST_TEST(!b.held());
+    auto same = make_permit(create_store(c.entry), resource, 2);
+    BOOST_TEST(same.try_acquire());
+    auto third = make_permit(c.s, resource, 2);
+    BOOST_TEST(!third.try_acquire());  // two of two
+    same.release();
+    a.release();
+}
+
+// A bounded wait for a permit ends at its deadline, and one given back meanwhile ends it early.
+void test_counting_timed_waits_end_on_time(context& c) {
+    const auto resource = permit_resource("count_timed");
+    auto holder = make_permit(c.s, resource, 1);
+    BOOST_REQUIRE(holder.try_acquire());
+    auto waiter = make_permit(c.s, resource, 1);
+    auto start = steady::now();
+    BOOST_TEST(!waiter.try_acquire_for(200ms));
+    const auto waited = ms_since(start);
+    BOOST_TEST(waited >= 195, "gave up after " << waited << " ms of 200");
+    BOOST_TEST(waited < 2000, "gave up after " << waited << " ms of 200");
+    BOOST_TEST(!waiter.try_acquire_for(0ms));
+    // The waiter in a thread of its own (a permit may belong to its thread: shm's).
+    bool got = false;
+    long long took = 0;
+    std::thread t([&] {
+        const auto begin = steady::now();
+        got = waiter.try_acquire_for(30s);
+        took = ms_since(begin);
+        if (got) waiter.release();
+    });
+    std::this_thread::sleep_for(100ms);
+    holder.release();
+    t.join();
+    BOOST_TEST(got);
+    BOOST_TEST(took < 20000, "the wait took " << took << " ms after the permit came back");
+}
+
+// Only the owner gives a permit back: another owner's release does nothing, and neither does
+// its holder's forked child (an error or nothing, never a free permit).
+void test_counting_release_by_a_non_owner_is_impossible(context& c) {
+    const auto resource = permit_resource("count_owner");
+    auto holder = make_permit(c.s, resource, 1);
+    BOOST_REQUIRE(holder.try_acquire());
+    auto other = make_permit(c.s, resource, 1);
+    other.release();  // holds nothing: nothing happens
+    auto probe = make_permit(c.s, resource, 1);
+    BOOST_TEST(!probe.try_acquire(), "another owner's release freed the permit");
+    if (!c.entry.in_process_only) {
+        pid_t child = fork_child([&]() -> int {
+            holder.set_auto_release(false);
+            try {
+                holder.release();
+            } catch (const error&) {
+            }
+            return 0;
+        });
+        BOOST_TEST(wait_child(child) == 0);
+        BOOST_TEST(!probe.try_acquire(), "a forked child's release freed its parent's permit");
+    }
+    BOOST_TEST(holder.is_acquired());
+    holder.release();
+    BOOST_TEST(probe.try_acquire());
+    probe.release();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Registration
 
 struct case_spec {
@@ -1019,6 +1188,17 @@ const case_spec cases[] = {
      long_lived<xp_shared>},
     {"readers_and_writer_in_processes__fresh_objects", capability::shared, capability::none, true,
      fresh_objects<xp_shared>},
+    // Counting semaphores
+    {"counting_never_more_than_n_across_processes", capability::counting, capability::none, true,
+     test_counting_never_more_than_n_across_processes},
+    {"counting_killed_holders_permit_comes_back", capability::counting, capability::none, true,
+     test_counting_killed_holders_permit_comes_back},
+    {"counting_second_limit_refused", capability::counting, capability::none, false,
+     test_counting_second_limit_refused},
+    {"counting_timed_waits_end_on_time", capability::counting, capability::none, false,
+     test_counting_timed_waits_end_on_time},
+    {"counting_release_by_a_non_owner_is_impossible", capability::counting, capability::none, false,
+     test_counting_release_by_a_non_owner_is_impossible},
 };
 
 // Runs one case, or explains why it cannot.

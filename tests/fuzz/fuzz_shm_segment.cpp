@@ -10,6 +10,10 @@
 //    file;
 //  - the bookkeeping over any slot contents stays within the table and throws nothing but
 //    backend_error (a full table).
+// The same bytes are then read as a counting semaphore's permits segment (shm_permits.hpp:
+// magic, version, limit): opening throws nothing but backend_error and accepts only a limit of
+// 1..128 whose permits fit in the file; taking and giving back every permit, counting them and
+// a wait that must return at once stay within the mapping.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +23,7 @@
 #include <locksmith/errors.hpp>
 
 #include "fuzz_support.hpp"
+#include "strategies/shm/shm_permits.hpp"
 #include "strategies/shm/shm_segment.hpp"
 
 using namespace locksmith;
@@ -61,7 +66,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         s.emplace(name, 64, 0600, false);
     } catch (const backend_error&) {
     }
+    std::optional<permit_file> permits;
+    try {
+        permits.emplace(path, 0, 0600, false);
+    } catch (const backend_error&) {
+    }
     ::unlink(path.c_str());
+    if (permits) {
+        const std::uint32_t n = permits->limit();
+        check(n >= 1 && n <= max_permits,
+              "a permits segment with a limit out of range was accepted");
+        check(permits_size(n) <= std::size_t(file_size),
+              "a permits segment whose permits do not fit in the file was accepted");
+        for (std::uint32_t i = 0; i < n; ++i) make_valid(&permits->slot(i).mutex);
+        for (std::uint32_t i = 0; i < n; ++i) {
+            const lock_result r = lock_robust(&permits->slot(i).mutex, true, deadline{});
+            check(r == lock_result::acquired, "a fresh permit mutex could not be taken");
+        }
+        check(permits->held() == n, "held() does not count the permits just taken");
+        for (std::uint32_t i = 0; i < n; ++i) unlock_robust(&permits->slot(i).mutex);
+        check(permits->held() == 0, "held() counts permits given back");
+        (void)permits->wait(deadline{});  // a permit is free: returns at once
+    }
     if (!s) return 0;
     const std::uint32_t n = s->slot_count();
     check(n >= 1 && n <= max_slots, "a segment with a slot count out of range was accepted");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +13,11 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <new>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -22,6 +26,7 @@
 #include <locksmith/author/store.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/named_lock.hpp>
+#include <locksmith/named_semaphore.hpp>
 
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
@@ -195,6 +200,77 @@ inline pid_t fork_holder(const std::function<std::shared_ptr<store>()>& make_sto
         return -1;
     }
     return pid;
+}
+
+// CPU time (user + system) that process `pid` used so far, in clock ticks.
+inline long cpu_ticks(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream in(line.substr(line.rfind(')') + 2));
+    std::string field;
+    long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+        if (i == 14) utime = std::stol(field);
+        if (i == 15) stime = std::stol(field);
+    }
+    return utime + stime;
+}
+
+// A permit of the counting semaphore `name` of `limit` permits (issue 27).
+inline named_semaphore make_permit(const std::shared_ptr<store>& s, const std::string& name,
+                                   std::uint32_t limit) {
+    auto k = std::make_shared<key>(name);
+    k->set_limit(limit);
+    return named_semaphore(s, k);
+}
+
+// A page shared with forked children: how many hold a permit now, the most ever seen, and how
+// many grants there were.
+struct shared_counter {
+    std::atomic<int> inside{0};
+    std::atomic<int> most{0};
+    std::atomic<int> grants{0};
+};
+
+struct shared_page {
+    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
+                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
+    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
+};
+
+// Forks `processes` children that start together; each makes its own store and takes a permit
+// of `name` (of `limit`) `iterations` times, holding it 1 ms and counting the holders in `c`.
+// Returns how many children failed.
+inline int hold_permits_in_processes(const std::function<std::shared_ptr<store>()>& make_store,
+                                     const std::string& name, std::uint32_t limit, int processes,
+                                     int iterations, shared_counter& c) {
+    byte_pipe gate;
+    std::vector<pid_t> children;
+    for (int p = 0; p < processes; ++p)
+        children.push_back(fork_child(
+            [&] {
+                gate.close_write();
+                auto permit = make_permit(make_store(), name, limit);
+                (void)gate.get(std::chrono::seconds(30));  // EOF: go
+                for (int i = 0; i < iterations; ++i) {
+                    permit.acquire();
+                    const int now = ++c.inside;
+                    int seen = c.most.load();
+                    while (now > seen && !c.most.compare_exchange_weak(seen, now)) {
+                    }
+                    ++c.grants;
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    --c.inside;
+                    permit.release();
+                }
+                return 0;
+            },
+            std::chrono::seconds(120)));
+    gate.close_write();
+    int failures = 0;
+    for (pid_t pid : children) failures += wait_child(pid, std::chrono::seconds(120)) != 0;
+    return failures;
 }
 
 }  // namespace locksmith::test

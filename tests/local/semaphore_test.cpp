@@ -350,27 +350,6 @@ struct permits_fixture : set_fixture {
     }
 };
 
-named_semaphore make_permit(const std::shared_ptr<store>& s, const std::string& name,
-                            std::uint32_t limit) {
-    auto k = std::make_shared<key>(name);
-    k->set_limit(limit);
-    return named_semaphore(s, k);
-}
-
-// A page shared with forked children: how many hold a permit now, the most ever seen, and how
-// many grants there were.
-struct shared_counter {
-    std::atomic<int> inside{0};
-    std::atomic<int> most{0};
-    std::atomic<int> grants{0};
-};
-
-struct shared_page {
-    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
-    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
-};
-
 union test_semun {
     int val;
     semid_ds* buf;
@@ -380,38 +359,12 @@ union test_semun {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(n_plus_one_processes_never_hold_more_than_n_permits, permits_fixture) {
-    const auto n = name("pool");
     shared_page page;
-    auto* c = page.counter;
-    byte_pipe gate;
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(fork_child(
-            [&] {
-                gate.close_write();
-                auto permit = make_permit(make(), n, 3);
-                (void)gate.get(std::chrono::seconds(30));  // EOF: go
-                for (int i = 0; i < 100; ++i) {
-                    permit.acquire();
-                    const int now = ++c->inside;
-                    int seen = c->most.load();
-                    while (now > seen && !c->most.compare_exchange_weak(seen, now)) {
-                    }
-                    ++c->grants;
-                    std::this_thread::sleep_for(1ms);
-                    --c->inside;
-                    permit.release();
-                }
-                return 0;
-            },
-            120s));
-    gate.close_write();
-    int failures = 0;
-    for (pid_t pid : children) failures += wait_child(pid, 120s) != 0;
-    BOOST_TEST(failures == 0);
-    BOOST_TEST(c->grants.load() == 400);
-    BOOST_TEST(c->most.load() <= 3);
-    BOOST_TEST(c->most.load() == 3);  // four processes that hold 1 ms each fill every permit
+    BOOST_TEST(hold_permits_in_processes(maker(), name("pool"), 3, 4, 100, *page.counter) == 0);
+    BOOST_TEST(page.counter->grants.load() == 400);
+    BOOST_TEST(page.counter->most.load() <= 3);
+    // Four processes that hold 1 ms each fill every permit.
+    BOOST_TEST(page.counter->most.load() == 3);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_released_permit_is_free_for_the_next_owner, permits_fixture) {

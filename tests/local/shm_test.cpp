@@ -7,12 +7,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <thread>
 
 #include <locksmith/errors.hpp>
@@ -522,4 +525,274 @@ BOOST_FIXTURE_TEST_CASE(names_stay_exclusive_across_processes_after_the_table_wa
         }));
         BOOST_TEST(taken == 0, "round " << round);
     }
+}
+
+// --- counting semaphores (issue 27): one robust mutex per permit in a segment of the name's ---
+
+namespace {
+
+// A segment_fixture whose permit segments (one per name) are removed at its end too.
+struct permits_fixture : segment_fixture {
+    std::vector<std::string> names;
+    ~permits_fixture() {
+        for (const auto& n : names) remove_shm_segment(shm_permits_segment(name, n));
+    }
+    std::string permit_name(const std::string& label) {
+        names.push_back(label);
+        return label;
+    }
+    std::string permits_path(const std::string& n) const {
+        return "/dev/shm/" + shm_permits_segment(name, n);
+    }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(four_processes_never_hold_more_than_three_permits, permits_fixture) {
+    shared_page page;
+    BOOST_TEST(hold_permits_in_processes(maker(), permit_name("pool"), 3, 4, 100, *page.counter) ==
+               0);
+    BOOST_TEST(page.counter->grants.load() == 400);
+    BOOST_TEST(page.counter->most.load() <= 3);
+    BOOST_TEST(page.counter->most.load() == 3);  // four holders of 1 ms fill every permit
+}
+
+BOOST_FIXTURE_TEST_CASE(permits_are_numbered_and_given_back, permits_fixture) {
+    const auto n = permit_name("numbered");
+    auto s = make();
+    auto a = make_permit(s, n, 2), b = make_permit(s, n, 2), c = make_permit(s, n, 2);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(a.try_acquire());  // again while held: no second permit
+    BOOST_TEST(b.try_acquire());
+    BOOST_TEST(a.permit() == "1");
+    BOOST_TEST(b.permit() == "2");
+    BOOST_TEST(!c.try_acquire());
+    auto status = s->status(n);
+    BOOST_TEST(status.limit.value_or(0) == 2u);
+    BOOST_TEST(status.permits_held.value_or(0) == 2u);
+    BOOST_TEST((status.held == lock_status::state::held_exclusive));
+    a.release();
+    BOOST_TEST(!a.is_acquired());
+    BOOST_TEST(c.try_acquire());
+    BOOST_TEST(c.permit() == "1");
+    BOOST_TEST(s->status(n).permits_held.value_or(0) == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_killed_holders_permits_come_back_at_once, permits_fixture) {
+    const auto n = permit_name("crash");
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto s = make();
+        auto p = make_permit(s, n, 2), q = make_permit(s, n, 2);
+        p.acquire();
+        q.acquire();  // both permits, in one process
+        ready.put('h');
+        for (;;) ::pause();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    auto s = make();
+    auto mine = make_permit(s, n, 2), other = make_permit(s, n, 2);
+    BOOST_TEST(!mine.try_acquire());
+    BOOST_TEST(s->status(n).permits_held.value_or(0) == 2u);
+    ::kill(holder, SIGKILL);
+    BOOST_TEST(mine.try_acquire_for(30s));  // at once; the bound is only a safety net
+    // The kernel gives a dying thread's mutexes back one by one: once it is gone, all of them.
+    wait_child(holder, 30s);
+    BOOST_TEST(other.try_acquire());
+}
+
+// A waiter asleep in the kernel is woken by a holder's death, not by a poll: it gets the permit
+// long before its deadline.
+BOOST_FIXTURE_TEST_CASE(a_sleeping_waiter_is_woken_by_a_holders_death, permits_fixture) {
+    const auto n = permit_name("crash-wakes");
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto p = make_permit(make(), n, 1);
+        p.acquire();
+        ready.put('h');
+        for (;;) ::pause();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    byte_pipe got;
+    pid_t waiter = fork_child([&] {
+        auto p = make_permit(make(), n, 1);
+        if (!p.try_acquire_for(60s)) return 1;
+        got.put('g');
+        return 0;
+    });
+    got.close_write();
+    BOOST_REQUIRE(wait_until_sleeping(waiter));
+    const long before = cpu_ticks(waiter);
+    BOOST_TEST(!got.get(500ms).has_value(), "the waiter got a permit its holder still had");
+    // A waiter that polled without sleeping would burn ~50 ticks here.
+    BOOST_TEST(cpu_ticks(waiter) - before <= 5, "the waiter spent CPU while it waited");
+    const auto killed = std::chrono::steady_clock::now();
+    ::kill(holder, SIGKILL);
+    BOOST_TEST(got.get(30s).has_value());
+    BOOST_TEST_MESSAGE("woken " << ms_since(killed) << " ms after the holder's SIGKILL");
+    BOOST_TEST(ms_since(killed) < 10000);  // a lost wake-up would wait out the minute
+    BOOST_TEST(wait_child(waiter, 30s) == 0);
+    wait_child(holder, 30s);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_timed_wait_for_a_permit_ends_on_time_and_gets_one_given_back,
+                        permits_fixture) {
+    const auto n = permit_name("timed");
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto p = make_permit(make(), n, 1);
+        p.acquire();
+        ready.put('h');
+        std::this_thread::sleep_for(600ms);
+        p.release();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    auto mine = make_permit(make(), n, 1);
+    auto start = std::chrono::steady_clock::now();
+    BOOST_TEST(!mine.try_acquire_for(100ms));
+    BOOST_TEST(ms_since(start) >= 100);
+    BOOST_TEST(ms_since(start) < 500);
+    BOOST_TEST(mine.try_acquire_for(30s));  // when the holder gives it back
+    BOOST_TEST(wait_child(holder, 30s) == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_second_limit_for_one_name_is_refused, permits_fixture) {
+    const auto n = permit_name("one-limit");
+    BOOST_REQUIRE(wait_child(fork_child([&] {
+                      auto p = make_permit(make(), n, 2);
+                      return p.try_acquire() ? 0 : 1;
+                  })) == 0);
+    auto s = make();
+    auto p = make_permit(s, n, 3);
+    try {
+        (void)p.try_acquire();
+        BOOST_FAIL("a limit of 3 was accepted for a name whose limit is 2");
+    } catch (const invalid_argument_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("limit of 2") != std::string::npos, what);
+        BOOST_TEST(what.find("asks for 3") != std::string::npos, what);
+        BOOST_TEST(what.find("rm " + permits_path(n)) != std::string::npos, what);
+    }
+    BOOST_TEST(!p.held());
+    auto same = make_permit(s, n, 2);
+    BOOST_TEST(same.try_acquire());
+    auto big = make_permit(s, permit_name("big"), 129);
+    BOOST_CHECK_THROW((void)big.try_acquire(), invalid_argument_error);
+}
+
+BOOST_FIXTURE_TEST_CASE(release_of_a_permit_from_another_thread_is_refused, permits_fixture) {
+    const auto n = permit_name("thread-owned");
+    auto s = make();
+    auto p = make_permit(s, n, 1);
+    BOOST_REQUIRE(p.try_acquire());
+    std::thread([&] { BOOST_CHECK_THROW(p.release(), release_error); }).join();
+    BOOST_TEST(p.is_acquired());
+    BOOST_TEST(!make_permit(s, n, 1).try_acquire());
+    p.release();
+}
+
+// Every permit held by this thread: an unbounded wait could never end, a bounded one waits its
+// deadline out.
+BOOST_FIXTURE_TEST_CASE(a_thread_holding_every_permit_cannot_wait_for_one, permits_fixture) {
+    const auto n = permit_name("self");
+    auto s = make();
+    auto a = make_permit(s, n, 1), b = make_permit(s, n, 1);
+    BOOST_REQUIRE(a.try_acquire());
+    BOOST_TEST(!b.try_acquire_for(50ms));
+    BOOST_CHECK_THROW(b.acquire(), acquire_error);
+}
+
+// `rm` of a name's permits segment while a permit is held: the holder hears that its permit is
+// gone, and a later acquire maps the new segment instead of believing the old grant.
+BOOST_FIXTURE_TEST_CASE(a_permits_segment_removed_by_an_administrator_ends_the_grant,
+                        permits_fixture) {
+    const auto n = permit_name("removed");
+    auto s = make();
+    int lost = 0;
+    auto k = std::make_shared<key>(n);
+    k->set_limit(1);
+    lock_options options;
+    options.on_lost = [&](const error&) { ++lost; };
+    named_semaphore p(s, k, options);
+    BOOST_REQUIRE(p.try_acquire());
+    BOOST_REQUIRE(::unlink(permits_path(n).c_str()) == 0);
+    BOOST_TEST(!p.is_acquired());
+    BOOST_TEST(lost == 1);
+    BOOST_TEST(p.try_acquire());
+    BOOST_TEST(p.is_acquired());
+    BOOST_TEST(s->status(n).permits_held.value_or(0) == 1u);
+    BOOST_TEST(!make_permit(s, n, 1).try_acquire());
+}
+
+// Another user plants a well-formed permits segment, open to all, at one of our names, hoping
+// that we use it (they could unlock permits, or hold them all): refused, naming the file.
+BOOST_FIXTURE_TEST_CASE(a_permits_segment_planted_by_another_user_is_refused, permits_fixture) {
+    auto user = another_local_user_or_skip();
+    if (!user) return;
+    const auto model = permit_name("model"), n = permit_name("planted");
+    auto s = make();
+    BOOST_REQUIRE(make_permit(s, model, 2).try_acquire());
+    std::string bytes;
+    {
+        std::ifstream in(permits_path(model), std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    BOOST_REQUIRE(!bytes.empty());
+    const std::string path = permits_path(n);
+    const int planted = wait_child(fork_child_as(*user, [&] {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0) return 1;
+        ::fchmod(fd, 0666);
+        const bool ok = ::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size());
+        ::close(fd);
+        return ok ? 0 : 2;
+    }));
+    BOOST_REQUIRE(planted == 0);
+    auto p = make_permit(s, n, 2);
+    try {
+        (void)p.try_acquire();
+        BOOST_FAIL("a permits segment created by another user with mode 0666 was used");
+    } catch (const backend_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("uid " + std::to_string(user->uid)) != std::string::npos, what);
+        BOOST_TEST(what.find("rm " + path) != std::string::npos, what);
+    }
+    BOOST_TEST(!p.held());
+    wait_child(fork_child_as(*user, [&] { return ::unlink(path.c_str()) == 0 ? 0 : 1; }));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_corrupted_permits_segment_is_refused, permits_fixture) {
+    const auto n = permit_name("garbage");
+    // Made in a child: this process maps a name's permits once and keeps the mapping.
+    BOOST_REQUIRE(wait_child(fork_child(
+                      [&] { return make_permit(make(), n, 2).try_acquire() ? 0 : 1; })) == 0);
+    // A limit beyond what the file has room for, written by a confused program of ours.
+    const int fd = ::open(permits_path(n).c_str(), O_WRONLY | O_CLOEXEC);
+    BOOST_REQUIRE(fd >= 0);
+    const std::uint32_t huge = 100;
+    BOOST_REQUIRE(::pwrite(fd, &huge, sizeof huge, 12) == ssize_t(sizeof huge));
+    ::close(fd);
+    auto p = make_permit(make(), n, 100);
+    try {
+        (void)p.try_acquire();
+        BOOST_FAIL("a permits segment too short for its limit was used");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find("corrupted") != std::string::npos, e.what());
+    }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_symbolic_link_at_a_permits_name_is_refused, permits_fixture) {
+    const auto n = permit_name("link");
+    temp_dir dir("shm-link");
+    const auto target = dir.path() / "target";
+    BOOST_REQUIRE(::symlink(target.c_str(), permits_path(n).c_str()) == 0);
+    auto p = make_permit(make(), n, 2);
+    BOOST_CHECK_THROW((void)p.try_acquire(), backend_error);
+    BOOST_TEST(!std::filesystem::exists(target));
 }

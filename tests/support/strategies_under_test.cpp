@@ -14,6 +14,12 @@
 #include <thread>
 
 #include <locksmith/registry.hpp>
+#ifdef LOCKSMITH_TEST_HAVE_SEMAPHORE
+#include <locksmith/strategies/semaphore.hpp>
+#endif
+#ifdef LOCKSMITH_TEST_HAVE_SHM
+#include <locksmith/strategies/shm.hpp>
+#endif
 
 #include "support/test_environment.hpp"
 
@@ -48,6 +54,12 @@ std::string remote_test_prefix() {
 
 int local_semaphore_key();
 
+// Names noted by note_permit_name (never destroyed: the exit handler reads them).
+std::vector<std::string>& permit_names() {
+    static auto* names = new std::vector<std::string>;
+    return *names;
+}
+
 // shm and semaphore: one segment and one semaphore set per test process tree (children that
 // re-read the variable agree), removed when the process that made them exits. The id is never
 // destroyed, because the exit handler that needs it runs after static destructors.
@@ -60,6 +72,17 @@ const std::string& local_ipc_id() {
             ::shm_unlink(("/locksmith-test-" + local_ipc_id()).c_str());
             int set = ::semget(local_semaphore_key(), 0, 0);
             if (set >= 0) ::semctl(set, 0, IPC_RMID);
+            for ([[maybe_unused]] const auto& name : permit_names()) {
+#ifdef LOCKSMITH_TEST_HAVE_SEMAPHORE
+                set = ::semget(strategies::semaphore_permit_key(local_semaphore_key(), name), 0, 0);
+                if (set >= 0) ::semctl(set, 0, IPC_RMID);
+#endif
+#ifdef LOCKSMITH_TEST_HAVE_SHM
+                ::shm_unlink(("/" + strategies::shm_permits_segment(
+                                        "locksmith-test-" + local_ipc_id(), name))
+                                 .c_str());
+#endif
+            }
         });
         return fresh;
     }();
@@ -339,6 +362,11 @@ std::vector<strategy_under_test> strategies_under_test() {
     for (auto& s : all)
         if (default_registry().contains(s.name)) built.push_back(std::move(s));
     return built;
+}
+
+void note_permit_name(const std::string& resource) {
+    (void)local_ipc_id();  // registers the exit handler
+    permit_names().push_back(resource);
 }
 
 }  // namespace locksmith::test

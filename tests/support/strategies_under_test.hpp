@@ -42,4 +42,9 @@ struct strategy_under_test {
 // Every built-in strategy of this build that the suites should cover.
 std::vector<strategy_under_test> strategies_under_test();
 
+// A name used as a counting semaphore in this process tree: the kernel objects the local entries
+// keep for it (semaphore's permit set, shm's permits segment) are removed when the process that
+// noted it exits. Call it in the process that made the test's first store.
+void note_permit_name(const std::string& resource);
+
 }  // namespace locksmith::test

@@ -388,7 +388,7 @@ BOOST_AUTO_TEST_CASE(builtin_strategies) {
     BOOST_TEST(file.default_priority == 75);
     BOOST_TEST(file.capabilities ==
                (capability::exclusive | capability::shared | capability::noblock |
-                capability::native_wait | capability::crash_release));
+                capability::native_wait | capability::crash_release | capability::counting));
     BOOST_TEST(file.enabled_by_default);
     auto memory = *r.find("memory");
     BOOST_TEST(memory.default_priority == 10);

@@ -21,6 +21,7 @@
 //   json_too_deep_at              where JSON nests too deep to be parsed (config, server replies)
 //   every_signal_blocked          starts background threads that take no process signal
 //   brief_retries                 a few quick tries before a waiter sleeps in the kernel
+//   set_permit_number             which permit a key holds, for a store that numbers them
 #pragma once
 
 #include <signal.h>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/key.hpp>
 
 namespace locksmith {
 
@@ -311,5 +313,13 @@ class brief_retries {
     int pausing_tries_;
     int tries_;
 };
+
+// For a store that numbers its permits (1..N): records in k's portable state which one k holds,
+// for named_semaphore::permit() and LOCKSMITH_PERMIT. The entry may stay after the release
+// (permit() asks only while held); a grant of the same number writes nothing.
+inline void set_permit_number(key& k, std::uint32_t number) {
+    auto& entry = k.portable_state()["permit"];
+    if (!entry.is_number_unsigned() || entry.get<std::uint32_t>() != number) entry = number;
+}
 
 }  // namespace locksmith

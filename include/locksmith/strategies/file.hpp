@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The `file` strategy: flock(2) on one file per lock name.
+// The `file` strategy: flock(2) on one file per lock name; OFD locks on one file per counting
+// semaphore.
 //
 // Contract:
 //  - Owner: the open file description. Two named_lock objects exclude each other even in one
@@ -32,6 +33,21 @@
 //    default_lock_dir(): /run/locksmith for root, /run/lock/locksmith-<uid> (or
 //    /tmp/locksmith-<uid> where there is no /run/lock) for other users, created 0700.
 //    A configured lock_dir that does not exist is created (0700, or 2770 when shared).
+//  - Counting semaphores (`counting`, named_semaphore): one more file per name,
+//    `<lock_dir>/<readable prefix>.<hash>.permits`, whose header keeps the limit (written before
+//    the file is linked at its name; another limit is invalid_argument_error naming both and the
+//    file); permit i is an OFD write lock (F_OFD_SETLK) on byte 64 + i, so a permit belongs to
+//    the owner object's open file description, as a flock does: numbered 1..N, at most 4096.
+//    Crash: the kernel drops a dead holder's locks when its descriptor closes. Waiting: in
+//    poll(2) on an inotify watch of the file, never spinning: a release writes the file's wake
+//    byte when a waiter announced itself (a read lock on its waiting byte), and a holder's closed
+//    descriptor is reported too (after it, a waiter retries a few times over ~100 ms: the kernel
+//    reports the close before it drops the locks). Every waiter wakes (no queue: not fair).
+//    Without an inotify instance (the per-user limit) a waiter polls with backoff. The permits
+//    file is checked as a lock file is (not a symlink, one link, ours or the shared group's) and
+//    must be writable by nobody else, its header as read. It stays until removed (`rm`); removed
+//    while held, the holder's permit counts as lost. A forked child cannot release its parent's
+//    permit (release_error).
 //  - shared_group: share lock_dir with that group's users: the directory must belong to the
 //    group (mode 2770 is what locksmith creates) and lock files are made 0660.
 #pragma once

@@ -35,6 +35,17 @@
 //    keeps its slot count; the option only applies when the segment is created. Every page of
 //    a new segment is reserved before it is mapped: in a full /dev/shm creating it throws
 //    backend_error saying so, instead of a SIGBUS at the first touch of a page.
+//  - Counting semaphores (`counting`, named_semaphore): one more segment per name,
+//    /dev/shm/<segment>.permits.<hash of the name> (shm_permits_segment), holding the limit and
+//    one robust mutex per permit; a permit is one of them, owned by the acquiring thread as a
+//    lock is. Crash: the kernel gives a killed holder's permits back (EOWNERDEAD), at once.
+//    Waiting: in futex_waitv(2) on every permit's lock word, woken by an unlock and by a holder's
+//    death alike (Linux 5.16; older kernels poll with backoff). The limit is set when the segment
+//    is created and never changes: another limit is invalid_argument_error naming both and the
+//    file; at most 128 permits (futex_waitv's 128 words). The segment is checked as the lock
+//    segment is (this user's, no mode beyond `mode`, no symlink) and its header as read (magic,
+//    version, limit, size). It stays until removed (`rm`), one per name ever used as a
+//    semaphore; removed while held, the holder's permit counts as lost (is_acquired, on_lost).
 //  - Not offered: `shared` (there is no robust process-shared read/write lock in POSIX) and
 //    `serializable` (a mutex belongs to a thread).
 #pragma once
@@ -42,6 +53,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +84,11 @@ std::shared_ptr<store> make_shm_store(const shm_options& options = {});
 // Removes the segment's name (processes that have it mapped keep using it). For tests and
 // administrators. Returns false when it did not exist.
 bool remove_shm_segment(const std::string& segment);
+
+// The segment that keeps the permits of the counting semaphore `name` (its limit and one robust
+// mutex per permit): "<segment>.permits.<hash of the name>" in /dev/shm. For tests and
+// administrators (remove_shm_segment removes it).
+std::string shm_permits_segment(const std::string& segment, std::string_view name);
 
 // How many slots of an existing segment are in use (held, waited for, or leaked by a crash and
 // not yet reclaimed). For leak tests and `locksmith status`. Throws backend_error when the
