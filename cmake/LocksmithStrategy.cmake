@@ -19,7 +19,7 @@
 # with LIBRARIES but no STATIC_LIBRARIES makes the command link dynamically.
 #
 # TESTS are the strategy's entries in the per-strategy test suites (conformance.<entry>,
-# multi_process.<entry>, hostile.<entry>: tests/*/CMakeLists.txt), in the order they run: <name>,
+# multi_process.<entry>, hostile.<entry>: tests/*/CMakeLists.txt), in CTest's order: <name>,
 # and <name>.<variant> for each further setup (a TLS server, a cluster, a driver) that
 # tests/support/strategies_under_test.cpp describes. Kept here, beside the strategy, rather than
 # in a list of every strategy's entries that each new strategy's branch edited (and conflicted in).
