@@ -2,7 +2,8 @@
 # locksmith_add_strategy(NAME <name> SOURCES <files...>
 #                        [MODULE DESCRIPTOR <files...>]
 #                        [REQUIRES <found-variable>...] [LIBRARIES <targets...>]
-#                        [STATIC_LIBRARIES <archives...>] [MISSING "what to install"])
+#                        [STATIC_LIBRARIES <archives...>] [MISSING "what to install"]
+#                        [TESTS <entries...>])
 #
 # Adds one strategy folder to the library and to the generated built-in list, following the
 # cache option LOCKSMITH_WITH_<NAME> = AUTO | ON | OFF: AUTO builds it when every REQUIRES
@@ -16,12 +17,19 @@
 # The locksmith command links every strategy statically, modules included (cli/CMakeLists.txt);
 # STATIC_LIBRARIES are the archives it links instead of LIBRARIES (e.g. libhiredis.a). A module
 # with LIBRARIES but no STATIC_LIBRARIES makes the command link dynamically.
+#
+# TESTS are the strategy's entries in the per-strategy test suites (conformance.<entry>,
+# multi_process.<entry>, hostile.<entry>: tests/*/CMakeLists.txt), in CTest's order: <name>,
+# and <name>.<variant> for each further setup (a TLS server, a cluster, a driver) that
+# tests/support/strategies_under_test.cpp describes. Kept here, beside the strategy, rather than
+# in a list of every strategy's entries that each new strategy's branch edited (and conflicted in).
 set_property(GLOBAL PROPERTY LOCKSMITH_STRATEGIES "")
+set_property(GLOBAL PROPERTY LOCKSMITH_TEST_ENTRIES "")
 set_property(GLOBAL PROPERTY LOCKSMITH_STRATEGY_SUMMARY "")
 
 function(locksmith_add_strategy)
   cmake_parse_arguments(S "MODULE" "NAME;MISSING;FIND_DEPENDENCY"
-                        "SOURCES;DESCRIPTOR;REQUIRES;LIBRARIES;STATIC_LIBRARIES" ${ARGN})
+                        "SOURCES;DESCRIPTOR;REQUIRES;LIBRARIES;STATIC_LIBRARIES;TESTS" ${ARGN})
   list(FILTER S_STATIC_LIBRARIES EXCLUDE REGEX "-NOTFOUND$")
   string(TOUPPER ${S_NAME} upper)
   set(LOCKSMITH_WITH_${upper} AUTO CACHE STRING "Build the ${S_NAME} strategy: AUTO, ON or OFF")
@@ -84,6 +92,7 @@ LOCKSMITH_PLUGIN_ENTRY(${S_NAME})
       set(line "${S_NAME}: built")
     endif()
     set_property(GLOBAL APPEND PROPERTY LOCKSMITH_STRATEGIES ${S_NAME})
+    set_property(GLOBAL APPEND PROPERTY LOCKSMITH_TEST_ENTRIES ${S_TESTS})
   endif()
   set_property(GLOBAL APPEND PROPERTY LOCKSMITH_STRATEGY_SUMMARY "${line}")
 endfunction()

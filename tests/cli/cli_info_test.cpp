@@ -18,6 +18,7 @@
 #include "cli/cli_sandbox.hpp"
 #include "support/child_process.hpp"
 #include "support/skip_report.hpp"
+#include "support/test_paths.hpp"
 
 using locksmith::test::cli_result;
 using locksmith::test::cli_sandbox;
@@ -74,7 +75,7 @@ BOOST_AUTO_TEST_CASE(help_and_version) {
                                                       std::to_string(locksmith::version_minor) +
                                                       "." +
                                                       std::to_string(locksmith::version_patch));
-    std::ifstream manual(LOCKSMITH_BUILT_MANUAL);
+    std::ifstream manual(locksmith::test::build_path("doc/locksmith.1"));
     const std::string page{std::istreambuf_iterator<char>(manual), {}};
     BOOST_TEST(page.find("\"locksmith " + std::string(locksmith::version) + "\"") !=
                std::string::npos);

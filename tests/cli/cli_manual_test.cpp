@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "cli/cli_sandbox.hpp"
+#include "support/test_paths.hpp"
 
 using locksmith::test::cli_sandbox;
 using options = std::set<std::string>;
 
 namespace {
 
-const std::string doc_dir = LOCKSMITH_DOC_DIR;
+const std::string doc_dir = locksmith::test::source_path("doc");
 
 std::string read_text(const std::string& path) {
     std::ifstream in(path);

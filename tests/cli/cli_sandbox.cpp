@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "cli_sandbox.hpp"
 
+#include "support/test_paths.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,7 +26,7 @@ using clock = std::chrono::steady_clock;
 
 std::string cli_binary() {
     if (const char* env = std::getenv("LOCKSMITH_CLI"); env != nullptr && *env != '\0') return env;
-    return LOCKSMITH_CLI_PATH;
+    return cli_path();
 }
 
 std::string describe(const cli_result& r) {

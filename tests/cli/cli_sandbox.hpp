@@ -2,8 +2,8 @@
 // cli_sandbox: a private directory, lock directory and config file for one test, and the means
 // to run the real `locksmith` binary in it (synchronously or in the background).
 //
-// The binary is LOCKSMITH_CLI (environment) or the path CMake compiled in. Children get a
-// clean environment: no LOCKSMITH_* from the caller, XDG_CONFIG_HOME inside the sandbox, so a
+// The binary is LOCKSMITH_CLI (environment) or this build's (support/test_paths.hpp). Children get
+// a clean environment: no LOCKSMITH_* from the caller, XDG_CONFIG_HOME inside the sandbox, so a
 // developer's own $XDG_CONFIG_HOME/locksmith cannot stop the command (it is an error there).
 // The user's ~/.config/locksmith/config.json comes from the passwd entry, not HOME, and is
 // read: tests that rely on the built-in defaults expect none there (CI has none).

@@ -356,7 +356,8 @@ BOOST_AUTO_TEST_CASE(a_lock_removed_while_the_command_ran_is_reported_lost) {
 // releases it (exit 0); -n on a held name exits with the conflict code; no command is taken.
 BOOST_AUTO_TEST_CASE(hold_keeps_the_lock_across_a_scripts_commands) {
     cli_sandbox box;
-    const std::string ls = "'" LOCKSMITH_CLI_PATH "' --config '" + box.config_path().string() + "'";
+    const std::string ls =
+        "'" + locksmith::test::cli_binary() + "' --config '" + box.config_path().string() + "'";
     const auto script = box.write_file(
         "hold.sh", R"(
 coproc HOLD { exec )" + ls +

@@ -1219,8 +1219,8 @@ void test_ctest_entries_cover_every_strategy() {
     std::string listed = "," LOCKSMITH_CTEST_STRATEGIES ",";
     for (const auto& entry : strategies_under_test())
         BOOST_TEST(listed.find("," + entry.id() + ",") != std::string::npos,
-                   entry.id() << " has no CTest entry: add it to LOCKSMITH_STRATEGIES_UNDER_TEST "
-                                 "in tests/CMakeLists.txt");
+                   entry.id() << " has no CTest entry: add it to the TESTS of its "
+                                 "locksmith_add_strategy() call");
 }
 
 }  // namespace

@@ -306,8 +306,8 @@ class private_service {
         for (auto& c : upper) c = char(std::toupper(c));
         const auto line = "LOCKSMITH_SERVICES_DIR=" + dir_.string() +
                           " LOCKSMITH_SERVICES=" + service_ + " LOCKSMITH_" + upper +
-                          "_PORT=" + std::to_string(port_) +
-                          " " LOCKSMITH_SOURCE_DIR "/scripts/services.sh " + command;
+                          "_PORT=" + std::to_string(port_) + " " + test::services_script() + " " +
+                          command;
         const auto logged = command.find('>') == std::string::npos
                                 ? line + " >>" + (dir_ / "services.log").string() + " 2>&1"
                                 : line;
@@ -422,7 +422,7 @@ cell_outcome run_cell(const cell& c) {
         server->export_env();
     }
     auto entry = find_entry(c.strategy);
-    if (c.via == "run" && std::string(LOCKSMITH_CLI).empty()) {
+    if (c.via == "run" && test::cli_path().empty()) {
         out.skipped = true;
         out.json = {{"skipped", "this build has no CLI (LOCKSMITH_BUILD_CLI=OFF)"}};
         return out;
@@ -479,7 +479,7 @@ cell_outcome run_cell(const cell& c) {
                                {"stop_file", stop_file.string()},
                                {"seed", random()},
                                {"via", c.via},
-                               {"locksmith", LOCKSMITH_CLI},
+                               {"locksmith", test::cli_path()},
                                {"config", config_path.string()}};
         const auto text = spec.dump();
         const auto err = (run_dir / ("worker-" + std::to_string(index) + ".err")).string();

@@ -1080,7 +1080,8 @@ BOOST_AUTO_TEST_CASE(a_release_and_a_give_up_that_failed_in_an_outage_are_revoke
 // server's return (the faults run, etcd under `restart` through `run`: 3.3 s, goal TTL + 1 s).
 BOOST_AUTO_TEST_CASE(run_whose_command_ends_in_an_outage_releases_once_the_server_is_back) {
     if (!test::env(endpoint_variable) && !test::running_in_ci()) return;  // no etcd here
-    if (std::string(LOCKSMITH_CLI_PATH).empty()) return;                  // a build without the CLI
+    const auto cli = test::cli_path();
+    if (cli.empty()) return;       // a build without the CLI
     if (!test::running_alone()) {  // forks: no thread of an earlier case may run
         BOOST_TEST(test::run_alone_in_a_fresh_process(120s) == 0);
         return;
@@ -1103,8 +1104,8 @@ BOOST_AUTO_TEST_CASE(run_whose_command_ends_in_an_outage_releases_once_the_serve
         [&] {
             const std::string script =
                 "touch '" + held + "'; while [ ! -e '" + go + "' ]; do sleep 0.05; done";
-            ::execl(LOCKSMITH_CLI_PATH, LOCKSMITH_CLI_PATH, "run", name.c_str(), "--strategy",
-                    "etcd", "--config", config.c_str(), "--ttl", "5", "-c", script.c_str(),
+            ::execl(cli.c_str(), cli.c_str(), "run", name.c_str(), "--strategy", "etcd", "--config",
+                    config.c_str(), "--ttl", "5", "-c", script.c_str(),
                     static_cast<char*>(nullptr));
             return 127;
         },

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "support/test_environment.hpp"
+#include "support/test_paths.hpp"
 
 namespace locksmith::test {
 
@@ -226,10 +227,13 @@ class shared_counter {
     std::string path_;
 };
 
-#ifdef LOCKSMITH_SERVICES_SCRIPT
+// scripts/services.sh of this tree, which starts the private servers of the fault cases.
+inline std::string services_script() {
+    return source_path("scripts/services.sh");
+}
+
 // A PostgreSQL of the test's own (trusting 127.0.0.1, user postgres, database locktest),
 // started and stopped with scripts/services.sh in a state folder and on a port of its own.
-// Needs the target to define LOCKSMITH_SERVICES_SCRIPT.
 class private_postgres {
   public:
     private_postgres()
@@ -254,7 +258,7 @@ class private_postgres {
         const std::string cmd =
             "LOCKSMITH_SERVICES_DIR='" + dir_ +
             "' LOCKSMITH_SERVICES=postgres LOCKSMITH_POSTGRES_PORT=" + std::to_string(port_) +
-            " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >/dev/null 2>&1";
+            " '" + services_script() + "' " + what + " >/dev/null 2>&1";
         return std::system(cmd.c_str());
     }
     std::string dir_;
@@ -263,7 +267,7 @@ class private_postgres {
 
 // A MariaDB of the test's own (user locktest, password locktest-pw, database locktest; root over
 // TCP without password, for the test's own looks), started and stopped with scripts/services.sh
-// in a state folder and on a port of its own. Needs LOCKSMITH_SERVICES_SCRIPT.
+// in a state folder and on a port of its own.
 class private_mariadb {
   public:
     private_mariadb() : port_(free_port()) {
@@ -289,13 +293,12 @@ class private_mariadb {
     int script(const std::string& command) const {
         const std::string line =
             "LOCKSMITH_SERVICES_DIR='" + dir_ +
-            "' LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" + std::to_string(port_) +
-            " '" LOCKSMITH_SERVICES_SCRIPT "' " + command + " >>'" + dir_ + "/script.log' 2>&1";
+            "' LOCKSMITH_SERVICES=mariadb LOCKSMITH_MARIADB_PORT=" + std::to_string(port_) + " '" +
+            services_script() + "' " + command + " >>'" + dir_ + "/script.log' 2>&1";
         return std::system(line.c_str());
     }
     int port_;
     std::string dir_;
 };
-#endif
 
 }  // namespace locksmith::test

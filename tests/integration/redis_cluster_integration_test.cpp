@@ -170,8 +170,8 @@ class private_cluster {
     int run(const char* what) const {
         const std::string cmd = "LOCKSMITH_SERVICES_DIR='" + dir_ +
                                 "' LOCKSMITH_SERVICES=redis-cluster LOCKSMITH_REDIS_CLUSTER_PORT=" +
-                                std::to_string(base_) + " '" LOCKSMITH_SERVICES_SCRIPT "' " + what +
-                                " >>'" + dir_ + ".log' 2>&1";
+                                std::to_string(base_) + " '" + test::services_script() + "' " +
+                                what + " >>'" + dir_ + ".log' 2>&1";
         return std::system(cmd.c_str());
     }
     std::string dir_;
@@ -919,7 +919,7 @@ class tls_cluster {
             "LOCKSMITH_SERVICES_DIR='" + dir_ +
             "' LOCKSMITH_SERVICES='certs redis-cluster' LOCKSMITH_REDIS_CLUSTER_TLS=1 "
             "LOCKSMITH_REDIS_CLUSTER_PORT=" +
-            std::to_string(base_) + " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >>'" + dir_ +
+            std::to_string(base_) + " '" + test::services_script() + "' " + what + " >>'" + dir_ +
             ".log' 2>&1";
         return std::system(cmd.c_str());
     }

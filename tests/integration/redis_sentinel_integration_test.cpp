@@ -162,7 +162,7 @@ class private_rig {
         const std::string cmd =
             "LOCKSMITH_SERVICES_DIR='" + dir_ +
             "' LOCKSMITH_SERVICES=redis-sentinel LOCKSMITH_REDIS_SENTINEL_PORT=" +
-            std::to_string(base_) + " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >>'" + dir_ +
+            std::to_string(base_) + " '" + test::services_script() + "' " + what + " >>'" + dir_ +
             ".log' 2>&1";
         return std::system(cmd.c_str());
     }

@@ -915,7 +915,7 @@ class private_zookeeper {
         const std::string cmd =
             "LOCKSMITH_SERVICES_DIR='" + dir_ +
             "' LOCKSMITH_SERVICES=zookeeper LOCKSMITH_ZOOKEEPER_PORT=" + std::to_string(port_) +
-            " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >/dev/null 2>&1";
+            " '" + test::services_script() + "' " + what + " >/dev/null 2>&1";
         return std::system(cmd.c_str());
     }
     std::string dir_;
@@ -1053,7 +1053,7 @@ class private_ensemble {
         const std::string cmd =
             "LOCKSMITH_SERVICES_DIR='" + dir_ +
             "' LOCKSMITH_SERVICES=zookeeper-ensemble LOCKSMITH_ZOOKEEPER_ENSEMBLE_PORT=" +
-            std::to_string(base_) + " '" LOCKSMITH_SERVICES_SCRIPT "' " + what + " >>'" + dir_ +
+            std::to_string(base_) + " '" + test::services_script() + "' " + what + " >>'" + dir_ +
             ".log' 2>&1";
         return std::system(cmd.c_str());
     }

@@ -22,6 +22,7 @@
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
 #include "support/test_helpers.hpp"
+#include "support/test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace locksmith;
@@ -37,7 +38,7 @@ struct plugin_folder {
         std::string tmpl = (fs::temp_directory_path() / "locksmith-plugin-test-XXXXXX").string();
         BOOST_REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
         dir = tmpl;
-        for (const auto& e : fs::directory_iterator(PROBE_PLUGIN_DIR))
+        for (const auto& e : fs::directory_iterator(test::build_path("tests/plugin/plugins")))
             fs::copy_file(e.path(), dir / e.path().filename());
         ::setenv("LOCKSMITH_TEST_PLUGIN_MARK", mark().c_str(), 1);
         ::setenv("LOCKSMITH_TEST_PLUGIN_LOADED_MARK", (dir / "loaded").c_str(), 1);
@@ -276,11 +277,11 @@ BOOST_AUTO_TEST_CASE(folders_above_a_plugins_own_folder_are_checked) {
     BOOST_TEST(registry.contains("plugin_probe"));
 }
 
-#ifdef LOCKSMITH_CLI
+#ifdef LOCKSMITH_TEST_WITH_CLI
 namespace {
 std::string run_cli(const std::string& args) {
     std::string out;
-    FILE* p = ::popen((std::string(LOCKSMITH_CLI) + " " + args + " 2>&1").c_str(), "r");
+    FILE* p = ::popen((test::cli_path() + " " + args + " 2>&1").c_str(), "r");
     BOOST_REQUIRE(p != nullptr);
     std::array<char, 4096> buffer{};
     while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), p))
