@@ -111,13 +111,39 @@ std::size_t pdo_prefix_length(std::string_view text) {
     std::size_t i = 0;
     while (i < text.size() && (is_alnum(text[i]) || text[i] == '+' || text[i] == '_')) ++i;
     if (i == 0 || i >= text.size() || text[i] != ':') return 0;
-    // Only PDO's drivers: "user:pa=ss@host" (memcached) is not one.
+    // Only PDO's drivers (and Doctrine's names for them): "user:pa=ss@host" (memcached) is not
+    // one.
     const auto driver = text.substr(0, i);
-    const bool pdo = driver == "pgsql" || driver == "mysql" || driver == "sqlite" ||
-                     driver == "sqlsrv" || driver == "oci" || driver == "pgsql+advisory";
+    static constexpr std::string_view drivers[] = {"pgsql",
+                                                   "mysql",
+                                                   "sqlite",
+                                                   "sqlsrv",
+                                                   "oci",
+                                                   "pgsql+advisory",
+                                                   "postgres+advisory",
+                                                   "postgresql+advisory",
+                                                   "dblib",
+                                                   "odbc",
+                                                   "ibm",
+                                                   "informix",
+                                                   "firebird",
+                                                   "db2",
+                                                   "ibm_db2",
+                                                   "mssql",
+                                                   "oci8",
+                                                   "pdo_oci",
+                                                   "pdo_sqlsrv",
+                                                   "pdo_mysql",
+                                                   "pdo_pgsql"};
+    bool pdo = false;
+    for (const auto known : drivers) pdo = pdo || driver == known;
     if (!pdo) return 0;
+    // A URL, or SQLite's path form (sqlite:/path, sqlite::memory:), is not keyword=value; any
+    // other text after a PDO driver's name is read as pairs, so that nothing in it shows but
+    // plain host, port, dbname and user values, whatever bytes it holds.
     const auto rest = text.substr(i + 1);
-    if (rest.substr(0, 2) == "//" || leading_keyword(rest).empty()) return 0;
+    if (rest.substr(0, 2) == "//" || (driver == "sqlite" && leading_keyword(rest).empty()))
+        return 0;
     return i + 1;
 }
 

@@ -2,6 +2,7 @@
 // A store as Symfony Lock's StoreFactory::createStore() spells it, read into one of our strategies
 // and its options (parse_store_dsn, include/locksmith/config.hpp). Messages name keys and forms,
 // never a value that could be a password: a DSN is only ever shown through redact_url.
+#include <cctype>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -240,7 +241,9 @@ store_spelling parse_store_dsn(std::string_view dsn) {
         // Symfony takes what follows "flock://" as the directory: flock:///var/lock.
         const auto dir = dsn.substr(8);
         if (!starts(dir, "/"))
-            refuse(dsn, "the lock directory must be an absolute path: flock:///var/lock/app");
+            throw invalid_argument_error(
+                "store flock://: the lock directory must be an absolute path: "
+                "flock:///var/lock/app");
         return {"file", {{"lock_dir", std::string(dir)}}};
     }
     if (dsn == "semaphore") return {"semaphore", nlohmann::json::object()};
@@ -265,6 +268,11 @@ store_spelling parse_store_dsn(std::string_view dsn) {
             }
             if (!starts(url, "postgresql://") && !starts(url, "postgres://"))
                 refuse(dsn, "not a PostgreSQL DSN");
+            try {
+                (void)strategies::parse_sql_dsn(url);  // host, port and database read alike
+            } catch (const invalid_argument_error& e) {
+                throw invalid_argument_error(std::string("store: ") + e.what());
+            }
             return {"pg_advisory", {{"dsn", url}}};
         }
     for (std::string_view sql :
@@ -279,11 +287,22 @@ store_spelling parse_store_dsn(std::string_view dsn) {
             }
             return {"sql", {{"dsn", std::string(dsn)}}};
         }
-    refuse(dsn,
-           "not a store this build knows. Symfony's spellings taken: flock, flock:///dir, "
-           "semaphore, in-memory, null, redis://, rediss://, redis:?host[...], memcached://, "
-           "pgsql:/mysql:/sqlite: PDO DSNs, pgsql://, postgresql://, mysql://, sqlite:/// URLs, "
-           "pgsql+advisory:, postgresql+advisory://, zookeeper://");
+    // Not shown, not even redacted: a misspelt scheme ("pgsq:host=db;password=...") would be
+    // read as something else, and its password with it. Only a scheme-like start is named.
+    std::size_t scheme = 0;
+    while (scheme < dsn.size() && scheme < 32 &&
+           (std::isalnum(static_cast<unsigned char>(dsn[scheme])) ||
+            std::string_view("+.-_").find(dsn[scheme]) != std::string_view::npos))
+        ++scheme;
+    throw invalid_argument_error(
+        "store " +
+        (scheme > 0 && scheme < dsn.size() && dsn[scheme] == ':'
+             ? "'" + std::string(dsn.substr(0, scheme + 1)) + "...'"
+             : "of " + std::to_string(dsn.size()) + " bytes") +
+        ": not a store this build knows. Symfony's spellings taken: flock, flock:///dir, "
+        "semaphore, in-memory, null, redis://, rediss://, redis:?host[...], memcached://, "
+        "pgsql:/mysql:/sqlite: PDO DSNs, pgsql://, postgresql://, mysql://, sqlite:/// URLs, "
+        "pgsql+advisory:, postgresql+advisory://, zookeeper://");
 }
 
 }  // namespace locksmith

@@ -182,6 +182,13 @@ BOOST_AUTO_TEST_CASE(unsupported_stores_are_refused_clearly) {
     BOOST_TEST(has(refusal("mongodb://u:hunter2@db/app?collection=lock"), "MongoDB"));
     BOOST_TEST(!has(refusal("mongodb://u:hunter2@db/app?collection=lock"), "hunter2"));
     BOOST_TEST(has(refusal("mongodb+srv://db/app"), "MongoDB"));
+    // A misspelt scheme is not shown beyond it: its password could be anywhere.
+    for (const char* dsn : {"pgsq:host=db;password=hunter2", "db2:DATABASE=x;PWD=hunter2",
+                            "odbc:DSN=x;PWD=hunter2", "sqlsrv:Server=x;PWD=hunter2"}) {
+        const auto message = refusal(dsn);
+        BOOST_TEST(!has(message, "hunter2"), message);
+    }
+    BOOST_TEST(has(refusal("pgsq:host=db;password=hunter2"), "'pgsq:...'"));
     const auto unknown = refusal("consul://localhost");
     BOOST_TEST(has(unknown, "not a store"));
     BOOST_TEST(has(unknown, "flock"));
