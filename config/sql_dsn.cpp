@@ -177,8 +177,12 @@ std::string pdo_to_url(std::string_view pairs, std::string_view scheme,
                 ")");
         query += (query.empty() ? "?" : "&") + std::string(key) + "=" + percent_encode(value);
     }
-    if (host.find_first_of("/@?#") != std::string::npos)
+    // Each value goes into its own part of the URL: none may carry that URL's punctuation.
+    if (host.find_first_of("/@?#[]%") != std::string::npos)
         throw invalid_argument_error("the PDO DSN's host must be a host name or address");
+    if (!port.empty() &&
+        (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos))
+        throw invalid_argument_error("the PDO DSN's port is not a number in [1, 65535]");
     std::string url = std::string(scheme) + "://";
     if (!user.empty() || !password.empty()) {
         url += percent_encode(user);

@@ -29,12 +29,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             secret = secret.substr(0, secret.find(';'));
             // The messages' own words: a "secret" such as "not" is in them anyway.
             static const std::string wording =
-                "store: sql dsn postgresql mysql *** the PDO DSN key is not supported (host, "
-                "port, dbname, user, password, sslmode...) names twice a part has no '=' is "
-                "key=value pairs split by ';' must be a host name or address the port is not a "
-                "number in [1, 65535] unix_socket localhost";
-            check(!fuzz::reveals(message, text, secret, wording), "a message shows a PDO password",
-                  std::string(message));
+                "store: sql dsn postgresql:// mysql:// *** a postgresql PDO DSN is key=value "
+                "pairs split by ';' (a part has no '=') a mysql PDO DSN names twice the PDO DSN "
+                "key '?' is not supported (postgresql: host, port, dbname, user, password, "
+                "sslmode...) (mysql: host, port, dbname, user, password) the PDO DSN's host must "
+                "be a host name or address the PDO DSN's port is not a number in [1, 65535] "
+                "unix_socket is not supported in a mysql: DSN: leave host out (or say localhost) "
+                "for the server's default socket";
+            // A message quotes a key ('p') and is made of words: a secret with a quote or a blank
+            // in it may be met there by chance.
+            if (secret.find_first_of("' \t") == std::string_view::npos)
+                check(!fuzz::reveals(message, text, secret, wording),
+                      "a message shows a PDO password", std::string(message));
         }
         return 0;
     }

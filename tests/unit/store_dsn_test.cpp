@@ -158,6 +158,9 @@ BOOST_AUTO_TEST_CASE(sql_takes_symfony_and_doctrine_spellings) {
     BOOST_TEST(has(refused("sqlite:locks.db"), "absolute file path"));
     BOOST_TEST(has(refused("mysql:host=h;unix_socket=/run/mysqld.sock;dbname=d"), "unix_socket"));
     BOOST_TEST(has(refused("pgsql+advisory:host=h;dbname=d"), "pg_advisory"));
+    // A value cannot reshape the URL it goes into (found by fuzz_sql_dsn).
+    BOOST_TEST(has(refused("pgsql:host=;port=1@2;dbname=a"), "port"));
+    BOOST_TEST(has(refused("pgsql:host=a@b;dbname=a"), "host"));
     // A PDO DSN's password never shows, whatever is wrong with it.
     for (const char* dsn :
          {"pgsql:host=h;password=hunter2;bogus=1", "pgsql:host=h;password=hunter2;x",
