@@ -93,6 +93,8 @@ void print_note(std::string_view message) {
 }
 
 void stderr_sink::log(const log_record& record) {
+    // run and hold say these themselves, with the wait, the token and the TTL (-v).
+    if (record.event == "acquired" || record.event == "released") return;
     switch (record.level) {
         case log_level::debug:
         case log_level::info:
@@ -104,6 +106,56 @@ void stderr_sink::log(const log_record& record) {
         case log_level::error:
             break;
     }
+}
+
+using nlohmann::json;
+
+namespace {
+
+bool is_utf8(const std::string& bytes) {
+    try {
+        (void)json(bytes).dump();
+        return true;
+    } catch (const json::type_error&) {
+        return false;
+    }
+}
+
+std::string base64(const std::string& bytes) {
+    static constexpr char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    std::size_t i = 0;
+    for (; i + 2 < bytes.size(); i += 3) {
+        const unsigned n = (static_cast<unsigned char>(bytes[i]) << 16) |
+                           (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                           static_cast<unsigned char>(bytes[i + 2]);
+        for (int shift : {18, 12, 6, 0}) out += alphabet[(n >> shift) & 63];
+    }
+    if (i < bytes.size()) {
+        unsigned n = static_cast<unsigned char>(bytes[i]) << 16;
+        if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+        out += alphabet[(n >> 18) & 63];
+        out += alphabet[(n >> 12) & 63];
+        out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+}  // namespace
+
+void put_bytes(json& object, const std::string& key, const std::string& bytes) {
+    if (is_utf8(bytes)) {
+        object[key] = bytes;
+    } else {
+        object[key] = nullptr;
+        object[key + "_base64"] = base64(bytes);
+    }
+}
+
+std::string dump_line(const json& document) {
+    return document.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace locksmith::cli

@@ -10,6 +10,8 @@
 //   stderr_sink  where the library's log records go: stderr, as notes
 //   parse_seconds / format_seconds
 //                "0.3" on the command line to a duration, and back for messages
+//   put_bytes / dump_line
+//                JSON output (--json) of text that may not be UTF-8
 #pragma once
 
 #include <sysexits.h>
@@ -20,6 +22,8 @@
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/logger.hpp>
@@ -104,5 +108,15 @@ decltype(auto) starting_strategy(Start&& start) {
         throw cli_error(EX_UNAVAILABLE, e.what());
     }
 }
+
+// Lock names, paths and the messages that quote them are any bytes; a JSON string is UTF-8
+// (nlohmann's dump throws on anything else). put_bytes writes `bytes` under `key` as it is when
+// it is UTF-8, else null there and its exact bytes, base64, under `key`_base64: a reader always
+// gets the bytes back. Used for what identifies something (a lock name, a file); other text
+// that is not UTF-8 (prose quoting such a name) goes out with U+FFFD for each bad byte (dump_line).
+void put_bytes(nlohmann::json& object, const std::string& key, const std::string& bytes);
+
+// One document on one line, for scripts.
+std::string dump_line(const nlohmann::json& document);
 
 }  // namespace locksmith::cli

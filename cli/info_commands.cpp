@@ -30,56 +30,6 @@ json capability_list(capability set) {
     return out;
 }
 
-// Lock names, paths and the messages that quote them are any bytes; a JSON string is UTF-8
-// (nlohmann's dump throws on anything else). put_bytes writes `bytes` under `key` as it is when
-// it is UTF-8, else null there and its exact bytes, base64, under `key`_base64: a reader always
-// gets the bytes back. Used for what identifies something (a lock name, a file); other text
-// that is not UTF-8 (prose quoting such a name) goes out with U+FFFD for each bad byte (dump_line).
-bool is_utf8(const std::string& bytes) {
-    try {
-        (void)json(bytes).dump();
-        return true;
-    } catch (const json::type_error&) {
-        return false;
-    }
-}
-
-std::string base64(const std::string& bytes) {
-    static constexpr char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    std::size_t i = 0;
-    for (; i + 2 < bytes.size(); i += 3) {
-        const unsigned n = (static_cast<unsigned char>(bytes[i]) << 16) |
-                           (static_cast<unsigned char>(bytes[i + 1]) << 8) |
-                           static_cast<unsigned char>(bytes[i + 2]);
-        for (int shift : {18, 12, 6, 0}) out += alphabet[(n >> shift) & 63];
-    }
-    if (i < bytes.size()) {
-        unsigned n = static_cast<unsigned char>(bytes[i]) << 16;
-        if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-        out += alphabet[(n >> 18) & 63];
-        out += alphabet[(n >> 12) & 63];
-        out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
-        out += '=';
-    }
-    return out;
-}
-
-void put_bytes(json& object, const std::string& key, const std::string& bytes) {
-    if (is_utf8(bytes)) {
-        object[key] = bytes;
-    } else {
-        object[key] = nullptr;
-        object[key + "_base64"] = base64(bytes);
-    }
-}
-
-// One document on one line, for scripts.
-std::string dump_line(const json& document) {
-    return document.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 // The order selection tries strategies in, as `explain` shows it: the ones that could serve
 // first, then by effective priority (highest first), ties by name.
 void sort_as_selection_does(std::vector<strategy_info>& infos) {

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
@@ -99,6 +100,47 @@ void set_child_environment(const named_lock& lock, const named_semaphore* permit
 
 }  // namespace
 
+// What run --json says at the end, one line on stderr: for scripts and log collectors, which
+// should not parse -v's sentences. Written however the run ends once the lock was asked for.
+struct json_summary {
+    json_summary(const run_options& o, std::string lock_strategy, std::string lock_mode)
+        : options(o), strategy(std::move(lock_strategy)), mode(std::move(lock_mode)) {}
+
+    const run_options& options;
+    std::string strategy;
+    std::string mode;  // "exclusive", "shared" or "permit"
+    bool acquired = false;
+    clock::duration waited{};
+    std::optional<clock::time_point> granted_at;
+    std::optional<std::uint64_t> token;
+    supervise_options::outcome outcome;
+
+    void print(int exit_status) const {
+        if (!options.json) return;
+        nlohmann::json line = nlohmann::json::object();
+        put_bytes(line, "name", options.name);
+        line["strategy"] = strategy;
+        line["mode"] = mode;
+        line["acquired"] = acquired;
+        line["waited_s"] = std::chrono::duration<double>(waited).count();
+        line["held_s"] = nullptr;
+        if (granted_at)
+            line["held_s"] = std::chrono::duration<double>(clock::now() - *granted_at).count();
+        line["fencing_token"] = nullptr;
+        if (token) line["fencing_token"] = *token;
+        line["command_status"] = nullptr;
+        if (outcome.command_status) line["command_status"] = *outcome.command_status;
+        line["lost"] = outcome.lost;
+        line["released"] = acquired && !outcome.release_failed;
+        line["exit_status"] = exit_status;
+        std::fprintf(stderr, "%s\n", dump_line(line).c_str());
+    }
+};
+
+int hold_and_supervise(const run_options& options, named_lock& lock, named_semaphore* permit,
+                       std::uint32_t limit, clock::duration waited, supervise_options& supervision,
+                       const json_summary& summary);
+
 int run_command(const run_options& options) {
     if (options.hold && (options.shell || !options.command.empty()))
         throw cli_error(EX_USAGE,
@@ -172,6 +214,10 @@ int run_command(const run_options& options) {
         }
     }
 
+    json_summary summary(options, lock.strategy(),
+                         permit   ? "permit"
+                         : shared ? "shared"
+                                  : "exclusive");
     const auto started = clock::now();
     // One attempt first, so that -v can say that (and for whom) it waits before it does.
     bool acquired = shared ? lock.try_lock_shared() : lock.try_lock();
@@ -198,8 +244,36 @@ int run_command(const run_options& options) {
                                    : options.name + " is still held; gave up after " +
                                          format_seconds(waited));
         }
+        summary.waited = waited;
+        summary.print(options.conflict_exit_code);
         return options.conflict_exit_code;
     }
+    summary.acquired = true;
+    summary.waited = waited;
+    summary.granted_at = clock::now();
+    if (options.json) summary.token = lock.fencing_token();
+    supervision.report = &summary.outcome;
+    // A command that cannot start (127, 126) still ends the run with its line.
+    try {
+        return hold_and_supervise(options, lock, permit ? &*permit : nullptr, limit, waited,
+                                  supervision, summary);
+    } catch (const std::exception& e) {
+        // Released here, not by the destructor during unwinding, so that the line can say so.
+        if (options.json) {
+            try {
+                lock.release();
+            } catch (const std::exception&) {
+                summary.outcome.release_failed = true;
+            }
+        }
+        summary.print(exit_code_for(e));
+        throw;
+    }
+}
+
+int hold_and_supervise(const run_options& options, named_lock& lock, named_semaphore* permit,
+                       std::uint32_t limit, clock::duration waited, supervise_options& supervision,
+                       const json_summary& summary) {
     if (options.verbose) {
         std::string note =
             permit ? "acquired a permit of " + options.name + " (limit " + std::to_string(limit) +
@@ -212,7 +286,7 @@ int run_command(const run_options& options) {
         print_note(note);
     }
 
-    set_child_environment(lock, permit ? &*permit : nullptr);
+    set_child_environment(lock, permit);
     if (options.hold) {
         // The script that started us waits for this line (with the token, for fencing), then
         // does its work. The lock is held by this process, kept honest by the same supervision
@@ -225,17 +299,19 @@ int run_command(const run_options& options) {
             std::printf("held%s\n", token ? (" " + std::to_string(*token)).c_str() : "");
             std::fflush(stdout);
         };
-        const int status =
-            supervise_child(lock, {"/bin/sh", "-c", "exec cat >/dev/null"}, supervision);
+        int status = supervise_child(lock, {"/bin/sh", "-c", "exec cat >/dev/null"}, supervision);
         for (int stop : {SIGTERM, SIGINT, SIGHUP})
-            if (status == 128 + stop) return 0;
+            if (status == 128 + stop) status = 0;
+        summary.print(status);
         return status;
     }
     // -c runs /bin/sh, not $SHELL as flock(1) does: a script's meaning should not depend on the
     // login shell of whoever runs it.
     std::vector<std::string> argv =
         options.shell ? std::vector<std::string>{"/bin/sh", "-c", *options.shell} : options.command;
-    return supervise_child(lock, argv, supervision);
+    const int status = supervise_child(lock, argv, supervision);
+    summary.print(status);
+    return status;
 }
 
 // --- the command line ---------------------------------------------------------------------
@@ -371,6 +447,9 @@ class run_cli : public command {
                 ->type_name("'SHELL COMMAND'");
         run_cmd->add_flag("-v,--verbose", options_.verbose,
                           "Say which strategy was chosen and why, and how long the wait took");
+        run_cmd->add_flag("--json", options_.json,
+                          "At the end, one JSON line on stderr: strategy, waited, held, fencing "
+                          "token, exit status, lost or not");
         return run_cmd;
     }
 

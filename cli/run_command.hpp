@@ -28,6 +28,7 @@ struct run_options {
     selection_flags selection;          // --strategy / --require
     std::optional<std::string> config;  // --config
     bool verbose = false;               // -v
+    bool json = false;                  // --json: one JSON line on stderr at the end
     std::optional<std::string> shell;   // -c 'shell command'
     std::vector<std::string> command;   // -- COMMAND ARGS...
     // `locksmith hold`: no command; holds the lock until its standard input ends or it is

@@ -257,6 +257,7 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
                 print_error("the lock " + lock.name() +
                             " expired before the command could start; not starting it");
                 release(lock, std::nullopt, true, options.verbose);
+                if (options.report) options.report->lost = true;
                 return options.lost_exit_code;
             }
             refresh_every = std::max<clock::duration>(*left / 3, std::chrono::milliseconds(1));
@@ -426,8 +427,9 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
         }
     }
     const int code = exit_code_of(status);
-    if (!release(lock, code, lost, options.verbose, release_retry, signals.get()))
-        return exit_release_failed;
+    const bool released = release(lock, code, lost, options.verbose, release_retry, signals.get());
+    if (options.report) *options.report = {code, lost, !released};
+    if (!released) return exit_release_failed;
     return lost ? options.lost_exit_code : code;
 }
 

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ struct supervise_options {
     // Called once the child runs and SIGINT, SIGTERM and SIGHUP are read by the supervision
     // (`hold` says "held" only then, so that a stop request never kills it holding the lock).
     std::function<void()> started;
+    // Filled, when not null, with how it ended (run --json): the command's exit status (128 + N
+    // for signal N; unset when it never started), whether the lock was lost, and whether the
+    // release failed with the lock not known lost.
+    struct outcome {
+        std::optional<int> command_status;
+        bool lost = false;
+        bool release_failed = false;
+    };
+    outcome* report = nullptr;
 };
 
 // Runs `argv` (argv[0] looked up in PATH) with the caller's environment, waits for it and

@@ -77,9 +77,12 @@ class validator {
                 locks(*it);
             else if (k == "plugins")
                 plugins(*it);
+            else if (k == "store")
+                store(*it, "/store", -1);
             else
-                unknown_key("", k, "defaults, strategies, locks, plugins");
+                unknown_key("", k, "defaults, strategies, locks, plugins, store");
         }
+        resolve_stores();
     }
 
   private:
@@ -234,8 +237,10 @@ class validator {
                                  std::to_string(max_semaphore_limit));
                     else
                         rule.limit = static_cast<std::uint32_t>(n);
+                } else if (f.key() == "store") {
+                    store(*f, fp, int(out_.locks.size()));
                 } else {
-                    unknown_key(p, f.key(), "require, strategy, ttl_s, fallback, limit");
+                    unknown_key(p, f.key(), "require, strategy, ttl_s, fallback, limit, store");
                 }
             }
             out_.locks.push_back(std::move(rule));
@@ -262,8 +267,79 @@ class validator {
         }
     }
 
+    // A Symfony store DSN (parse_store_dsn) at `pointer`: of the lock rule `rule`, or of the
+    // whole config (-1). Resolved once the document is read, whatever the order of its keys.
+    void store(const ordered& v, const std::string& pointer, int rule) {
+        if (!expect(v, ordered::value_t::string, "a store DSN (e.g. \"redis://host:6379\")",
+                    pointer))
+            return;
+        try {
+            stores_.push_back({pointer, rule, parse_store_dsn(v.get<std::string>())});
+        } catch (const invalid_argument_error& e) {
+            fail("config.store", pointer, e.what());
+        }
+    }
+
+    // A store pins its strategy for its rule's names (the config's store: for every name no rule
+    // matches, as a last rule "*" would) and gives that strategy its options. A strategy has one
+    // set of options: a second store of it with other options, or options under `strategies`
+    // beside a store, is an error rather than a silent choice between two servers.
+    void resolve_stores() {
+        std::map<std::string, std::string> configured_by;
+        for (const auto& s : stores_) {
+            auto& settings = out_.strategies[s.spelling.strategy];
+            const auto by = configured_by.find(s.spelling.strategy);
+            if (by != configured_by.end() && settings.options != s.spelling.options) {
+                fail("config.store", s.pointer,
+                     "the " + s.spelling.strategy + " strategy already has another store (" +
+                         by->second +
+                         "): one strategy, one server; give these names the same store");
+                continue;
+            }
+            if (by == configured_by.end() && !settings.options.is_null()) {
+                fail("config.store", s.pointer,
+                     "the " + s.spelling.strategy +
+                         " strategy also has options under /strategies/" +
+                         json_pointer_token(s.spelling.strategy) +
+                         "/options: give its connection in one place");
+                continue;
+            }
+            if (settings.enabled == false) {
+                fail("config.store", s.pointer,
+                     "the " + s.spelling.strategy + " strategy is disabled under /strategies");
+                continue;
+            }
+            settings.options = s.spelling.options;
+            if (s.spelling.enable) settings.enabled = true;
+            if (settings.origin.empty()) settings.origin = out_.origin;
+            configured_by.emplace(s.spelling.strategy, s.pointer);
+            if (s.rule < 0) {
+                lock_rule all;
+                all.pattern = "*";
+                all.strategy = s.spelling.strategy;
+                out_.locks.push_back(std::move(all));
+                continue;
+            }
+            auto& rule = out_.locks[std::size_t(s.rule)];
+            if (rule.strategy && *rule.strategy != s.spelling.strategy) {
+                fail("config.store", s.pointer,
+                     "the rule names the strategy " + *rule.strategy + " and a store of " +
+                         s.spelling.strategy + ": say one");
+                continue;
+            }
+            rule.strategy = s.spelling.strategy;
+        }
+    }
+
+    struct pending_store {
+        std::string pointer;
+        int rule;
+        store_spelling spelling;
+    };
+
     config& out_;
     std::vector<config_error>& errors_;
+    std::vector<pending_store> stores_;
 };
 
 // 1-based line and column of byte `offset` in `text`.

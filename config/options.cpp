@@ -105,9 +105,86 @@ std::string redact_keyword_value(std::string_view text) {
     }
 }
 
+// The length of "scheme:" at the start of a PDO DSN ("pgsql:host=db;dbname=app;password=x", as
+// Symfony and PHP spell them: a scheme without "//", then keyword=value pairs split by ';'), or 0.
+std::size_t pdo_prefix_length(std::string_view text) {
+    std::size_t i = 0;
+    while (i < text.size() && (is_alnum(text[i]) || text[i] == '+' || text[i] == '_')) ++i;
+    if (i == 0 || i >= text.size() || text[i] != ':') return 0;
+    // Only PDO's drivers (and Doctrine's names for them): "user:pa=ss@host" (memcached) is not
+    // one.
+    const auto driver = text.substr(0, i);
+    static constexpr std::string_view drivers[] = {"pgsql",
+                                                   "mysql",
+                                                   "sqlite",
+                                                   "sqlsrv",
+                                                   "oci",
+                                                   "pgsql+advisory",
+                                                   "postgres+advisory",
+                                                   "postgresql+advisory",
+                                                   "dblib",
+                                                   "odbc",
+                                                   "ibm",
+                                                   "informix",
+                                                   "firebird",
+                                                   "db2",
+                                                   "ibm_db2",
+                                                   "mssql",
+                                                   "oci8",
+                                                   "pdo_oci",
+                                                   "pdo_sqlsrv",
+                                                   "pdo_mysql",
+                                                   "pdo_pgsql"};
+    bool pdo = false;
+    for (const auto known : drivers) pdo = pdo || driver == known;
+    if (!pdo) return 0;
+    // A URL, or SQLite's path form (sqlite:/path, sqlite::memory:), is not keyword=value; any
+    // other text after a PDO driver's name is read as pairs, so that nothing in it shows but
+    // plain host, port, dbname and user values, whatever bytes it holds.
+    const auto rest = text.substr(i + 1);
+    if (rest.substr(0, 2) == "//" || (driver == "sqlite" && leading_keyword(rest).empty()))
+        return 0;
+    return i + 1;
+}
+
+// A PDO DSN's pairs with every value hidden but the plain ones of host, port, dbname and user;
+// a part without '=' is hidden whole. The ';' separators are kept: redacting again changes
+// nothing.
+std::string redact_pdo(std::string_view text) {
+    // '@' has no place in a PDO DSN outside a value: it may be a URL's userinfo misread.
+    if (text.find('@') != npos) return "***";
+    std::string out;
+    for (bool first = true;; first = false) {
+        const auto end = text.find(';');
+        const auto part = text.substr(0, end);
+        if (!first) out += ';';
+        const auto eq = part.find('=');
+        if (eq == npos) {
+            if (!part.empty()) out += "***";
+        } else {
+            const auto keyword = part.substr(0, eq);
+            const auto value = part.substr(eq + 1);
+            const bool where =
+                keyword == "host" || keyword == "port" || keyword == "dbname" || keyword == "user";
+            bool plain = !value.empty();
+            for (char c : value)
+                plain = plain && (is_alnum(c) || std::string_view("._-,[]").find(c) != npos);
+            bool plain_keyword = !keyword.empty();
+            for (char c : keyword) plain_keyword = plain_keyword && (is_alnum(c) || c == '_');
+            out += plain_keyword
+                       ? std::string(keyword) + "=" + (where && plain ? std::string(value) : "***")
+                       : "***";
+        }
+        if (end == npos) return out;
+        text.remove_prefix(end + 1);
+    }
+}
+
 }  // namespace
 
 std::string redact_url(std::string_view url) {
+    if (const auto pdo = pdo_prefix_length(url); pdo != 0)
+        return std::string(url.substr(0, pdo)) + redact_pdo(url.substr(pdo));
     const auto start = scheme_length(url);
     if (start == 0 &&
         !leading_keyword(url.substr(std::min(url.size(), url.find_first_not_of(" \t\n\r\f\v"))))

@@ -3,7 +3,9 @@
 // part of liblocksmith, not of a strategy module, because two modules read mysql:// DSNs: the sql
 // strategy and mysql_get_lock (both through strategies/common/mariadb).
 // Messages never contain the password: the DSN is only ever shown through redact_url.
+#include <cctype>
 #include <charconv>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -100,6 +102,99 @@ void read_mysql_parameters(std::string_view tail, sql_dsn& d) {
             "client checks the CA and the host name together)");
 }
 
+bool starts(std::string_view text, std::string_view prefix) {
+    return text.substr(0, prefix.size()) == prefix;
+}
+
+// `text` with every byte but RFC 3986's unreserved ones %-escaped: a user, password or value
+// going into a URL.
+std::string percent_encode(std::string_view text) {
+    static const char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (unsigned char c : text) {
+        const bool unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+                                c == '~';
+        if (unreserved) {
+            out += char(c);
+        } else {
+            out += '%';
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
+}
+
+// A PDO DSN's pairs ("host=db;port=5432;dbname=app", blanks around them ignored) as the URL of
+// `scheme`: host, port, dbname, user and password in their places, `extra` keys as query
+// parameters, `ignored` keys dropped. Messages name keys, never values.
+std::string pdo_to_url(std::string_view pairs, std::string_view scheme,
+                       std::initializer_list<std::string_view> extra,
+                       std::initializer_list<std::string_view> ignored) {
+    std::string host, port, dbname, user, password, query;
+    auto trim = [](std::string_view v) {
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        return v;
+    };
+    while (!pairs.empty()) {
+        const auto end = pairs.find(';');
+        const auto pair = trim(pairs.substr(0, end));
+        pairs = end == std::string_view::npos ? std::string_view() : pairs.substr(end + 1);
+        if (pair.empty()) continue;
+        const auto eq = pair.find('=');
+        if (eq == std::string_view::npos)
+            throw invalid_argument_error("a " + std::string(scheme) +
+                                         " PDO DSN is key=value pairs split by ';' (a part has "
+                                         "no '=')");
+        const auto key = trim(pair.substr(0, eq));
+        const auto value = trim(pair.substr(eq + 1));
+        std::string* into = nullptr;
+        if (key == "host") into = &host;
+        if (key == "port") into = &port;
+        if (key == "dbname") into = &dbname;
+        if (key == "user") into = &user;
+        if (key == "password") into = &password;
+        if (into) {
+            if (!into->empty())
+                throw invalid_argument_error("a PDO DSN names " + std::string(key) + " twice");
+            *into = std::string(value);
+            continue;
+        }
+        bool known = false;
+        for (auto k : ignored) known = known || k == key;
+        if (known) continue;
+        for (auto k : extra) known = known || k == key;
+        std::string plain_key(key);
+        for (char c : plain_key)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') plain_key = "?";
+        if (!known)
+            throw invalid_argument_error(
+                "the PDO DSN key '" + plain_key + "' is not supported (" + std::string(scheme) +
+                ": host, port, dbname, user, password" +
+                (extra.size() ? std::string(", ") + std::string(*extra.begin()) + "..." : "") +
+                ")");
+        query += (query.empty() ? "?" : "&") + std::string(key) + "=" + percent_encode(value);
+    }
+    // Each value goes into its own part of the URL: none may carry that URL's punctuation.
+    if (host.find_first_of("/@?#[]%") != std::string::npos)
+        throw invalid_argument_error("the PDO DSN's host must be a host name or address");
+    if (!port.empty() &&
+        (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos))
+        throw invalid_argument_error("the PDO DSN's port is not a number in [1, 65535]");
+    std::string url = std::string(scheme) + "://";
+    if (!user.empty() || !password.empty()) {
+        url += percent_encode(user);
+        if (!password.empty()) url += ":" + percent_encode(password);
+        url += "@";
+    }
+    url += host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    if (!port.empty()) url += ":" + port;
+    if (!dbname.empty()) url += "/" + percent_encode(dbname);
+    return url + query;
+}
+
 sql_dsn parse(std::string_view text) {
     sql_dsn d;
     d.text = std::string(text);
@@ -194,11 +289,70 @@ std::string sql_dsn::redacted() const {
     return redact_url(text);
 }
 
+std::string normalize_sql_dsn(std::string_view dsn) {
+    // Doctrine DBAL's schemes (Symfony's DoctrineDbalStore): pgsql://, mysql2://, sqlite3://.
+    if (starts(dsn, "pgsql://")) return "postgresql://" + std::string(dsn.substr(8));
+    if (starts(dsn, "mysql2://")) return "mysql://" + std::string(dsn.substr(9));
+    if (starts(dsn, "sqlite3://"))
+        return normalize_sql_dsn("sqlite://" + std::string(dsn.substr(10)));
+    if (starts(dsn, "sqlite://localhost/")) {
+        // Doctrine's sqlite://localhost//abs/path; its sqlite://localhost/file is relative.
+        const auto path = dsn.substr(19);
+        if (!starts(path, "/"))
+            throw invalid_argument_error(
+                "sqlite://localhost/FILE is a path relative to the working directory; write "
+                "sqlite://localhost//abs/path or sqlite:///abs/path");
+        return "sqlite://" + std::string(path);
+    }
+    if (starts(dsn, "sqlite:////")) return "sqlite://" + std::string(dsn.substr(10));
+    // PDO's spellings (Symfony's PdoStore): sqlite:/path, pgsql:host=...;dbname=..., mysql:...
+    if (starts(dsn, "sqlite::memory:"))
+        throw invalid_argument_error(
+            "sqlite::memory: is a database private to one connection: it cannot hold a lock "
+            "between processes (use a file, sqlite:///path, or the memory strategy)");
+    if (starts(dsn, "sqlite:") && !starts(dsn, "sqlite://")) {
+        if (!starts(dsn, "sqlite:/"))
+            throw invalid_argument_error(
+                "a SQLite PDO DSN needs an absolute file path: sqlite:/path/to/locks.db");
+        return "sqlite://" + std::string(dsn.substr(7));
+    }
+    if (starts(dsn, "pgsql+advisory:") || starts(dsn, "postgres+advisory:") ||
+        starts(dsn, "postgresql+advisory:"))
+        throw invalid_argument_error(
+            "'+advisory' asks for PostgreSQL advisory locks: that is the pg_advisory strategy, "
+            "not sql (a config's \"store\" maps it there)");
+    if (starts(dsn, "pgsql:") && !starts(dsn, "pgsql://"))
+        return pdo_to_url(dsn.substr(6), "postgresql",
+                          {"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout",
+                           "application_name", "options", "target_session_attrs"},
+                          {});
+    if (starts(dsn, "mysql:") && !starts(dsn, "mysql://")) {
+        if (dsn.find("unix_socket=") != std::string_view::npos)
+            throw invalid_argument_error(
+                "unix_socket is not supported in a mysql: DSN: leave host out (or say "
+                "localhost) for the server's default socket");
+        return pdo_to_url(dsn.substr(6), "mysql", {}, {"charset"});
+    }
+    for (std::string_view other : {"sqlsrv:", "mssql:", "oci:", "oci8:", "pdo_oci:", "db2:",
+                                   "ibm_db2:", "pdo_sqlsrv:", "odbc:"})
+        if (starts(dsn, other))
+            throw invalid_argument_error(
+                "SQL Server, Oracle, DB2 and ODBC are not supported: the sql strategy speaks "
+                "PostgreSQL, MariaDB/MySQL and SQLite");
+    return std::string(dsn);
+}
+
 sql_dsn parse_sql_dsn(std::string_view dsn) {
+    std::string canonical;
     try {
-        return parse(dsn);
+        canonical = normalize_sql_dsn(dsn);
     } catch (const invalid_argument_error& e) {
         throw invalid_argument_error("sql dsn " + redact_url(dsn) + ": " + e.what());
+    }
+    try {
+        return parse(canonical);
+    } catch (const invalid_argument_error& e) {
+        throw invalid_argument_error("sql dsn " + redact_url(canonical) + ": " + e.what());
     }
 }
 

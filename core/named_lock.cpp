@@ -345,6 +345,12 @@ bool named_lock::acquire_until(lock_mode wanted, deadline until) {
             throw;
         }
         if (!granted && was_held && store_says_ended(s)) report_lost(s, guard);
+        // Symfony's Lock logs every grant at debug level; a program without a logger pays
+        // this one test.
+        if (granted && s.options.logger)
+            s.log(log_level::debug, "acquired",
+                  "acquired " + lock_text(s) +
+                      (wanted == lock_mode::shared ? " (shared)" : " (exclusive)"));
         return granted;
     } catch (const std::exception& e) {
         s.log(log_level::error, "acquire_failed",
@@ -398,6 +404,7 @@ void named_lock::unlock() noexcept {
     const lapse_report lapse(s, guard);
     try {
         release_locked(s);
+        if (s.options.logger) s.log(log_level::debug, "released", "released " + lock_text(s));
     } catch (const error& e) {
         s.log(log_level::error, "release_failed",
               "releasing " + lock_text(s) + " failed: " + e.what(), e.what());
@@ -423,6 +430,7 @@ void named_lock::release() {
         }
         if (s.store->holds(*s.owner))
             throw release_error("lock '" + name() + "' is still held after release");
+        if (s.options.logger) s.log(log_level::debug, "released", "released " + lock_text(s));
     } catch (const std::exception& e) {
         s.log(log_level::error, "release_failed",
               "releasing " + lock_text(s) + " failed: " + e.what(), e.what());

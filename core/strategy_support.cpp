@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <atomic>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -41,6 +42,15 @@ std::uint64_t mix64(std::uint64_t x) noexcept {
     return x ^ (x >> 31);
 }
 
+// `n` (≤ 8) bytes at `p` as a little-endian number, whatever the host's byte order: the name
+// hash is a format shared by every host of a cluster (doc/FORMATS.md).
+std::uint64_t load_le(const char* p, std::size_t n) noexcept {
+    std::uint64_t v = 0;
+    std::memcpy(&v, p, n);
+    if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+    return v;
+}
+
 std::atomic<std::uint64_t> fork_counter{0};
 
 const bool fork_handler_registered = [] {
@@ -64,14 +74,12 @@ name_hash stable_name_hash(std::string_view name) noexcept {
     std::uint64_t b = 0xc2b2ae3d27d4eb4full + name.size();
     std::size_t i = 0;
     for (; i + 8 <= name.size(); i += 8) {
-        std::uint64_t w;
-        std::memcpy(&w, name.data() + i, 8);
+        const std::uint64_t w = load_le(name.data() + i, 8);
         a = mix64(a ^ w);
         b = (b ^ (w * 0x87c37b91114253d5ull)) * 0x4cf5ad432745937full;
         b = (b << 31) | (b >> 33);
     }
-    std::uint64_t tail = 0;
-    std::memcpy(&tail, name.data() + i, name.size() - i);
+    const std::uint64_t tail = load_le(name.data() + i, name.size() - i);
     a = mix64(a ^ tail ^ 0xff51afd7ed558ccdull);
     b = mix64(b ^ tail);
     return {mix64(a + b), mix64(b ^ (a >> 7))};

@@ -7,10 +7,10 @@ _locksmith_commands="run hold strategies explain config status"
 _locksmith_global_options="-h --help --version --config"
 _locksmith_run_options="-h --help -x -e --exclusive -s --shared -n --nonblock --no-wait -w --wait
     --timeout -E --conflict-exit-code --ttl --limit --kill-after --lost-exit-code --strategy --require
-    -c --command -v --verbose"
+    -c --command -v --verbose --json"
 _locksmith_hold_options="-h --help -x -e --exclusive -s --shared -n --nonblock --no-wait -w --wait
     --timeout -E --conflict-exit-code --ttl --limit --kill-after --lost-exit-code --strategy --require
-    -v --verbose"
+    -v --verbose --json"
 _locksmith_strategies_options="-h --help --json"
 _locksmith_explain_options="-h --help --require --json --start"
 _locksmith_status_options="-h --help --strategy --require --json"

@@ -67,7 +67,8 @@ lintian --fail-on error "$tmp"/debs/*.deb
 
 # What was there before, to tell what the packages leave behind.
 places=(/etc /usr/bin /usr/lib /usr/include /usr/share/doc /usr/share/man/man1
-  /usr/share/bash-completion /usr/share/lintian/overrides /var/lib/dpkg/info)
+  /usr/share/bash-completion /usr/share/zsh /usr/share/fish /usr/share/lintian/overrides
+  /var/lib/dpkg/info)
 snapshot() { find "${places[@]}" -name '*locksmith*' 2>/dev/null | sort; }
 
 exec 9>/run/locksmith-test-packages.lock  # root's own folder: no one can plant a link there
@@ -96,6 +97,13 @@ head -n 1 "$tmp/version" | grep -qx "locksmith ${version%-*}"
   sh -c 'test "$(id -un)" = nobody && test -n "$LOCKSMITH_STRATEGY"')
 "${clean[@]}" /usr/bin/locksmith config check /usr/share/doc/locksmith/examples/config.json
 test -s /usr/share/bash-completion/completions/locksmith
+test -s /usr/share/zsh/vendor-completions/_locksmith
+test -s /usr/share/fish/vendor_completions.d/locksmith.fish
+# Each completion loads where its shell is installed (tests/cli/cli_manual_test.cpp checks what
+# they offer).
+bash -c 'source /usr/share/bash-completion/completions/locksmith && complete -p locksmith' >/dev/null
+! command -v zsh >/dev/null || zsh -n /usr/share/zsh/vendor-completions/_locksmith
+! command -v fish >/dev/null || fish -n /usr/share/fish/vendor_completions.d/locksmith.fish
 zcat /usr/share/man/man1/locksmith.1.gz | grep '^\.TH LOCKSMITH 1' >/dev/null
 
 step "apt-get install ./*.deb"

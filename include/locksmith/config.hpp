@@ -61,6 +61,25 @@ struct lock_rule {
 // Does `name` match the glob `pattern`?
 bool glob_match(std::string_view pattern, std::string_view name) noexcept;
 
+// A store as Symfony Lock's StoreFactory::createStore() spells it, as one of our strategies.
+struct store_spelling {
+    std::string strategy;
+    nlohmann::json options;  // the strategy's options, as under strategies.<name>.options
+    bool enable = false;     // the strategy is off by default (memory, null) and this turns it on
+};
+
+// Reads Symfony's spellings: `flock` (file), `flock:///dir` (file, lock_dir), `semaphore`,
+// `in-memory` (memory), `null`, `redis://[pass@]host[:port][/db]` and `rediss://` (redis's url;
+// `?redis_cluster=1` and `?redis_sentinel=MASTER` with more servers as `host[h:p]` parameters,
+// also in the `redis:?host[h:p]&...` form; `dbindex`, `timeout`, `read_timeout`; the PHP
+// client's tuning parameters ignored), `memcached://host[:port]` and `memcached:?host[...]...`,
+// the SQL spellings of normalize_sql_dsn (sql), `pgsql+advisory:...` and
+// `postgresql+advisory://...` (pg_advisory) and `zookeeper://host[,host][:port]`.
+// Throws invalid_argument_error naming what is not supported (MongoDB, SQL Server, Oracle, a
+// RedisArray of independent servers, server weights, Memcached SASL, ...); messages show the
+// DSN only through redact_url.
+store_spelling parse_store_dsn(std::string_view dsn);
+
 // What a config says about one strategy; unset fields keep the strategy's defaults. The
 // registry keeps one per strategy name (strategy_registry::set_override).
 struct strategy_settings {

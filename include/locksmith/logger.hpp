@@ -24,6 +24,9 @@
 //   info     waited               a wait that was logged as slow ended (acquired or gave up);
 //                                 duration = the whole wait
 //   debug    renewed              the renewal thread renewed a lock; duration = the store call
+//   debug    acquired             a lock was granted (every successful acquire, as Symfony's Lock)
+//   debug    released             a release succeeded (unlock(), release(), the destructor; also
+//                                 a release of a lock that was not held, as Symfony's)
 //
 // No record carries a secret: endpoints are written through redact_url, and messages are the
 // library's own errors, which never quote one.

@@ -67,6 +67,8 @@ class options_reader {
 //    but plain ones (letters, digits, ._-,:/[]) of host, hostaddr, port, dbname and user; from
 //    what cannot be read as keyword=value on (an unterminated quote, a word without '='),
 //    everything is "***".
+//  - A PDO DSN (`pgsql:host=db;dbname=app;password=x`, Symfony's spelling): as the keyword/value
+//    form, its ';' separators kept.
 //  - Anything else (memcached's user:password@host:port) is read as a URL without scheme.
 std::string redact_url(std::string_view url);
 

@@ -122,7 +122,7 @@ struct etcd_key_state final : key_local_state {
 // The wire names of the key's queue under a lock name.
 struct queue_names {
     queue_names(const std::string& prefix, std::string_view name)
-        : queue_names(prefix + stable_name_hash(name).hex() + "/") {}
+        : queue_names(etcd_lock_queue(prefix, name)) {}
     // The queue of a lock key (`dir` is the key up to its last '/').
     explicit queue_names(std::string queue_dir)
         : dir(std::move(queue_dir)), dir_b64(base64(dir)), end_b64(base64(prefix_end(dir))) {}
@@ -990,6 +990,10 @@ std::vector<std::string> etcd_options::backends() const {
         for (auto& id : server_identities(e.host, e.port)) ids.push_back(std::move(id));
     }
     return ids;
+}
+
+std::string etcd_lock_queue(std::string_view prefix, std::string_view name) {
+    return std::string(prefix) + stable_name_hash(name).hex() + "/";
 }
 
 }  // namespace locksmith::strategies

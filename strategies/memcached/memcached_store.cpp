@@ -261,12 +261,7 @@ class memcached_store final : public store {
     }
 
     std::string item_key(std::string_view name) const {
-        const std::size_t room = 250 - options_.key_prefix.size();
-        bool plain = !name.empty() && name.size() <= room && name.front() != '#';
-        for (unsigned char c : name)
-            if (c <= 0x20 || c >= 0x7f) plain = false;
-        if (plain) return options_.key_prefix + std::string(name);
-        return options_.key_prefix + "#" + sha256_hex(name);
+        return memcached_item_key(options_.key_prefix, name);
     }
 
     // Rendezvous (highest random weight) hashing: each item goes to the server whose hash with
@@ -276,10 +271,8 @@ class memcached_store final : public store {
         if (servers_.size() == 1) return *servers_.front();
         server* best = nullptr;
         std::uint64_t best_weight = 0;
-        std::string probe;
         for (auto& s : servers_) {
-            probe.assign(s->address).append(1, '\n').append(item);
-            const std::uint64_t weight = stable_name_hash(probe).high;
+            const std::uint64_t weight = memcached_server_weight(s->address, item);
             if (best == nullptr || weight > best_weight) {
                 best = s.get();
                 best_weight = weight;
@@ -395,6 +388,21 @@ std::vector<std::string> memcached_options::backends() const {
     for (const auto& [host, port] : servers)
         for (auto& id : server_identities(host, port)) ids.push_back(std::move(id));
     return ids;
+}
+
+std::string memcached_item_key(std::string_view key_prefix, std::string_view name) {
+    const std::size_t room = key_prefix.size() < 250 ? 250 - key_prefix.size() : 0;
+    bool plain = !name.empty() && name.size() <= room && name.front() != '#';
+    for (unsigned char c : name)
+        if (c <= 0x20 || c >= 0x7f) plain = false;
+    if (plain) return std::string(key_prefix) + std::string(name);
+    return std::string(key_prefix) + "#" + sha256_hex(name);
+}
+
+std::uint64_t memcached_server_weight(std::string_view address, std::string_view item_key) {
+    thread_local std::string probe;
+    probe.assign(address).append(1, '\n').append(item_key);
+    return stable_name_hash(probe).high;
 }
 
 }  // namespace locksmith::strategies

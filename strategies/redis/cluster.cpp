@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/strategies/redis.hpp>
 
 namespace locksmith::strategies::redis_detail {
 namespace {
@@ -356,3 +357,17 @@ reply_ptr slot_router::command(std::uint16_t slot, std::optional<lease>& c,
 }
 
 }  // namespace locksmith::strategies::redis_detail
+
+namespace locksmith::strategies {
+
+std::string redis_key(std::string_view key_prefix, std::string_view kind, std::string_view name,
+                      bool cluster) {
+    std::string out;
+    out.reserve(key_prefix.size() + kind.size() + name.size() + 10);
+    out.append(key_prefix).append(kind);
+    if (cluster) out.append(redis_detail::hash_tag(name));
+    out.append(name);
+    return out;
+}
+
+}  // namespace locksmith::strategies

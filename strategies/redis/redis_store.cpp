@@ -439,12 +439,7 @@ class redis_store final : public store {
 
     // In a cluster, every key and channel of a name carries its hash tag (one slot).
     std::string name_of(std::string_view kind, std::string_view resource) const {
-        std::string out;
-        out.reserve(options_.key_prefix.size() + kind.size() + resource.size() + 10);
-        out.append(options_.key_prefix).append(kind);
-        if (router_) out.append(hash_tag(resource));
-        out.append(resource);
-        return out;
+        return redis_key(options_.key_prefix, kind, resource, router_ != nullptr);
     }
 
     // The connection for an operation on `resource`.

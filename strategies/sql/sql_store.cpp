@@ -126,9 +126,8 @@ class sql_store final : public store {
     }
 
   private:
-    // Fixed-size, stable across processes, hosts and versions (stable_name_hash never changes).
     static std::string key_id(std::string_view resource) {
-        return stable_name_hash(resource).hex();
+        return sql_key_id(resource);
     }
 
     connection_pool<connection>::settings pool_settings() {
@@ -189,6 +188,11 @@ std::shared_ptr<store> make_sql_store(const sql_options& options) {
     auto with_password = options;
     with_password.dsn.password = std::move(password);
     return std::make_shared<sql_store>(with_password);
+}
+
+// Fixed-size, stable across processes, hosts and versions (stable_name_hash never changes).
+std::string sql_key_id(std::string_view name) {
+    return stable_name_hash(name).hex();
 }
 
 }  // namespace locksmith::strategies

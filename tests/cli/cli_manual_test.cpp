@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-// The manual page and the bash completion (issue 12 item 9) against --help: each command's
-// options in doc/locksmith.1 and in doc/locksmith.bash are exactly those its --help lists, so
-// that an option added, renamed or removed in cli/main.cpp fails here until both follow.
+// The manual page and the bash, zsh and fish completions (issue 12 item 9, issue 26) against
+// --help: each command's options in doc/locksmith.1, doc/locksmith.bash, doc/_locksmith and
+// doc/locksmith.fish are exactly those its --help lists, so that an option added, renamed or
+// removed in cli/main.cpp fails here until all of them follow.
 #include <boost/test/unit_test.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "cli/cli_sandbox.hpp"
+#include "support/skip_report.hpp"
 #include "support/test_paths.hpp"
 
 using locksmith::test::cli_sandbox;
@@ -128,6 +132,57 @@ options from_completion(const std::vector<std::string>& words) {
     return out;
 }
 
+// The output of `shell` -c `script`, or nullopt when that shell is not installed.
+std::optional<std::string> shell_output(const std::string& shell, const std::string& script) {
+    if (std::system(("command -v " + shell + " >/dev/null 2>&1").c_str()) != 0) return std::nullopt;
+    FILE* pipe = ::popen(
+        (shell + " -c '" + std::regex_replace(script, std::regex("'"), "'\\''") + "' 2>&1").c_str(),
+        "r");
+    BOOST_REQUIRE(pipe != nullptr);
+    std::string output;
+    char buffer[4096];
+    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+    BOOST_REQUIRE_MESSAGE(::pclose(pipe) == 0, shell << ": " << output);
+    return output;
+}
+
+std::string quoted_words(const std::vector<std::string>& words) {
+    std::string out;
+    for (const auto& w : words) out += " '" + w + "'";
+    return out;
+}
+
+// The options zsh's completion (doc/_locksmith) gives _arguments after `words`: the function
+// runs in zsh with _arguments and its helpers replaced by ones that print what they are given,
+// and the option of each spec is read ("(-x -e)-x[...]", "--wait=[...]:seconds:").
+std::optional<options> from_zsh_completion(const std::vector<std::string>& words) {
+    const auto output = shell_output(
+        "zsh",
+        "_arguments() { print -rl -- \"$@\" }; _describe() { : }; _values() { : }; "
+        "_files() { : }; _normal() { : }; _call_program() { : }; words=(locksmith" +
+            quoted_words(words) + " -); CURRENT=${#words}; source '" + doc_dir + "/_locksmith'");
+    if (!output) return std::nullopt;
+    options out;
+    const std::regex spec(R"(^(\([^)]*\))?\*?(--?[A-Za-z][A-Za-z0-9-]*))");
+    std::smatch m;
+    for (const auto& line : lines_of(*output))
+        if (std::regex_search(line, m, spec)) out.insert(m[2]);
+    return out;
+}
+
+// What fish offers for "-" after `words` (doc/locksmith.fish, asked with `complete -C`).
+std::optional<options> from_fish_completion(const std::vector<std::string>& words) {
+    std::string line = "locksmith";
+    for (const auto& w : words) line += " " + w;
+    const auto output = shell_output(
+        "fish", "source '" + doc_dir + "/locksmith.fish'; complete -C '" + line + " -'");
+    if (!output) return std::nullopt;
+    options out;
+    for (const auto& l : lines_of(*output))
+        if (!l.empty()) out.insert(l.substr(0, l.find('\t')));
+    return out;
+}
+
 struct command_case {
     std::vector<std::string> words;  // after "locksmith"
     std::string heading;             // its part of the man page
@@ -165,6 +220,32 @@ BOOST_AUTO_TEST_CASE(completion_offers_the_help_options) {
             BOOST_TEST(join(from_completion(c.words)) == join(from_help(c.words)));
         }
     }
+}
+
+// zsh's and fish's completions follow the same list as bash's: --help (Debian: zsh, fish).
+BOOST_AUTO_TEST_CASE(zsh_and_fish_completions_offer_the_help_options) {
+    for (const auto& c : commands) {
+        BOOST_TEST_CONTEXT(c.heading) {
+            const auto help = join(from_help(c.words));
+            const auto zsh = from_zsh_completion(c.words);
+            const auto fish = from_fish_completion(c.words);
+            if (!zsh || !fish) {
+                locksmith::test::skip_case(
+                    "zsh or fish is not installed (apt-get install zsh fish): their "
+                    "completions are not checked");
+                return;
+            }
+            BOOST_TEST(join(*zsh) == help);
+            BOOST_TEST(join(*fish) == help);
+        }
+    }
+    // The commands each offers where a command goes.
+    const auto fish_commands =
+        shell_output("fish", "source '" + doc_dir + "/locksmith.fish'; complete -C 'locksmith '");
+    options offered;
+    for (const auto& l : lines_of(*fish_commands))
+        if (!l.empty()) offered.insert(l.substr(0, l.find('\t')));
+    BOOST_TEST(join(offered) == "config explain hold run status strategies");
 }
 
 // The commands --help lists, in its order, joined by spaces.

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_sandbox.hpp"
 
 using namespace std::chrono_literals;
@@ -282,6 +284,63 @@ BOOST_AUTO_TEST_CASE(command_not_found_and_not_executable) {
     // The lock was released after the failed exec.
     r = box.run(run_args(box, {"-n", "x", "--", "true"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
+}
+
+// run --json: one line on stderr however the run ends, once the lock was asked for.
+BOOST_AUTO_TEST_CASE(json_says_how_the_run_ended) {
+    cli_sandbox box;
+    auto summary = [](const cli_result& r) {
+        BOOST_REQUIRE_MESSAGE(
+            !r.err.empty() && r.err.back() == '\n' && r.err.find('\n') == r.err.size() - 1,
+            "one line: " + r.err);
+        return nlohmann::json::parse(r.err);
+    };
+    auto r = box.run(run_args(box, {"--json", "job", "--", "sh", "-c", "exit 3"}));
+    BOOST_TEST(r.exit_code == 3, describe(r));
+    auto j = summary(r);
+    BOOST_TEST(j["name"] == "job");
+    BOOST_TEST(!j["strategy"].get<std::string>().empty());
+    BOOST_TEST(j["mode"] == "exclusive");
+    BOOST_TEST(j["acquired"] == true);
+    BOOST_TEST(j["waited_s"].get<double>() >= 0.0);
+    BOOST_TEST(j["held_s"].get<double>() >= 0.0);
+    BOOST_TEST(j["command_status"] == 3);
+    BOOST_TEST(j["exit_status"] == 3);
+    BOOST_TEST(j["lost"] == false);
+    BOOST_TEST(j["released"] == true);
+
+    // Held elsewhere: not acquired, no command, the conflict code.
+    auto holder =
+        box.start(run_args(box, {"busy", "-c", "touch " + box.path("ready") + "; sleep 60"}));
+    BOOST_REQUIRE(wait_for_file(box.path("ready")));
+    r = box.run(run_args(box, {"--json", "-n", "-E", "9", "busy", "--", "true"}));
+    BOOST_TEST(r.exit_code == 9, describe(r));
+    j = summary(r);
+    BOOST_TEST(j["acquired"] == false);
+    BOOST_TEST(j["held_s"].is_null());
+    BOOST_TEST(j["command_status"].is_null());
+    BOOST_TEST(j["released"] == false);
+    BOOST_TEST(j["exit_status"] == 9);
+    ::kill(holder.pid, SIGTERM);
+    box.wait(holder);
+
+    // A command that cannot start: its line comes after the error.
+    r = box.run(run_args(box, {"--json", "x", "--", "/nonexistent/command"}));
+    BOOST_TEST(r.exit_code == 127, describe(r));
+    BOOST_REQUIRE(r.err.find("\n{") == std::string::npos && r.err.front() == '{');
+    j = nlohmann::json::parse(r.err.substr(0, r.err.find('\n')));
+    BOOST_TEST(r.err.find("locksmith: cannot run /nonexistent/command") != std::string::npos);
+    BOOST_TEST(j["released"] == true);
+    BOOST_TEST(j["exit_status"] == 127);
+    BOOST_TEST(j["command_status"].is_null());
+    BOOST_TEST(j["acquired"] == true);
+
+    // A name that is not UTF-8 comes back exactly, in base64.
+    r = box.run(run_args(box, {"--json", "n\xff", "--", "true"}));
+    BOOST_TEST(r.exit_code == 0, describe(r));
+    j = summary(r);
+    BOOST_TEST(j["name"].is_null());
+    BOOST_TEST(j["name_base64"] == "bv8=");
 }
 
 BOOST_AUTO_TEST_CASE(verbose_says_which_strategy_and_why) {

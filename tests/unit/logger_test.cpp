@@ -177,6 +177,43 @@ BOOST_AUTO_TEST_CASE(acquire_failure_is_logged_and_still_thrown) {
     BOOST_TEST(f.sink->of("acquire_failed").size() == 2u);
 }
 
+// Symfony's Lock logs every grant and every release at debug level; its LockTest
+// (testSuccessReleaseLog) expects exactly one record for a release, even of a lock not held.
+BOOST_AUTO_TEST_CASE(every_grant_and_release_is_a_debug_record) {
+    fixture f;
+    auto& factory = f.factory();
+    auto lock = factory.create_lock("x");
+    lock.release();  // never acquired
+    auto released = f.sink->of("released");
+    BOOST_REQUIRE(released.size() == 1u);
+    BOOST_TEST(released[0].level == log_level::debug);
+    BOOST_TEST(released[0].name == "x");
+    BOOST_TEST(released[0].strategy == "alpha");
+    BOOST_TEST(f.sink->of("acquired").empty());
+
+    lock.lock();
+    auto other = factory.create_lock("x");
+    BOOST_TEST(!other.try_lock());  // contention is no grant
+    auto acquired = f.sink->of("acquired");
+    BOOST_REQUIRE(acquired.size() == 1u);
+    BOOST_TEST(acquired[0].level == log_level::debug);
+    BOOST_TEST(acquired[0].name == "x");
+    BOOST_TEST(contains(acquired[0].message, "'x'"), acquired[0].message);
+    lock.unlock();
+    {
+        auto scoped = factory.create_lock("y");
+        scoped.lock();
+    }  // the destructor releases
+    BOOST_TEST(f.sink->of("released").size() == 3u);
+    BOOST_TEST(f.sink->of("acquired").size() == 2u);
+    // A release that fails is an error record, not a debug one.
+    lock.lock();
+    f.alpha.last_store()->fail_release(true);
+    BOOST_CHECK_THROW(lock.release(), error);
+    BOOST_TEST(f.sink->of("released").size() == 3u);
+    f.alpha.last_store()->fail_release(false);
+}
+
 BOOST_AUTO_TEST_CASE(release_failure_is_logged_both_ways) {
     fixture f;
     auto& factory = f.factory();
@@ -366,8 +403,8 @@ BOOST_AUTO_TEST_CASE(a_throwing_sink_breaks_nothing) {
     auto lock = factory.create_lock("x", request);
     lock.lock();
     f.alpha.last_store()->fail_release(true);
-    lock.unlock();  // noexcept: the sink's exception must not escape
-    BOOST_TEST(sink->calls == 1);
+    lock.unlock();                             // noexcept: the sink's exception must not escape
+    BOOST_TEST(sink->calls == 2);              // the grant's debug record, then the failed release
     BOOST_CHECK_THROW(lock.release(), error);  // the lock's error, not the sink's
 }
 

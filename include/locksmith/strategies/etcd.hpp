@@ -69,6 +69,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -118,6 +119,10 @@ struct etcd_options {
     // (strategy_descriptor::backends): each endpoint ("host:port").
     std::vector<std::string> backends() const;
 };
+
+// The key prefix under which `name`'s lock keys queue, `<prefix><hash hex>/` (see Owner above):
+// a frozen format (doc/FORMATS.md), for `etcdctl get --prefix`.
+std::string etcd_lock_queue(std::string_view prefix, std::string_view name);
 
 // Connects to the first endpoint that answers and checks that it is an etcd v3 gateway.
 // Throws invalid_argument_error for bad options, backend_error when no endpoint answers.

@@ -52,8 +52,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -91,6 +93,13 @@ struct memcached_options {
 
 // Parses "host:port[,host:port...]". Throws invalid_argument_error.
 std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::string& text);
+
+// The item key of `name` (see Keys above): a frozen format (doc/FORMATS.md), for admins.
+std::string memcached_item_key(std::string_view key_prefix, std::string_view name);
+
+// The weight of server `address` ("host:port" as listed) for the item `item_key` in the
+// rendezvous hashing over several servers: the item lives on the server of highest weight.
+std::uint64_t memcached_server_weight(std::string_view address, std::string_view item_key);
 
 // Opens one connection to every listed server, so that a wrong endpoint, a server that is down
 // or one older than memcached 1.6.10 fails here.

@@ -220,6 +220,12 @@ struct redis_options {
     std::vector<std::string> backends() const;
 };
 
+// The Redis key (or channel) of kind `kind` ("lock:", "fence:", "wait:", "queue:", "readers:",
+// "chan:") for `name`: `<key_prefix><kind><name>`, with the name's hash tag before the name when
+// `cluster` (see Redis Cluster above). A frozen format (doc/FORMATS.md): for `redis-cli` and ACLs.
+std::string redis_key(std::string_view key_prefix, std::string_view kind, std::string_view name,
+                      bool cluster);
+
 // Reads the password files, then connects (and authenticates) once, so that a wrong endpoint
 // fails here: behind Sentinel, asks the Sentinels and checks the master's ROLE.
 // Throws invalid_argument_error for bad options (TLS options without rediss://, a certificate or

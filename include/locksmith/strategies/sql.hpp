@@ -121,8 +121,22 @@ struct sql_dsn {
     std::vector<std::string> servers() const;
 };
 
-// Parses the forms above. Throws invalid_argument_error naming what is wrong, never the password.
+// Parses the forms above, and the spellings of Symfony's and Doctrine's docs, which
+// normalize_sql_dsn turns into them. Throws invalid_argument_error naming what is wrong, never
+// the password.
 sql_dsn parse_sql_dsn(std::string_view dsn);
+
+// `dsn` in the forms above: Doctrine DBAL's `pgsql://` (postgresql://), `mysql2://` (mysql://),
+// `sqlite3:///abs/path`, `sqlite:////abs/path` and `sqlite://localhost//abs/path` (sqlite:///
+// abs/path), and PDO's `sqlite:/abs/path`, `pgsql:host=H;port=P;dbname=D[;user=U;password=W;
+// sslmode=...]` and `mysql:host=H;port=P;dbname=D[;charset=C]` (URLs with those parts). Other
+// text is returned as it is. Throws invalid_argument_error for a spelling that cannot work
+// (sqlite::memory:, a relative SQLite path, unix_socket, SQL Server, Oracle, DB2), naming keys,
+// never values.
+std::string normalize_sql_dsn(std::string_view dsn);
+
+// The key_id of `name`'s row (see Rows above): a frozen format (doc/FORMATS.md), for queries.
+std::string sql_key_id(std::string_view name);
 
 struct sql_options {
     sql_dsn dsn;
