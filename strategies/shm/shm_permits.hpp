@@ -71,10 +71,13 @@ class permit_file {
     std::uint32_t limit() const noexcept { return limit_; }
     permit_slot& slot(std::uint32_t i) noexcept { return slots_[i]; }
 
-    // Sleeps until a permit may have come free (a holder unlocked or died) or `until` passes.
-    // Returns immediately when one is free already. Returns false when the kernel has no
-    // futex_waitv (the caller polls).
+    // Sleeps until a permit may have come free (a holder unlocked or died), `until` passes or
+    // a slice of 50 ms ends. Returns immediately when one is free already. Returns false when
+    // the kernel has no futex_waitv (the caller polls).
     bool wait(deadline until);
+    // For the permit `i` this thread took after waiting: sets FUTEX_WAITERS on its lock word, so
+    // that its unlock wakes the next sleeper (glibc's rule for a lock taken after a wait).
+    void keep_waking(std::uint32_t i);
 
     // Whether the segment was removed from /dev/shm since it was opened (an administrator's rm):
     // its permits no longer exclude anyone who opens the name anew.

@@ -319,6 +319,7 @@ class shm_store final : public store {
                 ") so that the next user sets the limit anew");
         backoff polls;  // only where the kernel has no futex_waitv
         const std::uint32_t permits = file->limit();
+        bool waited = false;
         for (;;) {
             std::uint32_t mine = 0;  // permits this thread holds through other owners
             for (std::uint32_t i = 0; i < permits; ++i) {
@@ -336,6 +337,8 @@ class shm_store final : public store {
                 s.holder_pid.store(me.pid, std::memory_order_relaxed);
                 s.holder_tid.store(me.tid, std::memory_order_relaxed);
                 set_permit_number(k, i + 1);
+                // Other sleepers may be queued on this word still: our unlock must wake one.
+                if (waited) file->keep_waking(i);
                 return true;
             }
             if (try_only) return false;
@@ -349,6 +352,7 @@ class shm_store final : public store {
                 return false;
             }
             if (deadline::clock::now() >= until) return false;
+            waited = true;
             if (!file->wait(until) && !polls.sleep(until)) return false;
         }
     }

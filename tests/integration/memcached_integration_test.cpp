@@ -498,6 +498,11 @@ BOOST_AUTO_TEST_SUITE(memcached_faults,
                           servers_variable}))
 
 BOOST_AUTO_TEST_CASE(server_stopped_while_held_then_restarted) {
+    // Forks a waiter: alone in a process of its own, without earlier cases' threads.
+    if (!test::running_alone()) {
+        BOOST_TEST(test::run_alone_in_a_fresh_process(120s) == 0);
+        return;
+    }
     const int port = test::free_port();
     test::private_server server(test::private_memcached_argv(port), port);
     const auto options = options_for("127.0.0.1:" + std::to_string(port));
