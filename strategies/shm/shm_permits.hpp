@@ -72,12 +72,15 @@ class permit_file {
     permit_slot& slot(std::uint32_t i) noexcept { return slots_[i]; }
 
     // Sleeps until a permit may have come free (a holder unlocked or died), `until` passes or
-    // a slice of 50 ms ends. Returns immediately when one is free already. Returns false when
+    // a slice of 2 s ends. Returns immediately when one is free already. Returns false when
     // the kernel has no futex_waitv (the caller polls).
     bool wait(deadline until);
     // For the permit `i` this thread took after waiting: sets FUTEX_WAITERS on its lock word, so
     // that its unlock wakes the next sleeper (glibc's rule for a lock taken after a wait).
     void keep_waking(std::uint32_t i);
+    // For a waiter that leaves without a permit: wakes one sleeper of each permit that has
+    // some, since the wake-up this waiter may have taken was meant for whoever comes next.
+    void pass_on_wake_ups();
 
     // Whether the segment was removed from /dev/shm since it was opened (an administrator's rm):
     // its permits no longer exclude anyone who opens the name anew.

@@ -351,7 +351,10 @@ class shm_store final : public store {
                 std::this_thread::sleep_until(until);
                 return false;
             }
-            if (deadline::clock::now() >= until) return false;
+            if (deadline::clock::now() >= until) {
+                if (waited) file->pass_on_wake_ups();
+                return false;
+            }
             waited = true;
             if (!file->wait(until) && !polls.sleep(until)) return false;
         }
