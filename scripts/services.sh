@@ -27,7 +27,8 @@
 # (12281: the client ports of the three members are it and the next two, their quorum ports the
 # next three, their election ports the three after), LOCKSMITH_REDIS_QUORUM_PORT (16380; the
 # three members use it and the next two), LOCKSMITH_REDIS_SENTINEL_PORT (16390: a master, its
-# replica, then three Sentinels on the next four), LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes
+# replica, then three Sentinels on the next four; LOCKSMITH_REDIS_SENTINEL_TLS=1: TLS only),
+# LOCKSMITH_REDIS_CLUSTER_PORT (16400: six nodes
 # of a Redis Cluster, three masters and a replica of each, on it and the next five; bus ports 1000
 # above; LOCKSMITH_REDIS_CLUSTER_TLS=1: TLS only), LOCKSMITH_SERVICES (default: all, "certs redis redis-tls memcached postgres mariadb
 # zookeeper zookeeper-ensemble etcd etcd-cluster redis-quorum redis-sentinel redis-cluster";
@@ -561,23 +562,34 @@ start_redis_quorum() {
 # (masterauth), the Sentinels to the servers (auth-pass) and to each other (sentinel-pass). Short
 # timeouts, so that a failover in the tests takes seconds. A Sentinel rewrites its file, so it
 # is written only at the first start; later starts find the roles as the last failover left them.
+# With LOCKSMITH_REDIS_SENTINEL_TLS=1 (a test's rig of its own) every one of them speaks only
+# TLS, to clients, to each other and for replication, and requires a client certificate (the
+# certificates of `certs`; the server certificate is the client one between them).
 sentinel_master=locksmith-test
 sentinel_password=locktest-sentinel-pw
+sentinel_tls=${LOCKSMITH_REDIS_SENTINEL_TLS:-}
 redis_auth_ping_port() {
-  redis-cli -h 127.0.0.1 -p "$1" --no-auth-warning -a "$sentinel_password" ping 2>/dev/null | grep -q PONG
+  local tls=$state_dir/tls how=()
+  [ -z "$sentinel_tls" ] || how=(--tls --cacert "$tls/ca.pem" --cert "$tls/client.pem" --key "$tls/client.key")
+  redis-cli "${how[@]}" -h 127.0.0.1 -p "$1" --no-auth-warning -a "$sentinel_password" ping 2>/dev/null | grep -q PONG
 }
 sentinel_member_ping() { redis_auth_ping_port "$sentinel_member_port"; }
 start_redis_sentinel() {
   need redis-server redis-server && need redis-cli redis-tools || return 1
-  local i rc=0 dir conf
+  local i rc=0 dir conf tls=$state_dir/tls listen=()
+  [ -z "$sentinel_tls" ] || [ -s "$tls/client.pem" ] || make_certs || return 1
   for i in 0 1; do
     sentinel_member_port=$((sentinel_port + i))
     local role=()
     [ "$i" = 0 ] || role=(--replicaof 127.0.0.1 "$sentinel_port")
+    listen=(--port "$sentinel_member_port")
+    [ -z "$sentinel_tls" ] || listen=(--port 0 --tls-port "$sentinel_member_port"
+      --tls-replication yes --tls-cert-file "$tls/server.pem" --tls-key-file "$tls/server.key"
+      --tls-ca-cert-file "$tls/ca.pem" --tls-auth-clients yes)
     # A server that a failover demoted was rewritten by nobody (no config file): its role comes
     # from the command line, and Sentinel corrects it within a second.
     start_one "redis-sentinel-server-$i" redis-server sentinel_member_ping "$sentinel_member_port" \
-      redis-server --bind 127.0.0.1 --port "$sentinel_member_port" --protected-mode yes \
+      redis-server --bind 127.0.0.1 "${listen[@]}" --protected-mode yes \
       --daemonize no --dir "$state_dir/redis-sentinel-server-$i" --save '' --appendonly no \
       --requirepass "$sentinel_password" --masterauth "$sentinel_password" "${role[@]}" || rc=1
   done
@@ -586,9 +598,16 @@ start_redis_sentinel() {
     dir=$state_dir/redis-sentinel-$i
     conf=$dir/sentinel.conf
     mkdir -p "$dir"
-    [ -s "$conf" ] || cat >"$conf" <<CONF
+    if [ ! -s "$conf" ]; then
+      if [ -n "$sentinel_tls" ]; then
+        printf '%s\n' "port 0" "tls-port $sentinel_member_port" "tls-replication yes" \
+          "tls-cert-file $tls/server.pem" "tls-key-file $tls/server.key" \
+          "tls-ca-cert-file $tls/ca.pem" "tls-auth-clients yes"
+      else
+        echo "port $sentinel_member_port"
+      fi >"$conf"
+      cat >>"$conf" <<CONF
 bind 127.0.0.1
-port $sentinel_member_port
 dir $dir
 requirepass $sentinel_password
 sentinel sentinel-pass $sentinel_password
@@ -598,6 +617,7 @@ sentinel down-after-milliseconds $sentinel_master 1000
 sentinel failover-timeout $sentinel_master 5000
 sentinel parallel-syncs $sentinel_master 1
 CONF
+    fi
     chmod 600 "$conf"
     start_one "redis-sentinel-$i" redis-server sentinel_member_ping "$sentinel_member_port" \
       redis-server "$conf" --sentinel || rc=1

@@ -270,6 +270,11 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
         o.endpoint.host.clear();
         if (auto v = r.string("user")) o.endpoint.user = *v;
         if (auto v = r.integer("db", 0, 1'000'000)) o.endpoint.db = int(*v);
+        // TLS to the Sentinels and to the master they name (their tls-port, tls-replication
+        // yes): the Sentinels' answers decide where the lock's commands go, so they need it
+        // as much as the master does.
+        if (auto v = r.boolean("tls")) o.endpoint.tls = *v;
+        for (auto& s : o.sentinels) s.tls = o.endpoint.tls;
         o.wait_replicas = 1;
     }
     // The master's password: with `url` in it, or from a file or a variable; with `sentinels`
@@ -300,8 +305,8 @@ redis_options redis_options::from_json(const nlohmann::json& options) {
                            "with 'cluster', key_prefix may not contain '{' or '}': the keys' hash "
                            "tag (which keeps a name's keys in one slot) must be their first {...}");
     if (auto v = r.integer("pool_size", 1, 1024)) o.pool_size = std::size_t(*v);
-    auto t = cluster ? tls::read_tls_options(r, o.endpoint.tls, "/tls", "'tls': true")
-                     : tls::read_tls_options(r, o.endpoint.tls, "/url", "a rediss:// url");
+    auto t = url ? tls::read_tls_options(r, o.endpoint.tls, "/url", "a rediss:// url")
+                 : tls::read_tls_options(r, o.endpoint.tls, "/tls", "'tls': true");
     o.ca_file = std::move(t.ca_file);
     o.cert_file = std::move(t.cert_file);
     o.key_file = std::move(t.key_file);

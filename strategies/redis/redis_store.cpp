@@ -114,7 +114,7 @@ class redis_store final : public store {
           options_(std::move(options)),
           tls_(make_tls_context(options_)),
           locator_(options_.sentinels.empty() ? nullptr
-                                              : std::make_unique<master_locator>(options_)),
+                                              : std::make_unique<master_locator>(options_, tls_)),
           router_(options_.cluster.empty() ? nullptr
                                            : std::make_unique<slot_router>(options_, tls_)),
           pool_(settings()) {

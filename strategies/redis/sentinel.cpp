@@ -5,6 +5,7 @@
 #include <charconv>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <locksmith/errors.hpp>
 
@@ -23,7 +24,9 @@ std::string host_port(const redis_endpoint& e) {
 
 }  // namespace
 
-master_locator::master_locator(const redis_options& options) : options_(options) {}
+master_locator::master_locator(const redis_options& options,
+                               std::shared_ptr<const tls::tls_context> tls)
+    : options_(options), tls_(std::move(tls)) {}
 
 std::string master_locator::description() const {
     std::string out = "master '" + options_.master_name + "' of Sentinels ";
@@ -56,8 +59,7 @@ std::unique_ptr<connection> master_locator::connect() {
             generation = generation_;
         }
         try {
-            // Sentinel mode has no rediss:// url, so no TLS (make_tls_context refuses TLS options).
-            auto c = std::make_unique<connection>(options_, master, nullptr);
+            auto c = std::make_unique<connection>(options_, master, tls_);
             auto role = c->command({"ROLE"});
             c->check(role.get(), "asking for its role");
             const std::string_view said = role->type == REDIS_REPLY_ARRAY && role->elements > 0
@@ -92,7 +94,7 @@ redis_endpoint master_locator::ask_sentinels() {
         const auto& sentinel = options_.sentinels[i];
         std::string why;
         try {
-            connection s(options_, sentinel, nullptr);
+            connection s(options_, sentinel, tls_);
             auto r = s.command({"SENTINEL", "get-master-addr-by-name", options_.master_name});
             s.check(r.get(), "asking for the master");
             if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {

@@ -20,8 +20,9 @@ namespace locksmith::strategies::redis_detail {
 
 class master_locator {
   public:
-    // `options` (sentinels, master_name, the master's credentials) must outlive the locator.
-    explicit master_locator(const redis_options& options);
+    // `options` (sentinels, master_name, the master's credentials) must outlive the locator;
+    // `tls` (make_tls_context's; null without "tls": true) serves the Sentinels and the master.
+    master_locator(const redis_options& options, std::shared_ptr<const tls::tls_context> tls);
 
     // A new connection to the master, tagged with the generation it was found in. Asks the
     // Sentinels when no master is known (in order, from the one that answered last; a dead or
@@ -47,6 +48,7 @@ class master_locator {
     redis_endpoint ask_sentinels();
 
     const redis_options& options_;
+    const std::shared_ptr<const tls::tls_context> tls_;
     std::mutex mutex_;
     std::optional<redis_endpoint> master_;  // guarded by mutex_
     std::size_t first_ = 0;                 // the Sentinel to ask first; guarded by mutex_

@@ -86,10 +86,15 @@ std::string ask(int port, const std::vector<std::string>& args) {
 }
 
 // A Sentinel rig of this test's own: ports base (master at start), base + 1 (replica),
-// base + 2..4 (Sentinels).
+// base + 2..4 (Sentinels). With `tls`, every one of them speaks only TLS and wants a client
+// certificate (services.sh's LOCKSMITH_REDIS_SENTINEL_TLS); the rig is then asked through
+// redis-cli, since hiredis 0.14 has no TLS.
 class private_rig {
   public:
-    private_rig() : dir_("/tmp/locksmith-sentinel-rig-" + std::to_string(::getpid())) {
+    explicit private_rig(bool tls = false)
+        : dir_("/tmp/locksmith-sentinel-rig-" + std::string(tls ? "tls-" : "") +
+               std::to_string(::getpid())),
+          tls_(tls) {
         for (int attempt = 0; attempt < 5; ++attempt) {
             base_ = test::free_ports(5);
             if (run("start") == 0) return;
@@ -104,6 +109,27 @@ class private_rig {
     private_rig(const private_rig&) = delete;
     private_rig& operator=(const private_rig&) = delete;
 
+    std::string tls_dir() const { return dir_ + "/tls"; }
+    // ask() above, over TLS when the rig speaks it.
+    std::string ask(int port, const std::vector<std::string>& args) const {
+        if (!tls_) return ::ask(port, args);
+        std::string cmd = "redis-cli --tls --cacert '" + tls_dir() + "/ca.pem' --cert '" +
+                          tls_dir() + "/client.pem' --key '" + tls_dir() +
+                          "/client.key' --no-auth-warning -a " + password + " -p " +
+                          std::to_string(port);
+        for (const auto& a : args) cmd += " '" + a + "'";
+        std::string out;
+        if (FILE* f = ::popen((cmd + " 2>/dev/null").c_str(), "r")) {
+            char line[4096];
+            while (std::fgets(line, sizeof line, f)) {
+                std::string l(line);
+                while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+                out += (out.empty() ? "" : " ") + l;
+            }
+            ::pclose(f);
+        }
+        return out;
+    }
     int sentinel_port(int i) const { return base_ + 2 + i; }
     std::vector<std::string> sentinels() const {
         return {"127.0.0.1:" + std::to_string(sentinel_port(0)),
@@ -166,13 +192,15 @@ class private_rig {
   private:
     int run(const char* what) const {
         const std::string cmd =
-            "LOCKSMITH_SERVICES_DIR='" + dir_ +
-            "' LOCKSMITH_SERVICES=redis-sentinel LOCKSMITH_REDIS_SENTINEL_PORT=" +
-            std::to_string(base_) + " '" + test::services_script() + "' " + what + " >>'" + dir_ +
-            ".log' 2>&1";
+            "LOCKSMITH_SERVICES_DIR='" + dir_ + "' " +
+            (tls_ ? "LOCKSMITH_SERVICES='certs redis-sentinel' LOCKSMITH_REDIS_SENTINEL_TLS=1"
+                  : "LOCKSMITH_SERVICES=redis-sentinel") +
+            " LOCKSMITH_REDIS_SENTINEL_PORT=" + std::to_string(base_) + " '" +
+            test::services_script() + "' " + what + " >>'" + dir_ + ".log' 2>&1";
         return std::system(cmd.c_str());
     }
     std::string dir_;
+    bool tls_ = false;
     int base_ = 0;
 };
 
@@ -215,6 +243,8 @@ BOOST_AUTO_TEST_CASE(options_say_what_is_wrong) {
     refused({{"sentinels", {"127.0.0.1"}}, {"master_name", "m"}}, "needs a port");
     refused({{"sentinels", {"u:s3cret@127.0.0.1:1"}}, {"master_name", "m"}}, "host:port only");
     refused({{"sentinels", s}, {"master_name", "m"}, {"wait_replicas", 0}}, "wait_replicas");
+    // TLS options without TLS would be ignored, and everything sent in clear text.
+    refused({{"sentinels", s}, {"master_name", "m"}, {"ca_file", "/etc/ca.pem"}}, "'tls': true");
     refused({{"sentinels", s},
              {"master_name", "m"},
              {"password", "s3cret"},
@@ -656,4 +686,64 @@ BOOST_AUTO_TEST_CASE(a_lock_is_held_through_a_failover) {
     BOOST_REQUIRE(last);
     BOOST_CHECK_GT(*last, waiter_token);
     next.unlock();
+}
+
+BOOST_AUTO_TEST_CASE(sentinels_and_master_over_tls_through_a_failover) {
+    // Every connection TLS with a client certificate — to the Sentinels, whose answers decide
+    // where the commands go, and to the master: a grant, a failover followed with tokens still
+    // increasing, and a wrong CA or a missing client certificate refused for good with an error
+    // that names a Sentinel and not the password.
+    private_rig r(true);
+    r.wait_until_settled();
+    auto j = nlohmann::json{{"sentinels", r.sentinels()},
+                            {"master_name", master_name},
+                            {"sentinel_password", password},
+                            {"password", password},
+                            {"key_prefix", prefix},
+                            {"tls", true},
+                            {"ca_file", r.tls_dir() + "/ca.pem"},
+                            {"cert_file", r.tls_dir() + "/client.pem"},
+                            {"key_file", r.tls_dir() + "/client.key"},
+                            {"connect_timeout_s", 1},
+                            {"command_timeout_s", 2}};
+    const auto name = test::unique_resource("tls");
+    auto s = strategies::make_redis_store(strategies::redis_options::from_json(j));
+    auto l = make_lock(s, name);
+    BOOST_REQUIRE(l.try_lock());
+    const auto before = l.fencing_token();
+    BOOST_REQUIRE(before);
+    BOOST_CHECK(
+        !make_lock(strategies::make_redis_store(strategies::redis_options::from_json(j)), name)
+             .try_lock());
+    l.unlock();
+    const int old_master = r.named_master();
+    BOOST_CHECK_NE(r.fail_over(), old_master);
+    r.wait_until_settled();
+    auto after = make_lock(s, name);
+    BOOST_REQUIRE(after.try_lock_for(must_happen));
+    BOOST_REQUIRE(after.fencing_token());
+    BOOST_CHECK_GT(*after.fencing_token(), *before);
+    after.unlock();
+
+    auto refused = [&](nlohmann::json o, const std::string& says) {
+        try {
+            strategies::make_redis_store(strategies::redis_options::from_json(o));
+            BOOST_ERROR("a store was made with " << says);
+        } catch (const backend_error& e) {
+            const std::string what = e.what();
+            BOOST_TEST_MESSAGE(what);
+            BOOST_CHECK(e.kind() == error_kind::permanent);
+            BOOST_CHECK_EQUAL(e.native_code(), "tls");
+            BOOST_CHECK(what.find("127.0.0.1:" + std::to_string(r.sentinel_port(0))) !=
+                        std::string::npos);
+            BOOST_CHECK(what.find(password) == std::string::npos);
+        }
+    };
+    auto wrong_ca = j;
+    wrong_ca["ca_file"] = r.tls_dir() + "/server.pem";  // not the CA that signed theirs
+    refused(wrong_ca, "a wrong CA");
+    auto no_certificate = j;
+    no_certificate.erase("cert_file");
+    no_certificate.erase("key_file");
+    refused(no_certificate, "no client certificate");
 }

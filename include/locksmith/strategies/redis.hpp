@@ -96,7 +96,8 @@
 //    is used only after its ROLE says master; a connection error, a READONLY reply or an
 //    unconfirmed write makes the next connection ask the Sentinels again, and drops the pooled
 //    connections to the old master.
-//  - TLS: a rediss:// URL (in a cluster, "tls": true) speaks TLS >= 1.2 (OpenSSL; hiredis is
+//  - TLS: a rediss:// URL (with sentinels or a cluster, "tls": true) speaks TLS >= 1.2 (OpenSSL;
+//  hiredis is
 //    used for the protocol only).
 //    The server's certificate chain is verified against ca_file (or the system's CA store) and
 //    its name against server_name, or else the URL's host (an IP address against the
@@ -209,7 +210,8 @@ struct redis_options {
     // "cert_file": "...", "key_file": "...", "server_name": "..."} (the TLS options need a
     // rediss:// url), or, in place of "url", {"sentinels": ["host:port", ...], "master_name":
     // "...", "sentinel_user": "...", "sentinel_password" (or _file, _env), "user", "password"
-    // (or _file, _env), "db", "wait_replicas": 1} (no TLS behind Sentinel yet), or {"cluster":
+    // (or _file, _env), "db", "wait_replicas": 1, "tls": false, and with "tls": true the TLS
+    // options, for the Sentinels and the master alike}, or {"cluster":
     // ["host:port", ...], "user", "password" (or _file, _env), "wait_replicas": 1, "tls": false,
     // and with "tls": true the TLS options} (no db, no braces in key_prefix). Exactly one of "url",
     // "sentinels" and "cluster". Throws config_error (never naming a password).
