@@ -11,7 +11,7 @@ namespace {
 constexpr capability null_capabilities =
     capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
     capability::expiring | capability::distributed | capability::serializable |
-    capability::crash_release | capability::fair;
+    capability::crash_release | capability::fair | capability::counting;
 
 // The owner's grant lives in its key, not in the store: it is the owner's own view (nothing is
 // shared between owners), and it travels with a serialized key.

@@ -44,6 +44,9 @@ const std::string master_name = "locksmith-test";
 const std::string password = "locktest-sentinel-pw";  // scripts/services.sh's, for the rig
 const std::string prefix = "locksmith-sentinel-it:" + std::to_string(::getpid()) + ":";
 const auto must_happen = test::patience(60s);  // safety net only
+// How long a rig may take to settle: not cut by the mutation check's patience, since the
+// Sentinels learn of a (re)started replica only at their next INFO, up to 10 s apart.
+const auto rig_settles = 60s;
 
 // One command on a server of the rig, as the test's own client: the reply as text (a status,
 // string or integer; an array's elements joined by spaces; an error as "ERR ...").
@@ -160,7 +163,7 @@ class private_rig {
                replica.find("master_sync_in_progress:0") != std::string::npos;
     }
     void wait_until_settled() const {
-        const auto until = clock_type::now() + must_happen;
+        const auto until = clock_type::now() + rig_settles;
         while (!settled() && clock_type::now() < until) std::this_thread::sleep_for(100ms);
         BOOST_REQUIRE_MESSAGE(settled(), "the Sentinel rig did not settle");
     }
@@ -169,7 +172,7 @@ class private_rig {
     // its next INFO from the replica, up to 10 s, it still believes the replica's link is down.
     int fail_over() const {
         const int old = named_master(0);
-        const auto until = clock_type::now() + must_happen;
+        const auto until = clock_type::now() + rig_settles;
         std::string answer;
         while ((answer = ask(sentinel_port(0), {"SENTINEL", "FAILOVER", master_name})) != "OK" &&
                answer.rfind("NOGOODSLAVE", 0) == 0 && clock_type::now() < until)

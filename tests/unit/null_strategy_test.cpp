@@ -100,6 +100,20 @@ BOOST_AUTO_TEST_CASE(every_acquire_succeeds_and_nothing_is_excluded) {
     b.lock_shared();
 }
 
+// Turning locking off turns semaphores off too: with `null` enabled, a semaphore is served by it
+// (not by the next strategy that counts) and grants every permit whatever the limit.
+BOOST_AUTO_TEST_CASE(every_permit_is_granted_whatever_the_limit) {
+    fixture f;
+    auto factory = f.factory(enabled);
+    auto a = factory.create_semaphore("x", 1);
+    auto b = factory.create_semaphore("x", 1);
+    BOOST_TEST(a.strategy() == "null");
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(b.try_acquire());  // a second holder of a one-permit semaphore: nothing counts
+    a.release();
+    b.release();
+}
+
 // Each owner's own view stays consistent (unlike Symfony's NullStore, whose exists() is always
 // false): a lock that reported itself lost right after acquiring would make `locksmith run` and
 // the renewal thread treat every grant as lost.

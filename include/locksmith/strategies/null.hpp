@@ -5,7 +5,8 @@
 // of one name both hold it. Disabled by default; a config enables it (the switch that turns
 // locking off), and then it wins selection (priority 100) for every request it can serve. It
 // claims the capabilities whose promise is empty when nothing is excluded (exclusive, shared,
-// noblock, native_wait, expiring, distributed, serializable, crash_release, fair), never fencing
+// noblock, native_wait, expiring, distributed, serializable, crash_release, fair, counting:
+// every permit is granted whatever the limit, so semaphores are off too), never fencing
 // or consensus: those promise a token or a replicated decision that a resource or a program may
 // rely on. Each owner sees its own grant (is_acquired() is true until it releases; its key
 // carries that, so a serialized key continues it); status() says "free". Tools warn that
