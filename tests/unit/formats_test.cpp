@@ -258,5 +258,11 @@ BOOST_AUTO_TEST_CASE(etcd_keys_are_pinned) {
     for (const auto& p : names)
         pin(p, "etcd queue prefix", etcd_lock_queue("locksmith/", p.name),
             "locksmith/" + std::string(p.hash) + "/");
+    for (const auto& p : names) {
+        pin(p, "etcd permits prefix", etcd_permit_queue("locksmith/", p.name),
+            "locksmith/" + std::string(p.hash) + ".permits/");
+        pin(p, "etcd limit key", etcd_permit_limit_key("locksmith/", p.name),
+            "locksmith/" + std::string(p.hash) + ".limit");
+    }
 }
 #endif
