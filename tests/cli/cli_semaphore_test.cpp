@@ -296,6 +296,18 @@ BOOST_AUTO_TEST_CASE(run_with_a_limit_on_etcd) {
     run_with_a_limit_on("etcd", {{"endpoints", *endpoints}, {"prefix", prefix}});
 }
 
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_zookeeper) {
+    const auto hosts = locksmith::test::env("LOCKSMITH_TEST_ZOOKEEPER");
+    if (!hosts) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_ZOOKEEPER is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    const std::string root = "/locksmith-cli-sem-" + std::to_string(::getpid());
+    run_with_a_limit_on("zookeeper", {{"hosts", *hosts}, {"root", root}});
+}
+
 // shm and file count too: at most 3 of 6 runs at once, LOCKSMITH_PERMIT their permit's number,
 // a second limit refused, status counting the permits. Each strategy pinned by the config.
 BOOST_AUTO_TEST_CASE(local_strategies_count_too) {
