@@ -143,6 +143,9 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_with_the_name) {
     // Fencing tokens: create revisions, ordered.
     BOOST_TEST(a.fencing_token().value_or(0) < b.fencing_token().value_or(0));
     // Another limit is refused, naming both; nothing of it is left.
+    // A limit beyond what a waiter reads (or watches) at once: refused, naming it.
+    auto huge = make_permit(shared_store(), name, 1001);
+    BOOST_CHECK_THROW((void)huge.try_acquire(), invalid_argument_error);
     auto other = make_permit(shared_store(), name, 4);
     try {
         (void)other.try_acquire();

@@ -177,6 +177,9 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_with_the_name) {
     BOOST_TEST(st.permits_held.value_or(0) == 3u);
     BOOST_TEST(st.held == lock_status::state::held_exclusive);
     BOOST_TEST(p1.fencing_token().value_or(0) < p2.fencing_token().value_or(0));
+    // A limit beyond what a waiter reads (or watches) at once: refused, naming it.
+    auto huge = make_permit(shared_store(), name, 1001);
+    BOOST_CHECK_THROW((void)huge.try_acquire(), invalid_argument_error);
     auto other = make_permit(shared_store(), name, 4);
     try {
         (void)other.try_acquire();
