@@ -562,11 +562,10 @@ class etcd_store final : public store {
 
     // The limit a limit key keeps; a value that is not one is another program's key.
     std::uint32_t limit_in(const json& kv, const permit_names& names) const {
+        // etcd's JSON carries values in base64.
         const auto& value = field(kv, "value");
-        std::string text = value.is_string() ? value.get<std::string>() : std::string();
-        // The value is base64: decimal digits are what they are in base64 only once decoded.
+        const auto decoded = unbase64(value.is_string() ? value.get<std::string>() : std::string());
         std::uint32_t kept = 0;
-        const auto decoded = unbase64(text);
         const auto [end, ec] =
             std::from_chars(decoded.data(), decoded.data() + decoded.size(), kept);
         if (ec != std::errc() || end != decoded.data() + decoded.size() || kept == 0 ||
@@ -666,6 +665,14 @@ class etcd_store final : public store {
                             "'; this owner asks for " + limit_text +
                             ". One name has one limit: ask for " + std::to_string(kept) +
                             ", or delete that key (etcdctl del) once no permit is held");
+                    // Our number written otherwise ("03"): not a key locksmith wrote.
+                    throw backend_error(strategy_name, "foreign",
+                                        "etcd: the key '" + redact_key(names.limit_key) +
+                                            "' holds the limit " + limit_text +
+                                            " in another form than locksmith writes it: "
+                                            "another program's key? Delete it (when no "
+                                            "locksmith process uses the name)",
+                                        error_kind::permanent);
                 }
                 if (round == 3) protocol_error("creating the semaphore's limit key");
                 // The name's first user: keep its limit (only if nobody did meanwhile).

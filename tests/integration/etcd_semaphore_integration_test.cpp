@@ -302,6 +302,14 @@ BOOST_AUTO_TEST_CASE(another_clients_keys_never_make_more_than_limit_holders) {
     } catch (const backend_error& e) {
         BOOST_TEST(e.native_code() == "foreign");
     }
+    // Its own limit in another form: refused the same way, never a loop.
+    BOOST_REQUIRE(etcdctl(url, "put '" + limit_key + "' 02") == 0);
+    try {
+        (void)p1.try_acquire();
+        BOOST_FAIL("a foreign limit key was accepted");
+    } catch (const backend_error& e) {
+        BOOST_TEST(e.native_code() == "foreign");
+    }
     BOOST_TEST(permit_keys(url, name).empty());
     BOOST_REQUIRE(etcdctl(url, "del '" + limit_key + "'") == 0);
 }
