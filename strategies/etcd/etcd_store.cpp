@@ -715,7 +715,7 @@ class etcd_store final : public store {
     // A waiter's watch: the first waiter (exactly `limit` keys before its own) watches the whole
     // queue for deletions, since any holder's release lets it in; a waiter behind it watches
     // only the key just before its own (deleted, or rewritten when that waiter was granted: see
-    // announce_grant), so a release wakes one waiter, not all of them.
+    // announce_grant), so a release wakes one or two waiters, not all of them.
     struct permit_watch {
         std::unique_ptr<http_connection> stream;
         std::string previous;  // base64; empty: the whole queue
