@@ -7,6 +7,7 @@ pairs on one lock object, as each library documents it. Prints one JSON line.
   /usr/bin/python3 bench/peers/python_lock.py tooz-redis|tooz-memcached|tooz-file PAIRS
   /usr/bin/python3 bench/peers/python_lock.py tooz-zookeeper|tooz-etcd3gw|tooz-etcd3|tooz-mysql PAIRS
   /usr/bin/python3 bench/peers/python_lock.py kazoo PAIRS           python3-kazoo KazooClient.Lock()
+  /usr/bin/python3 bench/peers/python_lock.py kazoo-semaphore-N PAIRS   KazooClient.Semaphore(max_leases=N)
   /usr/bin/python3 bench/peers/python_lock.py etcd3 PAIRS           python3-etcd3 Etcd3Client.lock()
 """
 import json, os, sys, tempfile, time
@@ -60,12 +61,15 @@ elif kind.startswith("tooz-"):
     coord.start()
     lock = coord.get_lock(name.encode())
     acquire, release = lock.acquire, lock.release
-elif kind == "kazoo":
+elif kind == "kazoo" or kind.startswith("kazoo-semaphore-"):
     from kazoo.client import KazooClient
     client = KazooClient(hosts=zk)
     client.start(timeout=10)
     path = f"/locksmith-bench-python-{os.getpid()}"
-    lock = client.Lock(path + "/lock")
+    if kind == "kazoo":
+        lock = client.Lock(path + "/lock")
+    else:  # Curator's InterProcessSemaphoreV2 shape: a lock node, then a lease node
+        lock = client.Semaphore(path + "/semaphore", max_leases=int(kind.rsplit("-", 1)[1]))
     acquire, release = lock.acquire, lock.release
     def cleanup_kazoo():
         client.delete(path, recursive=True)

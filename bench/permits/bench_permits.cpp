@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Uncontended acquire+release pairs per second of a counting semaphore's permit (issue 27) on
 // each local strategy with `counting`, beside the same strategy's lock, in one run: the loops
-// alternate round by round (7 rounds), one object each, in one process.
+// alternate round by round (7 rounds), one object each, in one process. Then etcd and
+// zookeeper, by name through the registry, when their servers are given as the tests take them
+// (LOCKSMITH_TEST_ETCD, LOCKSMITH_TEST_ZOOKEEPER: scripts/services.sh env), with fewer pairs.
 //
-//   bench_permits [iterations per round]     (default 100000)
+//   bench_permits [iterations per round] [remote iterations]     (default 100000, 300)
 //
 // Prints, per strategy, the lock and permits with N = 1, 4 and 8: min/median/max pairs/s and
 // the median's ratio to the lock's. Uncontended: every acquire finds a permit free (the first).
@@ -118,5 +120,15 @@ int main(int argc, char** argv) {
     }
     const int set = ::semget(sem.key, 0, 0);
     if (set >= 0) ::semctl(set, 0, IPC_RMID);
+
+    // Keys and nodes under a prefix of this run's own (the limit keys stay: one per N).
+    const long remote = argc > 2 ? std::atol(argv[2]) : 300;
+    const std::string where = "locksmith-bench-permits-" + id;
+    if (const char* endpoints = std::getenv("LOCKSMITH_TEST_ETCD"))
+        if (auto d = locksmith::default_registry().find("etcd"))
+            run("etcd", d->create({{"endpoints", endpoints}, {"prefix", where + "/"}}), remote);
+    if (const char* hosts = std::getenv("LOCKSMITH_TEST_ZOOKEEPER"))
+        if (auto d = locksmith::default_registry().find("zookeeper"))
+            run("zookeeper", d->create({{"hosts", hosts}, {"root", "/" + where}}), remote);
     return 0;
 }

@@ -60,6 +60,34 @@ std::string base64(std::string_view in) {
     return out;
 }
 
+// base64's inverse; what is not base64 ends the text.
+std::string unbase64(std::string_view in) {
+    std::string out;
+    unsigned bits = 0;
+    int count = 0;
+    for (const char c : in) {
+        int v;
+        if (c >= 'A' && c <= 'Z')
+            v = c - 'A';
+        else if (c >= 'a' && c <= 'z')
+            v = c - 'a' + 26;
+        else if (c >= '0' && c <= '9')
+            v = c - '0' + 52;
+        else if (c == '+')
+            v = 62;
+        else if (c == '/')
+            v = 63;
+        else
+            break;
+        bits = (bits << 6) | unsigned(v);
+        if ((count += 6) >= 8) {
+            count -= 8;
+            out += char((bits >> count) & 0xff);
+        }
+    }
+    return out;
+}
+
 // etcd's JSON carries 64-bit integers as strings, and leaves out fields that are 0 or false.
 std::int64_t number(const json& object, const char* field) {
     if (!object.is_object()) return 0;
@@ -117,6 +145,9 @@ struct etcd_key_state final : key_local_state {
     // waiter's grant counts its lifetime from here, not from the start of a long wait.
     key::clock::time_point renewed{};
     bool orphaned = false;  // its release failed: the lease is among the orphaned ones
+    // The process that was granted: a fork()ed child's copy of the key releases nothing (the
+    // lease is the parent's).
+    std::uint64_t generation = fork_generation();
 };
 
 // The wire names of the key's queue under a lock name.
@@ -144,6 +175,29 @@ struct queue_names {
         return {{"key", dir_b64},      {"range_end", end_b64}, {"sort_target", "CREATE"},
                 {"sort_order", order}, {"limit", limit},       {"keys_only", true}};
     }
+};
+
+// Largest limit of a counting semaphore: a waiter reads the keys of up to limit + 1 permits
+// before its own at each look, in one reply (http_connection takes at most 1 MiB).
+constexpr std::uint32_t max_permits = 1000;
+
+// The wire names of a counting semaphore: its permits' queue and the key that keeps its limit.
+struct permit_names {
+    permit_names(const std::string& prefix, std::string_view name)
+        : queue(etcd_permit_queue(prefix, name)),
+          limit_key(etcd_permit_limit_key(prefix, name)),
+          limit_b64(base64(limit_key)) {}
+    queue_names queue;
+    std::string limit_key;
+    std::string limit_b64;
+};
+
+// Where a permit key stands, as read at `revision`: how many keys were created before it
+// (counted up to limit + 1) and the one just before it (base64; empty when none).
+struct permit_place {
+    std::size_t before = 0;
+    std::string previous;
+    std::int64_t revision = 0;
 };
 
 // Leases this process gave up but could not revoke: a release, or a waiter giving up, while the
@@ -273,7 +327,7 @@ class etcd_store final : public store {
   protected:
     bool do_try_acquire(key& k, lock_mode, milliseconds ttl) override {
         if (auto renewed = reacquire(k, ttl)) return *renewed;
-        auto s = enqueue(k, ttl);
+        auto s = enter_queue(k, ttl);
         if (s.owner) return grant(k, std::move(s.state));
         revoke(s.state.lease);
         return false;
@@ -281,10 +335,11 @@ class etcd_store final : public store {
 
     bool do_wait_acquire(key& k, lock_mode, milliseconds ttl, deadline until) override {
         if (auto renewed = reacquire(k, ttl)) return *renewed;
-        auto s = enqueue(k, ttl);
+        auto s = enter_queue(k, ttl);
         if (s.owner) return grant(k, std::move(s.state));
         try {
-            if (wait_for_turn(s.state, std::move(s.place), ttl, until)) {
+            if (k.limit() != 0 ? wait_for_permit(k, s.state, std::move(s.permit), ttl, until)
+                               : wait_for_turn(s.state, std::move(s.place), ttl, until)) {
                 k.set_attempt_started(s.state.renewed);
                 return grant(k, std::move(s.state));
             }
@@ -301,7 +356,10 @@ class etcd_store final : public store {
         if (s == nullptr) return false;
         if (s->orphaned) return false;  // released (the release failed): never renewed again
         const auto seconds = ttl_seconds(ttl);
-        if (seconds == s->ttl_s) return keep_alive(s->lease);
+        // A permit's key is checked too: another client may have deleted it while its lease
+        // lives, and then a waiter took its place among the first `limit` (never limit + 1
+        // holders that believe they hold past a refresh). A lock's holder is always first.
+        if (seconds == s->ttl_s) return keep_alive(s->lease) && (k.limit() == 0 || key_is_ours(*s));
         // Another TTL: a lease's TTL is fixed, so move the key to a new lease (a put keeps the
         // create revision, hence the place and the fencing token), then drop the old one.
         const auto fresh = grant_lease(seconds);
@@ -329,6 +387,11 @@ class etcd_store final : public store {
     void do_release(key& k) override {
         auto* s = k.local_state_of<etcd_key_state>(instance_id());
         if (s == nullptr) return;
+        if (s->generation != fork_generation()) {
+            // A fork()ed child's copy: the grant is the parent's, which goes on holding it.
+            k.set_local_state(instance_id(), nullptr);
+            return;
+        }
         const auto lease = s->lease;
         try {
             // Revoking the lease deletes the key with it, in one round trip.
@@ -347,19 +410,41 @@ class etcd_store final : public store {
         const auto* s = k.local_state_of<etcd_key_state>(instance_id());
         if (s == nullptr || s->orphaned) return false;
         // The server's word: the key exists (its lease did not expire) and is still the one this
-        // grant created. The holder's key is always the first: keys created later come after it.
-        const auto r = call("/v3/kv/range", {{"key", base64(s->key)}, {"keys_only", true}},
-                            "reading the lock key");
-        const auto& kvs = field(r, "kvs");
-        return kvs.is_array() && kvs.size() == 1 &&
-               number(kvs[0], "create_revision") == s->revision;
+        // grant created. The holder's key is always the first (or among the first `limit`):
+        // keys created later come after it.
+        return key_is_ours(*s);
     }
 
     lock_status do_status(std::string_view resource) override {
         const queue_names names(options_.prefix, resource);
-        const auto r = call("/v3/kv/range", names.first(), "reading the lock's queue");
+        const permit_names permits(options_.prefix, resource);
+        // The lock's queue; and a semaphore's limit and how many keys its queue has.
+        const auto r = call("/v3/kv/txn",
+                            {{"success",
+                              {{{"request_range", names.first()}},
+                               {{"request_range", {{"key", permits.limit_b64}}}},
+                               {{"request_range",
+                                 {{"key", permits.queue.dir_b64},
+                                  {"range_end", permits.queue.end_b64},
+                                  {"count_only", true}}}}}}},
+                            "reading the lock's queue");
+        const auto& responses = field(r, "responses");
+        if (!responses.is_array() || responses.size() != 3)
+            protocol_error("reading the lock's queue");
         lock_status st;
-        const auto& kvs = field(r, "kvs");
+        const auto& kvs = field(field(responses[0], "response_range"), "kvs");
+        const auto& limit = field(field(responses[1], "response_range"), "kvs");
+        if ((!kvs.is_array() || kvs.empty()) && limit.is_array() && !limit.empty()) {
+            const auto kept = limit_in(limit[0], permits);
+            const auto keys = number(field(responses[2], "response_range"), "count");
+            st.limit = kept;
+            // The first `limit` keys hold; the others wait.
+            st.permits_held = std::uint32_t(std::min<std::int64_t>(keys, kept));
+            st.held = *st.permits_held < kept ? lock_status::state::free
+                                              : lock_status::state::held_exclusive;
+            if (keys > kept) st.holders.push_back(std::to_string(keys - kept) + " waiting");
+            return st;
+        }
         if (!kvs.is_array() || kvs.empty()) {
             st.held = lock_status::state::free;
             return st;
@@ -382,8 +467,16 @@ class etcd_store final : public store {
     struct queued {
         etcd_key_state state;
         bool owner = false;
-        std::optional<queue_place> place;  // a waiter's, when the transaction read it
+        std::optional<queue_place> place;    // a waiter's, when the transaction read it
+        std::optional<permit_place> permit;  // a permit waiter's, likewise
     };
+
+    bool key_is_ours(const etcd_key_state& s) {
+        const auto r = call("/v3/kv/range", {{"key", base64(s.key)}, {"keys_only", true}},
+                            "reading the lock key");
+        const auto& kvs = field(r, "kvs");
+        return kvs.is_array() && kvs.size() == 1 && number(kvs[0], "create_revision") == s.revision;
+    }
 
     // A key that holds already: renew its lease (Symfony's re-acquire). nullopt when it holds
     // nothing (or its grant is gone), so that the caller acquires afresh.
@@ -400,10 +493,16 @@ class etcd_store final : public store {
         return true;
     }
 
+    // The lock's or the permit's key, at the end of the name's queue, once the leases that
+    // earlier revocations could not reach are revoked.
+    queued enter_queue(const key& k, milliseconds ttl) {
+        revoke_orphans();
+        return k.limit() != 0 ? enqueue_permit(k, ttl) : enqueue(k, ttl);
+    }
+
     // Creates k's key under a fresh lease, at the end of the name's queue, and reads its place
     // there. Two round trips.
     queued enqueue(const key& k, milliseconds ttl) {
-        revoke_orphans();
         queued q;
         q.state.ttl_s = ttl_seconds(ttl);
         q.state.renewed = key::clock::now();
@@ -453,6 +552,308 @@ class etcd_store final : public store {
         q.owner = first.is_array() && !first.empty() &&
                   number(first[0], "create_revision") == q.state.revision;
         return q;
+    }
+
+    // --- counting semaphores ---
+    // A permit is a key `<prefix><hash>.permits/<lease>` under the holder's lease; the holders
+    // are the first `limit` keys by create revision (FIFO), the others wait. The limit is kept
+    // in `<prefix><hash>.limit` (no lease: created once, by the name's first user) and every
+    // key is created in a transaction that compares it with the owner's limit.
+
+    // The limit a limit key keeps; a value that is not one is another program's key.
+    std::uint32_t limit_in(const json& kv, const permit_names& names) const {
+        // etcd's JSON carries values in base64.
+        const auto& value = field(kv, "value");
+        const auto decoded = unbase64(value.is_string() ? value.get<std::string>() : std::string());
+        std::uint32_t kept = 0;
+        const auto [end, ec] =
+            std::from_chars(decoded.data(), decoded.data() + decoded.size(), kept);
+        if (ec != std::errc() || end != decoded.data() + decoded.size() || kept == 0 ||
+            kept > max_semaphore_limit)
+            throw backend_error(strategy_name, "foreign",
+                                "etcd: the key '" + redact_key(names.limit_key) +
+                                    "' holds a value that is not a semaphore limit (1.." +
+                                    std::to_string(max_semaphore_limit) +
+                                    "): another program's key? Delete it (when no locksmith "
+                                    "process uses the name) or choose another prefix",
+                                error_kind::permanent);
+        return kept;
+    }
+
+    // The place of a permit key: from a range of the keys before it, latest first.
+    static permit_place place_of_permit(const json& before, std::int64_t revision) {
+        permit_place p;
+        p.revision = revision;
+        if (before.is_null()) return p;  // etcd leaves an empty list out
+        if (!before.is_array()) protocol_error("reading the semaphore's queue");
+        p.before = before.size();
+        if (!before.empty()) {
+            const auto& key = field(before[0], "key");
+            if (!key.is_string()) protocol_error("reading the semaphore's queue");
+            p.previous = key.get<std::string>();
+        }
+        return p;
+    }
+
+    // Creates k's permit key under a fresh lease at the end of the name's queue, if the kept
+    // limit is k's (created when the name has none yet), and reads its place. Two round trips
+    // (three for a name's first user).
+    queued enqueue_permit(const key& k, milliseconds ttl) {
+        if (k.limit() > max_permits)
+            throw invalid_argument_error("etcd: a limit of " + std::to_string(k.limit()) +
+                                         " for '" + k.resource() + "' exceeds " +
+                                         std::to_string(max_permits) +
+                                         " (a waiter reads the keys of the permits before it)");
+        const permit_names names(options_.prefix, k.resource());
+        const auto limit_text = std::to_string(k.limit());
+        queued q;
+        q.state.ttl_s = ttl_seconds(ttl);
+        q.state.renewed = key::clock::now();
+        q.state.lease = grant_lease(q.state.ttl_s);
+        q.state.key = names.queue.dir + hex(std::uint64_t(q.state.lease));
+        const auto key_b64 = base64(q.state.key);
+        const json own = {{"key", key_b64}, {"keys_only", true}};
+        try {
+            for (int round = 0;; ++round) {
+                // Created only if absent (a repeated request finds its own key) and only under
+                // the owner's limit; the keys before ours (up to limit + 1) are read in the same
+                // transaction.
+                const auto r = call(
+                    "/v3/kv/txn",
+                    {{"compare",
+                      {{{"target", "CREATE"}, {"key", key_b64}, {"create_revision", "0"}},
+                       {{"target", "VALUE"},
+                        {"key", names.limit_b64},
+                        {"value", base64(limit_text)}}}},
+                     {"success",
+                      {{{"request_put",
+                         {{"key", key_b64},
+                          {"value", base64(k.token())},
+                          {"lease", std::to_string(q.state.lease)}}}},
+                       {{"request_range", names.queue.last(int(k.limit()) + 2)}}}},
+                     {"failure",
+                      {{{"request_range", own}}, {{"request_range", {{"key", names.limit_b64}}}}}}},
+                    "creating the permit key");
+                const auto& responses = field(r, "responses");
+                if (!responses.is_array() || responses.size() != 2)
+                    protocol_error("creating the permit key");
+                if (field(r, "succeeded").is_boolean() && r["succeeded"].get<bool>()) {
+                    q.state.revision = number(field(r, "header"), "revision");
+                    const auto& last = field(field(responses[1], "response_range"), "kvs");
+                    if (!last.is_array() || last.empty() ||
+                        number(last[0], "create_revision") != q.state.revision)
+                        protocol_error("creating the permit key");
+                    q.permit =
+                        place_of_permit(json(last.begin() + 1, last.end()), q.state.revision);
+                    break;
+                }
+                const auto& mine = field(field(responses[0], "response_range"), "kvs");
+                if (mine.is_array() && !mine.empty()) {  // ours, from a request repeated
+                    q.state.revision = number(mine[0], "create_revision");
+                    auto place = read_permit_place(q.state, k.limit());
+                    if (!place) protocol_error("creating the permit key");
+                    q.permit = std::move(*place);
+                    break;
+                }
+                const auto& limit = field(field(responses[1], "response_range"), "kvs");
+                if (limit.is_array() && !limit.empty()) {
+                    const auto kept = limit_in(limit[0], names);
+                    if (kept != k.limit())
+                        throw invalid_argument_error(
+                            "etcd: semaphore '" + k.resource() + "' has a limit of " +
+                            std::to_string(kept) + ", kept in '" + redact_key(names.limit_key) +
+                            "'; this owner asks for " + limit_text +
+                            ". One name has one limit: ask for " + std::to_string(kept) +
+                            ", or delete that key (etcdctl del) once no permit is held");
+                    // Our number written otherwise ("03"): not a key locksmith wrote.
+                    throw backend_error(strategy_name, "foreign",
+                                        "etcd: the key '" + redact_key(names.limit_key) +
+                                            "' holds the limit " + limit_text +
+                                            " in another form than locksmith writes it: "
+                                            "another program's key? Delete it (when no "
+                                            "locksmith process uses the name)",
+                                        error_kind::permanent);
+                }
+                if (round == 3) protocol_error("creating the semaphore's limit key");
+                // The name's first user: keep its limit (only if nobody did meanwhile).
+                call(
+                    "/v3/kv/txn",
+                    {{"compare",
+                      {{{"target", "CREATE"}, {"key", names.limit_b64}, {"create_revision", "0"}}}},
+                     {"success",
+                      {{{"request_put",
+                         {{"key", names.limit_b64}, {"value", base64(limit_text)}}}}}}},
+                    "creating the semaphore's limit key");
+            }
+        } catch (...) {
+            revoke_quietly(q.state.lease);
+            throw;
+        }
+        q.owner = q.permit->before < k.limit();
+        return q;
+    }
+
+    // The place of our permit key now; nullopt when the key is gone (or is another one).
+    std::optional<permit_place> read_permit_place(const etcd_key_state& s, std::uint32_t limit) {
+        const queue_names names(s.key.substr(0, s.key.rfind('/') + 1));
+        const auto r =
+            call("/v3/kv/txn",
+                 {{"success",
+                   {{{"request_range", names.last(int(limit) + 1, s.revision)}},
+                    {{"request_range", {{"key", base64(s.key)}, {"keys_only", true}}}}}}},
+                 "reading the semaphore's queue");
+        const auto& responses = field(r, "responses");
+        if (!responses.is_array() || responses.size() != 2)
+            protocol_error("reading the semaphore's queue");
+        const auto& mine = field(field(responses[1], "response_range"), "kvs");
+        if (!mine.is_array() || mine.empty() || number(mine[0], "create_revision") != s.revision)
+            return std::nullopt;
+        return place_of_permit(field(field(responses[0], "response_range"), "kvs"),
+                               number(field(r, "header"), "revision"));
+    }
+
+    // A waiter's watch: the first waiter (exactly `limit` keys before its own) watches the whole
+    // queue for deletions, since any holder's release lets it in; a waiter behind it watches
+    // only the key just before its own (deleted, or rewritten when that waiter was granted: see
+    // announce_grant), so a release wakes one or two waiters, not all of them.
+    struct permit_watch {
+        std::unique_ptr<http_connection> stream;
+        std::string previous;  // base64; empty: the whole queue
+        std::int64_t created = 0;
+
+        bool covers(const permit_place& place, std::uint32_t limit) const {
+            if (!stream || created > place.revision) return false;
+            return place.before == limit ? previous.empty() : previous == place.previous;
+        }
+    };
+
+    permit_watch watch_permits(const etcd_key_state& s, const permit_place& place,
+                               std::uint32_t limit, deadline until) {
+        const queue_names names(s.key.substr(0, s.key.rfind('/') + 1));
+        permit_watch w;
+        json request;
+        if (place.before == limit) {
+            // prev_kv: a deletion says which key went (its create revision), so that the first
+            // waiter knows without a read whether it was before its own.
+            request = {{"create_request",
+                        {{"key", names.dir_b64},
+                         {"range_end", names.end_b64},
+                         {"filters", {"NOPUT"}},
+                         {"prev_kv", true}}}};
+        } else {
+            w.previous = place.previous;
+            request = {{"create_request", {{"key", place.previous}}}};
+        }
+        w.stream = open_watch(request, until, "watching the permit keys before ours", w.created);
+        return w;
+    }
+
+    // A waiter granted after a wait rewrites its key (same value and lease, same create
+    // revision), so that the waiter just behind it, which watches it, looks again: it may be
+    // the first waiter now. False when the key is gone.
+    bool announce_grant(const key& k, const etcd_key_state& s) {
+        const auto r = call("/v3/kv/txn",
+                            {{"compare",
+                              {{{"target", "CREATE"},
+                                {"key", base64(s.key)},
+                                {"create_revision", std::to_string(s.revision)}}}},
+                             {"success",
+                              {{{"request_put",
+                                 {{"key", base64(s.key)},
+                                  {"value", base64(k.token())},
+                                  {"lease", std::to_string(s.lease)}}}}}}},
+                            "announcing the permit's grant");
+        return field(r, "succeeded").is_boolean() && r["succeeded"].get<bool>();
+    }
+
+    // Waits until our permit key is among the first `limit`, keeping its lease alive (as
+    // wait_for_turn does). `known` is the place the enqueuing transaction read. False when
+    // `until` passed first.
+    bool wait_for_permit(const key& k, etcd_key_state& s, std::optional<permit_place> known,
+                         milliseconds ttl, deadline until) {
+        const std::uint32_t limit = k.limit();
+        const auto keep_alive_every = std::max(milliseconds(500), milliseconds(s.ttl_s * 1000) / 3);
+        auto lease_valid_until = s.renewed + ttl;
+        auto next_keep_alive = s.renewed + keep_alive_every;
+        permit_watch watch;
+        for (;;) {
+            if (steady_clock::now() >= until) return false;
+            try {
+                if (steady_clock::now() >= next_keep_alive) {
+                    const auto sent = steady_clock::now();
+                    if (!keep_alive(s.lease)) lost_while_waiting(s);
+                    s.renewed = sent;
+                    lease_valid_until = sent + ttl;
+                    next_keep_alive = sent + keep_alive_every;
+                }
+                permit_place place;
+                if (known) {
+                    place = std::move(*known);
+                    known.reset();
+                } else {
+                    auto read = read_permit_place(s, limit);
+                    if (!read) lost_while_waiting(s);
+                    place = std::move(*read);
+                }
+                if (place.before < limit) {
+                    if (!announce_grant(k, s)) lost_while_waiting(s);
+                    return true;
+                }
+                if (!watch.covers(place, limit)) {
+                    watch = watch_permits(s, place, limit, until);
+                    // Written meanwhile: look again (the watch stays if it covers what we see).
+                    if (place.revision < watch.created) continue;
+                }
+                const auto events = next_permit_events(watch, std::min(until, next_keep_alive));
+                if (events.is_null()) continue;  // keep-alive due, or the watch ended: look again
+                bool look_again = false, before_ours_went = false;
+                for (const auto& e : events) {
+                    // Seen in our read already.
+                    if (number(field(e, "kv"), "mod_revision") <= place.revision) continue;
+                    // The key before ours was granted or went: we may be the first waiter now.
+                    if (!watch.previous.empty()) look_again = true;
+                    const auto went = number(field(e, "prev_kv"), "create_revision");
+                    if (went == 0 || went == s.revision)
+                        look_again = true;  // unknown, or ours
+                    else if (went < s.revision)
+                        before_ours_went = true;  // (else: behind ours)
+                }
+                // A key before ours went (none can be created before it later): `limit` - 1
+                // are left before ours, so ours is among the first `limit`.
+                if (before_ours_went && watch.previous.empty() &&
+                    steady_clock::now() < lease_valid_until) {
+                    if (!announce_grant(k, s)) lost_while_waiting(s);
+                    return true;
+                }
+                if (!look_again && !before_ours_went) known = std::move(place);
+            } catch (const backend_error& e) {
+                watch = {};
+                // As wait_for_turn: a restarting server is waited for until the deadline (or,
+                // without one, until the lease could have expired).
+                if (e.kind() == error_kind::permanent) throw;
+                const auto pause = milliseconds(200);
+                if (until == deadline::max() && steady_clock::now() + pause >= lease_valid_until)
+                    throw;
+                if (steady_clock::now() + pause >= until) return false;
+                std::this_thread::sleep_for(pause);
+            }
+        }
+    }
+
+    // The next events on a permit waiter's watch; null when `until` passed first or the server
+    // ended the watch (then dropped: the next look opens another).
+    json next_permit_events(permit_watch& w, deadline until) {
+        for (;;) {
+            const auto result =
+                next_watch_result(*w.stream, until, "watching the permit keys before ours");
+            if (result.is_null()) return json();
+            if (field(result, "canceled").is_boolean()) {
+                w = {};
+                return json();
+            }
+            const auto& events = field(result, "events");
+            if (events.is_array() && !events.empty()) return events;
+        }
     }
 
     struct deletion {
@@ -596,28 +997,39 @@ class etcd_store final : public store {
         w.keys = keys_b64;
         for (const auto& k : keys_b64) {
             const json request = {{"create_request", {{"key", k}, {"filters", {"NOPUT"}}}}};
-            auto& c = *w.streams.emplace_back(open_connection());
-            std::string error_body;
-            const int status =
-                c.open_stream("/v3/watch", request.dump(), auth_header(), until, what, error_body);
-            if (status != 200) http_error(status, error_body, what, c);
-            // The confirmation comes first: etcd holds a watcher's events until it is sent.
-            const auto result = next_watch_result(c, until, what);
-            if (result.is_null())
-                throw backend_error(strategy_name, "timeout",
-                                    "etcd: " + std::string(what) + " at " + c.address() +
-                                        " failed: the watch was not confirmed in time",
-                                    error_kind::transient);
-            if (!field(result, "created").is_boolean() || field(result, "canceled").is_boolean())
-                throw backend_error(
-                    strategy_name, "watch",
-                    "etcd: " + std::string(what) + " at " + c.address() +
-                        " was refused: " + server_text(field(result, "cancel_reason").dump()),
-                    error_kind::permanent);
+            std::int64_t created = 0;
+            w.streams.push_back(open_watch(request, until, what, created));
             // Each watcher reports from its own creation on: the latest creation counts.
-            w.created = std::max(w.created, number(field(result, "header"), "revision"));
+            w.created = std::max(w.created, created);
         }
         return w;
+    }
+
+    // One watch stream for `request`, confirmed by the server before `until` (the revision it
+    // reports from, exclusive, in `created`).
+    std::unique_ptr<http_connection> open_watch(const json& request, deadline until,
+                                                std::string_view what, std::int64_t& created) {
+        auto stream = open_connection();
+        auto& c = *stream;
+        std::string error_body;
+        const int status =
+            c.open_stream("/v3/watch", request.dump(), auth_header(), until, what, error_body);
+        if (status != 200) http_error(status, error_body, what, c);
+        // The confirmation comes first: etcd holds a watcher's events until it is sent.
+        const auto result = next_watch_result(c, until, what);
+        if (result.is_null())
+            throw backend_error(strategy_name, "timeout",
+                                "etcd: " + std::string(what) + " at " + c.address() +
+                                    " failed: the watch was not confirmed in time",
+                                error_kind::transient);
+        if (!field(result, "created").is_boolean() || field(result, "canceled").is_boolean())
+            throw backend_error(
+                strategy_name, "watch",
+                "etcd: " + std::string(what) + " at " + c.address() +
+                    " was refused: " + server_text(field(result, "cancel_reason").dump()),
+                error_kind::permanent);
+        created = number(field(result, "header"), "revision");
+        return stream;
     }
 
     // The next deletion of a watched key.
@@ -994,6 +1406,14 @@ std::vector<std::string> etcd_options::backends() const {
 
 std::string etcd_lock_queue(std::string_view prefix, std::string_view name) {
     return std::string(prefix) + stable_name_hash(name).hex() + "/";
+}
+
+std::string etcd_permit_queue(std::string_view prefix, std::string_view name) {
+    return std::string(prefix) + stable_name_hash(name).hex() + ".permits/";
+}
+
+std::string etcd_permit_limit_key(std::string_view prefix, std::string_view name) {
+    return std::string(prefix) + stable_name_hash(name).hex() + ".limit";
 }
 
 }  // namespace locksmith::strategies

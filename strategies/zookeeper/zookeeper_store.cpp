@@ -42,6 +42,9 @@ using clock = std::chrono::steady_clock;
 
 constexpr const char* strategy_name = "zookeeper";
 
+// Largest limit of a counting semaphore: the first waiter watches every holder's node.
+constexpr std::uint32_t max_permits = 1000;
+
 bool transient_rc(int rc) {
     return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
            rc == ZCLOSING || rc == ZSESSIONMOVED;
@@ -164,7 +167,7 @@ void mark_client_socket(zhandle_t* zh) {
 // exceptions instead.
 void quiet_log(const char*) {}
 
-// What a node name says: "<attempt guid>-write-<10-digit sequence>".
+// What a node name says: "<attempt guid>-write-<10-digit sequence>" (or -read-, or -permit-).
 struct request {
     std::string name;
     long long seq = -1;
@@ -184,6 +187,8 @@ std::optional<request> parse_request(const char* name) {
     }
     if (dash >= 5 && r.name.compare(dash - 5, 5, "-read") == 0)
         r.write = false;
+    else if (dash >= 7 && r.name.compare(dash - 7, 7, "-permit") == 0)
+        r.write = true;  // a counting semaphore's (under a parent of its own)
     else if (dash < 6 || r.name.compare(dash - 6, 6, "-write") != 0)
         return std::nullopt;  // not a lock request: left alone
     return r;
@@ -351,32 +356,47 @@ class session {
         return connected_ && !expired_;
     }
 
-    // Waits until the node `path` is gone (true) or `until` passed (false). Returns early (true)
-    // when the connection state changes, so that the caller looks again.
+    // Waits until the node `path` is gone or changed (true) or `until` passed (false). Returns
+    // early (true) when the connection state changes, so that the caller looks again.
     bool wait_deleted(const std::string& path, clock::time_point until) {
+        return wait_changed({path}, until);
+    }
+
+    // The same for the first of several nodes (a permit's first waiter watches every holder).
+    bool wait_changed(const std::vector<std::string>& paths, clock::time_point until) {
         std::unique_lock guard(mutex_);
-        auto& w = watches_[path];
-        ++w.waiters;
-        const auto seen = w.events;
+        std::vector<std::uint64_t> seen;
+        for (const auto& path : paths) {
+            auto& w = watches_[path];
+            ++w.waiters;
+            seen.push_back(w.events);
+        }
         const auto state_seen = state_events_;
         guard.unlock();
         // getData, not exists: on a node already gone it leaves no watch behind (Curator).
-        char buf[1];
-        int len = sizeof buf;
-        struct Stat stat;
-        const int rc = call([&](zhandle_t* zh) {
-            return zoo_wget(zh, path.c_str(), &session::on_event, this, buf, &len, &stat);
-        });
+        int rc = ZOK;
+        for (const auto& path : paths) {
+            char buf[1];
+            int len = sizeof buf;
+            struct Stat stat;
+            rc = call([&](zhandle_t* zh) {
+                return zoo_wget(zh, path.c_str(), &session::on_event, this, buf, &len, &stat);
+            });
+            if (rc != ZOK) break;
+        }
         guard.lock();
         bool changed = true;
         if (rc == ZOK)
             changed = cv_.wait_until(guard, until, [&] {
-                return watches_[path].events != seen || state_events_ != state_seen || expired_;
+                for (std::size_t i = 0; i < paths.size(); ++i)
+                    if (watches_[paths[i]].events != seen[i]) return true;
+                return state_events_ != state_seen || expired_;
             });
-        if (--watches_[path].waiters == 0) watches_.erase(path);
+        for (const auto& path : paths)
+            if (--watches_[path].waiters == 0) watches_.erase(path);
         if (rc != ZOK && rc != ZNONODE && !transient_rc(rc)) {
             guard.unlock();
-            fail(hosts_, "watching '" + path + "'", rc);
+            fail(hosts_, "watching '" + paths.front() + "'", rc);
         }
         return changed;
     }
@@ -472,10 +492,12 @@ class zookeeper_store final : public store {
 
   protected:
     bool do_try_acquire(key& k, lock_mode mode, milliseconds) override {
+        if (k.limit() != 0) return acquire_permit(k, std::nullopt);
         return acquire(k, mode, std::nullopt);
     }
 
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds, deadline until) override {
+        if (k.limit() != 0) return acquire_permit(k, until);
         return acquire(k, mode, until);
     }
 
@@ -550,6 +572,20 @@ class zookeeper_store final : public store {
     lock_status do_status(std::string_view resource) override {
         auto s = current();
         const auto parent = zookeeper_lock_parent(options_.root, resource);
+        // A name whose lock is free and that keeps a limit: a semaphore's permits.
+        const auto limit = kept_limit(*s, zookeeper_permit_limit_node(options_.root, resource));
+        if (limit && requests(*s, parent, clock::now() + s->timeout()).empty()) {
+            const auto held = requests(*s, zookeeper_permit_parent(options_.root, resource),
+                                       clock::now() + s->timeout())
+                                  .size();
+            lock_status st;
+            st.limit = *limit;
+            st.permits_held = std::uint32_t(std::min<std::size_t>(held, *limit));
+            st.held = *st.permits_held < *limit ? lock_status::state::free
+                                                : lock_status::state::held_exclusive;
+            if (held > *limit) st.holders.push_back(std::to_string(held - *limit) + " waiting");
+            return st;
+        }
         // A holder that lets go between the listing and the reading of its node: list again.
         for (int attempt = 0;; ++attempt) {
             lock_status st;
@@ -691,10 +727,9 @@ class zookeeper_store final : public store {
 
     // Creates the request node "<parent>/<guid>-<write|read>-<seq>": its path and czxid.
     std::pair<std::string, std::int64_t> create(session& s, const std::string& parent,
-                                                lock_mode mode) {
+                                                std::string_view kind) {
         const auto guid = random_token();
-        const auto prefix =
-            parent + "/" + guid + (mode == lock_mode::exclusive ? "-write-" : "-read-");
+        const auto prefix = parent + "/" + guid + std::string(kind);
         const auto data = owner_data(host_);
         const auto until = clock::now() + s.timeout();
         for (int attempt = 0;; ++attempt) {
@@ -752,7 +787,8 @@ class zookeeper_store final : public store {
         if (held && held->mode == mode) return true;
         auto s = held ? held->owner : current();
         const auto parent = zookeeper_lock_parent(options_.root, k.resource());
-        const auto [node, czxid] = create(*s, parent, mode);
+        const auto [node, czxid] =
+            create(*s, parent, mode == lock_mode::exclusive ? "-write-" : "-read-");
         const auto own = node.substr(parent.size() + 1);
         const std::string kept = held ? held->node.substr(parent.size() + 1) : std::string();
         try {
@@ -812,6 +848,146 @@ class zookeeper_store final : public store {
         return true;
     }
 
+    // --- counting semaphores ---
+    // A permit is an ephemeral sequential node `<token>-permit-<seq>` under the container
+    // `<root>/<hash>.permits`; the first `limit` by sequence hold, the others wait. The limit is
+    // the data of the persistent node `<root>/<hash>.limit`, made by the name's first user.
+
+    // The limit `node` keeps; nullopt when there is none. Throws for data that is not a limit.
+    std::optional<std::uint32_t> kept_limit(session& s, const std::string& node) {
+        char data[32];
+        int len = 0;
+        struct Stat stat;
+        const auto until = clock::now() + s.timeout();
+        for (;;) {
+            len = sizeof data;
+            const int rc = s.call(
+                [&](zhandle_t* zh) { return zoo_get(zh, node.c_str(), 0, data, &len, &stat); });
+            if (rc == ZNONODE) return std::nullopt;
+            if (rc == ZOK) break;
+            if (!transient_rc(rc) || !s.wait_connected(until))
+                fail(s.hosts(), "reading '" + node + "'", rc);
+        }
+        std::uint32_t kept = 0;
+        const std::string_view text(data, std::size_t(std::max(len, 0)));
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), kept);
+        if (ec != std::errc() || end != text.data() + text.size() || kept == 0 ||
+            kept > max_permits || stat.dataLength > int(sizeof data))
+            throw backend_error(strategy_name, "foreign",
+                                std::string(strategy_name) + ": the node '" + node + "' on '" +
+                                    s.hosts() + "' holds data that is not a semaphore limit (1.." +
+                                    std::to_string(max_permits) +
+                                    "): another program's node? Delete it (when no locksmith "
+                                    "process uses the name) or choose another root",
+                                error_kind::permanent);
+        return kept;
+    }
+
+    // Checks k's limit against the one kept with the name, keeping k's when there is none.
+    void check_limit(session& s, const key& k) {
+        const auto node = zookeeper_permit_limit_node(options_.root, k.resource());
+        const auto text = std::to_string(k.limit());
+        for (int attempt = 0;; ++attempt) {
+            if (const auto kept = kept_limit(s, node)) {
+                if (*kept == k.limit()) return;
+                throw invalid_argument_error(
+                    std::string(strategy_name) + ": semaphore '" + k.resource() +
+                    "' has a limit of " + std::to_string(*kept) + ", kept in '" + node +
+                    "'; this owner asks for " + text + ". One name has one limit: ask for " +
+                    std::to_string(*kept) +
+                    ", or delete that node (zkCli.sh delete) once no "
+                    "permit is held");
+            }
+            const int rc = s.call([&](zhandle_t* zh) {
+                return zoo_create(zh, node.c_str(), text.data(), int(text.size()), node_acl(),
+                                  ZOO_PERSISTENT, nullptr, 0);
+            });
+            if (rc == ZOK) return;
+            if (rc == ZNONODE && attempt < 3) {
+                make_root(s);  // someone removed the root
+                continue;
+            }
+            // Made by another owner meanwhile: compare with it.
+            if (rc != ZNODEEXISTS || attempt >= 3) fail(s.hosts(), "creating '" + node + "'", rc);
+        }
+    }
+
+    // Takes one of the name's permits: queues a node, holds when it is among the first `limit`.
+    // A waiter watches the node just before its own (no herd), except the first waiter (exactly
+    // `limit` nodes before it), which watches them all: any holder's release lets it in.
+    bool acquire_permit(key& k, std::optional<deadline> until) {
+        if (held_by(k)) return true;
+        if (k.limit() > max_permits)
+            throw invalid_argument_error(std::string(strategy_name) + ": a limit of " +
+                                         std::to_string(k.limit()) + " for '" + k.resource() +
+                                         "' exceeds " + std::to_string(max_permits) +
+                                         " (the first waiter watches every holder's node)");
+        auto s = current();
+        check_limit(*s, k);
+        const auto queue = zookeeper_permit_parent(options_.root, k.resource());
+        const auto [node, czxid] = create(*s, queue, "-permit-");
+        const auto own = node.substr(queue.size() + 1);
+        try {
+            check_parent_once(*s, queue);
+            for (;;) {
+                const auto now = clock::now();
+                const auto list_until = until ? std::max(*until, now) : now + s->timeout();
+                const auto all = requests(*s, queue, list_until);
+                const auto self = std::find_if(all.begin(), all.end(),
+                                               [&](const request& r) { return r.name == own; });
+                if (self == all.end())
+                    throw backend_error(strategy_name, "ZOO " + std::to_string(ZNONODE),
+                                        std::string(strategy_name) + ": the permit request for '" +
+                                            k.resource() + "' vanished from '" + s->hosts() +
+                                            "' (the session expired, or another client deleted "
+                                            "it): try again",
+                                        error_kind::transient);
+                const auto place = std::size_t(self - all.begin());
+                if (place < k.limit()) {
+                    // A waiter behind ours may watch only our node: it may be the first waiter
+                    // now, which must watch every holder. Nobody can be behind a node that
+                    // was last in the listing that found it holding.
+                    if (self + 1 != all.end()) announce_grant(*s, node);
+                    break;
+                }
+                if (!until || clock::now() >= *until) {
+                    remove(*s, node);
+                    return false;
+                }
+                std::vector<std::string> watched;
+                if (place == k.limit())
+                    for (auto r = all.begin(); r != self; ++r)
+                        watched.push_back(queue + "/" + r->name);
+                else
+                    watched.push_back(queue + "/" + (self - 1)->name);
+                s->wait_changed(watched, *until);
+            }
+        } catch (...) {
+            try {
+                remove(*s, node);
+            } catch (const std::exception&) {
+                // The node goes with the session at the latest.
+            }
+            throw;
+        }
+        auto state = std::make_unique<grant>();
+        state->owner = s;
+        state->node = node;
+        k.set_local_state(instance_id(), std::move(state));
+        k.set_fencing_token(std::uint64_t(czxid));
+        return true;
+    }
+
+    // Rewrites a granted permit's node (same data): the data watch of the waiter behind it
+    // fires.
+    void announce_grant(session& s, const std::string& node) {
+        const auto data = owner_data(host_);
+        const int rc = s.call([&](zhandle_t* zh) {
+            return zoo_set(zh, node.c_str(), data.data(), int(data.size()), -1);
+        });
+        if (rc != ZOK) fail(s.hosts(), "announcing the grant of '" + node + "'", rc);
+    }
+
     // The ACL of every node this store creates: open without auth.
     const ACL_vector* node_acl() const noexcept {
         return user_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &protected_acl;
@@ -859,6 +1035,14 @@ bool valid_path(const std::string& p) {
 
 std::string zookeeper_lock_parent(const std::string& root, std::string_view name) {
     return root + "/" + stable_name_hash(name).hex();
+}
+
+std::string zookeeper_permit_parent(const std::string& root, std::string_view name) {
+    return root + "/" + stable_name_hash(name).hex() + ".permits";
+}
+
+std::string zookeeper_permit_limit_node(const std::string& root, std::string_view name) {
+    return root + "/" + stable_name_hash(name).hex() + ".limit";
 }
 
 zookeeper_options zookeeper_options::from_json(const nlohmann::json& options) {

@@ -223,20 +223,11 @@ BOOST_AUTO_TEST_CASE(explain_counting_names_the_strategies_that_count) {
     BOOST_TEST(r.err.find("counting") != std::string::npos, r.err);
 }
 
-// `run --limit 3` on redis, across the server: six runs of 0.4 s, never more than three inside
-// at once and three at some point; the command's permit is its owner's token; `status` counts
-// the permits while one is held.
-BOOST_AUTO_TEST_CASE(run_with_a_limit_on_redis) {
-    const auto url = locksmith::test::env("LOCKSMITH_TEST_REDIS_URL");
-    if (!url) {
-        locksmith::test::skip_case(
-            "LOCKSMITH_TEST_REDIS_URL is unset (scripts/services.sh start; eval "
-            "\"$(scripts/services.sh env)\")");
-        return;
-    }
-    const std::string prefix = "locksmith-cli-sem:" + std::to_string(::getpid()) + ":";
-    cli_sandbox box(
-        json{{"strategies", {{"redis", {{"options", {{"url", *url}, {"key_prefix", prefix}}}}}}}});
+// `run --limit 3` on a server's strategy: six runs of 0.4 s, never more than three inside at
+// once and three at some point; the command's permit is its owner's token; `status` counts the
+// permits while one is held; a second limit is refused.
+static void run_with_a_limit_on(const std::string& strategy, const json& options) {
+    cli_sandbox box(json{{"strategies", {{strategy, {{"options", options}}}}}});
     const std::string inside = box.path("inside");
     std::filesystem::create_directory(inside);
     const std::string script = "touch " + inside + "/$$; ls " + inside + " | wc -l >> " +
@@ -245,7 +236,7 @@ BOOST_AUTO_TEST_CASE(run_with_a_limit_on_redis) {
     std::vector<locksmith::test::cli_process> runs;
     for (int i = 0; i < 6; ++i)
         runs.push_back(box.start(box.with_config(
-            "run", {"--strategy", "redis", "--ttl", "10", "--limit", "3", "pool", "-c", script})));
+            "run", {"--strategy", strategy, "--ttl", "10", "--limit", "3", "pool", "-c", script})));
     for (auto& p : runs) {
         auto r = box.wait(p, std::chrono::seconds(60));
         BOOST_TEST(r.exit_code == 0, describe(r));
@@ -265,19 +256,56 @@ BOOST_AUTO_TEST_CASE(run_with_a_limit_on_redis) {
     BOOST_TEST(distinct.size() == 6u);
 
     auto holder =
-        box.start(box.with_config("run", {"--strategy", "redis", "--limit", "3", "held", "-c",
+        box.start(box.with_config("run", {"--strategy", strategy, "--limit", "3", "held", "-c",
                                           "touch " + box.path("ready") + "; sleep 60"}));
     BOOST_REQUIRE(wait_for_file(box.path("ready")));
-    // A name with permits held is a semaphore to redis's status, asked by strategy.
-    auto r = box.run(box.with_config("status", {"--strategy", "redis", "held"}));
+    // A name with permits held is a semaphore to the strategy's status, asked by strategy.
+    auto r = box.run(box.with_config("status", {"--strategy", strategy, "held"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(r.out.find("1 of 3 permits held (strategy redis)") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("1 of 3 permits held (strategy " + strategy + ")") != std::string::npos,
+               r.out);
     r = box.run(box.with_config(
-        "run", {"--strategy", "redis", "--limit", "2", "held", "--", "echo", "ran"}));
+        "run", {"--strategy", strategy, "--limit", "2", "held", "--", "echo", "ran"}));
     BOOST_TEST(r.out.empty(), describe(r));
     BOOST_TEST(r.err.find("limit of 3") != std::string::npos, r.err);
     ::kill(holder.pid, SIGTERM);
     box.wait(holder);
+}
+
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_redis) {
+    const auto url = locksmith::test::env("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_REDIS_URL is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    const std::string prefix = "locksmith-cli-sem:" + std::to_string(::getpid()) + ":";
+    run_with_a_limit_on("redis", {{"url", *url}, {"key_prefix", prefix}});
+}
+
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_etcd) {
+    const auto endpoints = locksmith::test::env("LOCKSMITH_TEST_ETCD");
+    if (!endpoints) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_ETCD is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    const std::string prefix = "locksmith-cli-sem/" + std::to_string(::getpid()) + "/";
+    run_with_a_limit_on("etcd", {{"endpoints", *endpoints}, {"prefix", prefix}});
+}
+
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_zookeeper) {
+    const auto hosts = locksmith::test::env("LOCKSMITH_TEST_ZOOKEEPER");
+    if (!hosts) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_ZOOKEEPER is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    const std::string root = "/locksmith-cli-sem-" + std::to_string(::getpid());
+    run_with_a_limit_on("zookeeper", {{"hosts", *hosts}, {"root", root}});
 }
 
 // shm and file count too: at most 3 of 6 runs at once, LOCKSMITH_PERMIT their permit's number,

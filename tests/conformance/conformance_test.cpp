@@ -1008,8 +1008,14 @@ void test_counting_killed_holders_permit_comes_back(context& c) {
     ::kill(holder, SIGKILL);
     wait_child(holder, 30s);
     const auto start = steady::now();
+    // A server that learns of a death when the holder's session expires (zookeeper) gives the
+    // permit back then.
+    long long at_once = 1000;
+    if (c.entry.options && c.entry.options->contains("session_timeout_ms"))
+        at_once += (*c.entry.options)["session_timeout_ms"].get<long long>();
     BOOST_TEST(mine.try_acquire_for(kernel ? 10s : 20 * c.delay() + 10s));
-    if (kernel) BOOST_TEST(ms_since(start) < 1000, "given back after " << ms_since(start) << " ms");
+    if (kernel)
+        BOOST_TEST(ms_since(start) < at_once, "given back after " << ms_since(start) << " ms");
     mine.release();
 }
 
@@ -1059,7 +1065,9 @@ void test_counting_timed_waits_end_on_time(context& c) {
 // Only the owner gives a permit back: another owner's release does nothing, and neither does
 // its holder's forked child (an error or nothing, never a free permit) — except on a strategy
 // whose keys are `serializable`: there the key is the owner, wherever it travels (Symfony's
-// rule), so a child that releases its copy releases as the owner.
+// rule), so a child that releases its copy releases as the owner. Nor where the store runs
+// threads (a ZooKeeper session's): a child forked beside them may use none of its objects
+// (named_lock.hpp), and fork_child refuses.
 void test_counting_release_by_a_non_owner_is_impossible(context& c) {
     const auto resource = permit_resource("count_owner");
     auto holder = make_permit(c.s, resource, 1);
@@ -1068,7 +1076,8 @@ void test_counting_release_by_a_non_owner_is_impossible(context& c) {
     other.release();  // holds nothing: nothing happens
     auto probe = make_permit(c.s, resource, 1);
     BOOST_TEST(!probe.try_acquire(), "another owner's release freed the permit");
-    if (!c.entry.in_process_only && !has(c.s->capabilities(), capability::serializable)) {
+    if (!c.entry.in_process_only && !has(c.s->capabilities(), capability::serializable) &&
+        threads_of_this_process() == 1) {
         pid_t child = fork_child([&]() -> int {
             holder.set_auto_release(false);
             try {

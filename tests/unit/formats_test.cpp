@@ -250,6 +250,12 @@ BOOST_AUTO_TEST_CASE(zookeeper_paths_are_pinned) {
     for (const auto& p : names)
         pin(p, "zookeeper parent node", zookeeper_lock_parent("/locksmith", p.name),
             "/locksmith/" + std::string(p.hash));
+    for (const auto& p : names) {
+        pin(p, "zookeeper permits parent", zookeeper_permit_parent("/locksmith", p.name),
+            "/locksmith/" + std::string(p.hash) + ".permits");
+        pin(p, "zookeeper limit node", zookeeper_permit_limit_node("/locksmith", p.name),
+            "/locksmith/" + std::string(p.hash) + ".limit");
+    }
 }
 #endif
 
@@ -258,5 +264,11 @@ BOOST_AUTO_TEST_CASE(etcd_keys_are_pinned) {
     for (const auto& p : names)
         pin(p, "etcd queue prefix", etcd_lock_queue("locksmith/", p.name),
             "locksmith/" + std::string(p.hash) + "/");
+    for (const auto& p : names) {
+        pin(p, "etcd permits prefix", etcd_permit_queue("locksmith/", p.name),
+            "locksmith/" + std::string(p.hash) + ".permits/");
+        pin(p, "etcd limit key", etcd_permit_limit_key("locksmith/", p.name),
+            "locksmith/" + std::string(p.hash) + ".limit");
+    }
 }
 #endif

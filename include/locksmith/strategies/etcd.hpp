@@ -55,7 +55,28 @@
 //    backend_error (code "tls", permanent) naming the endpoint and what failed, never a key.
 //    With `user`, the store authenticates (POST /v3/auth/authenticate) and sends the token with
 //    every request.
-//  - Leaves behind: nothing once released; a killed holder's key and lease until its TTL ends.
+//  - Counting (a key with a limit, named_semaphore): a permit is a key
+//    `<prefix><hash hex>.permits/<lease id hex>` under the holder's own lease; the first `limit`
+//    keys by create revision hold, the others wait, in order (FIFO-fair). The limit is kept in
+//    `<prefix><hash hex>.limit` (decimal text, no lease), made by the name's first user and kept
+//    for good (Curator's rule); each permit key is created in a transaction that compares it
+//    with the owner's limit, so another limit is refused (invalid_argument_error naming both)
+//    and never adds holders; an administrator deletes the key (etcdctl del) to change it. Data
+//    there that is not a limit is a backend_error ("foreign"). Limits up to 1000 (a waiter reads
+//    the keys before its own, up to limit + 1). Waiting: the first waiter (exactly `limit` keys
+//    before its own) watches the permits' range for deletions (with prev_kv: a deletion before
+//    its own key is its grant, without another read); each other waiter watches only the key
+//    just before its own, which a waiter granted after a wait rewrites (same value and lease),
+//    so that the one behind looks again. A release wakes one or two waiters, never all. A
+//    killed holder's permit comes back when its lease ends. A permit's refresh also reads its
+//    key: another client that deletes a holder's key (its lease alive) gives its place to a
+//    waiter, and the holder learns at its next refresh or is_acquired() that it lost the permit;
+//    keys another client adds take places (fewer holders, never more). Fencing token: the key's
+//    create revision. Round trips: a grant is two (three for a name's first user), a release
+//    one, a refresh two.
+//  - fork(): a child's copy of a grant releases nothing (the lease stays the parent's).
+//  - Leaves behind: nothing once released (but a semaphore's limit key); a killed holder's key
+//    and lease until its TTL ends.
 //    A revocation that cannot reach etcd (a release, or a waiter giving up, while the server is
 //    down) leaves the lease to this process's next acquisition on the same cluster (any store),
 //    which revokes it first: etcd keeps leases across a restart and renews each to its full TTL
@@ -82,7 +103,8 @@ namespace locksmith::strategies {
 // What the etcd strategy offers (its registry entry and its store agree on this).
 inline constexpr capability etcd_capabilities =
     capability::exclusive | capability::noblock | capability::native_wait | capability::expiring |
-    capability::distributed | capability::fencing | capability::fair | capability::consensus;
+    capability::distributed | capability::fencing | capability::fair | capability::consensus |
+    capability::counting;
 
 struct etcd_options {
     // http://host:port or https://host:port of the cluster's members; at least one; tried in
@@ -123,6 +145,10 @@ struct etcd_options {
 // The key prefix under which `name`'s lock keys queue, `<prefix><hash hex>/` (see Owner above):
 // a frozen format (doc/FORMATS.md), for `etcdctl get --prefix`.
 std::string etcd_lock_queue(std::string_view prefix, std::string_view name);
+// A counting semaphore's permit keys queue under `<prefix><hash hex>.permits/`, and its limit
+// is kept in `<prefix><hash hex>.limit` (see Counting above): frozen formats (doc/FORMATS.md).
+std::string etcd_permit_queue(std::string_view prefix, std::string_view name);
+std::string etcd_permit_limit_key(std::string_view prefix, std::string_view name);
 
 // Connects to the first endpoint that answers and checks that it is an etcd v3 gateway.
 // Throws invalid_argument_error for bad options, backend_error when no endpoint answers.

@@ -49,6 +49,21 @@
 //    says how to fix it. Without `auth` every node is open (world:anyone: all): any client of
 //    the ensemble can delete a holder's node and give the lock to a second holder; the
 //    descriptor's warnings() say so (`config check`, `explain`).
+//  - Counting (a key with a limit, named_semaphore): a permit is an ephemeral sequential node
+//    `<owner token>-permit-<seq>` under the container `<root>/<hash hex>.permits`; the first
+//    `limit` nodes by sequence hold (FIFO-fair). A waiter watches the node just before its own;
+//    the first waiter (exactly `limit` nodes before it) watches every one of them, since any
+//    holder's release lets it in; a waiter granted while a node was behind its own rewrites its
+//    node's data, so that the waiter behind, which may be the first waiter now, looks again. A
+//    release wakes one or two waiters, never all. The limit is the data (decimal) of the
+//    persistent node `<root>/<hash hex>.limit`, made by the name's first user and kept for good
+//    (Curator's rule): another limit is invalid_argument_error naming both; an administrator
+//    deletes the node to change it. Data there that is not a limit 1..1000 is a backend_error
+//    ("foreign"). Limits up to 1000. A crashed holder's permit goes with its session (the
+//    session timeout). Fencing token: the node's czxid. Another client that deletes a holder's
+//    node gives its place to a waiter: the holder learns it from its loss watch (is_acquired()
+//    false, the loss callback), as for a lock; nodes another client adds take places (fewer
+//    holders, never more).
 //  - Errors: backend_error whose native_code is the C client's "ZOO <rc>" (e.g. "ZOO -4" for
 //    ZCONNECTIONLOSS), naming the hosts.
 #pragma once
@@ -70,7 +85,7 @@ namespace locksmith::strategies {
 inline constexpr capability zookeeper_capabilities =
     capability::exclusive | capability::shared | capability::noblock | capability::native_wait |
     capability::distributed | capability::crash_release | capability::fencing | capability::fair |
-    capability::consensus;
+    capability::consensus | capability::counting;
 
 struct zookeeper_options {
     // "host:port,host:port[/chroot]", as the C client takes it. The chroot must exist.
@@ -103,6 +118,10 @@ struct zookeeper_options {
 
 // The path of `name`'s parent node under `root`.
 std::string zookeeper_lock_parent(const std::string& root, std::string_view name);
+// A counting semaphore's: the container its permit nodes queue under, `<root>/<hash hex>.permits`,
+// and the persistent node whose data is its limit, `<root>/<hash hex>.limit` (see Counting).
+std::string zookeeper_permit_parent(const std::string& root, std::string_view name);
+std::string zookeeper_permit_limit_node(const std::string& root, std::string_view name);
 
 // The cautions `config check` and `explain` print for these options (strategy_descriptor::
 // warnings): without auth, that any client of the ensemble can delete a lock.
