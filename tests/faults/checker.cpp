@@ -25,6 +25,7 @@ nlohmann::json verdict::to_json() const {
             {"lost_untold", lost_untold},
             {"acted_untold", acted_untold},
             {"told_late", told_late},
+            {"told_late_ms_max", told_late_ms_max},
             {"told", told},
             {"gave_up", gave_up},
             {"failed", failed},
@@ -194,7 +195,10 @@ verdict check_history(const std::string& path) {
     lost.insert(refused.begin(), refused.end());
     v.lost_locks = long(lost.size());
     for (const auto& [id, at] : lost_at)
-        if (auto t = told.find(id); t != told.end() && t->second > at) ++v.told_late;
+        if (auto t = told.find(id); t != told.end() && t->second > at) {
+            ++v.told_late;
+            v.told_late_ms_max = std::max(v.told_late_ms_max, double(t->second - at) / 1e6);
+        }
     for (const auto& id : lost)
         if (!told.count(id)) {
             ++v.lost_untold;

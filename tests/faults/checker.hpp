@@ -27,6 +27,7 @@ struct verdict {
     long told_late = 0;            //     ... told only after another process's grant (the
                                    //     partition nemesis: a holder must hear of its loss
                                    //     before the next grant to stop in time)
+    double told_late_ms_max = 0;   //     ... the longest from that grant to the L record
     long told = 0;                 //     L records (told of a loss, whether or not it showed)
     long gave_up = 0;              //     acquisitions that ran out of their bound (T)
     long failed = 0;               //     acquisitions that failed with an error (F)
