@@ -54,10 +54,7 @@ tcp_fault_proxy::~tcp_fault_proxy() {
     const char stop = 's';
     (void)!::write(wake_[1], &stop, 1);
     thread_.join();
-    for (auto& l : links_) {
-        ::close(l.client);
-        ::close(l.server);
-    }
+    for (auto& l : links_) close_link(l);
     ::close(listener_);
     ::close(wake_[0]);
     ::close(wake_[1]);
@@ -105,7 +102,7 @@ void tcp_fault_proxy::cut_all() {
 }
 
 void tcp_fault_proxy::close_link(link& l) {
-    ::close(l.client);
+    if (l.client >= 0) ::close(l.client);
     if (l.server >= 0) ::close(l.server);
     l.client = l.server = -1;
 }
@@ -166,9 +163,9 @@ void tcp_fault_proxy::run() {
             const auto from_client = fds[2 + 2 * i].revents;
             const auto from_server = fds[3 + 2 * i].revents;
             if (now == mode::drop) {
-                if (from_client && !drop_from(links_[i].client, links_[i])) open[i] = false;
-                if (open[i] && from_server && !drop_from(links_[i].server, links_[i]))
-                    open[i] = false;
+                if (from_client) drop_from(links_[i].client, links_[i]);
+                if (from_server) drop_from(links_[i].server, links_[i]);
+                open[i] = links_[i].client >= 0 || links_[i].server >= 0;
                 continue;
             }
             if (from_client && !forward_from_client(links_[i])) open[i] = false;
@@ -183,13 +180,14 @@ void tcp_fault_proxy::run() {
     }
 }
 
-// A partition: what one side sent is lost. A side that hung up ends the link (in a real
-// partition the other side would not hear of it; it does not matter here, as the link is
-// closed when the partition ends anyway).
-bool tcp_fault_proxy::drop_from(int fd, link& l) {
+// A partition: what one side sent is lost. A side that hung up is closed alone: the other side
+// hears of it only when the partition ends (resume), as in a real partition.
+void tcp_fault_proxy::drop_from(int& fd, link& l) {
     char buf[65536];
     l.damaged = true;
-    return read_some(fd, buf, sizeof buf) > 0;
+    if (read_some(fd, buf, sizeof buf) > 0) return;
+    ::close(fd);
+    fd = -1;
 }
 
 void tcp_fault_proxy::accept_one(mode now) {

@@ -65,8 +65,9 @@ class tcp_fault_proxy {
 
   private:
     struct link {
-        int client = -1;
-        int server = -1;           // -1: accepted in drop or stall, not yet connected
+        int client = -1;           // -1: hung up during a partition
+        int server = -1;           // -1: accepted in drop or stall, not yet connected (or, as
+                                   // the client, hung up during a partition)
         std::string sent;          // the client's bytes since the cut was armed
         std::uint64_t arming = 0;  // the arming `sent` belongs to
         bool damaged = false;      // bytes were dropped: closed when the partition ends
@@ -75,7 +76,7 @@ class tcp_fault_proxy {
     void accept_one(mode now);
     void resume();
     static void close_link(link& l);
-    static bool drop_from(int fd, link& l);
+    static void drop_from(int& fd, link& l);
     // Forwards what is readable on one side of `l`; false when `l` is to be closed.
     bool forward_from_client(link& l);
     static bool forward_from_server(link& l);
