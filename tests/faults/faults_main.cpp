@@ -528,9 +528,10 @@ cell_outcome run_cell(const cell& c) {
     // session timeout plus 1 s of the server being back (what a holder or a waiter that gave up
     // during the outage left behind must not block longer).
     const ms recover_bound = lease + 1s;
-    // Partition and stall: each worker reaches the server through a proxy of its own, which the
-    // nemesis cuts off (drop: every byte lost; stall: every byte held) for as long as a pause,
-    // while the worker holds the lock in a critical section that lasts 1 s longer.
+    // Partition, stall and cut: each worker reaches the server through a proxy of its own, which
+    // the nemesis cuts off (drop: every byte lost; stall: every byte held; cut: its connections
+    // closed) for as long as a pause, while the worker holds the lock in a critical section that
+    // lasts 1 s longer.
     std::vector<std::unique_ptr<test::tcp_fault_proxy>> proxies;
     const int server_port = network_nemesis(c.nemesis) ? server_port_in(*entry->options) : 0;
     if (network_nemesis(c.nemesis)) {
@@ -731,6 +732,8 @@ cell_outcome run_cell(const cell& c) {
     if (v.hangs) out.broken.push_back("workers hung");
     if (!free_after) out.broken.push_back("the lock was not free after the run");
     if (v.grants == 0) out.broken.push_back("no grant at all: the run checked nothing");
+    if (network_nemesis(c.nemesis) && v.faults == 0)
+        out.broken.push_back("no worker was cut off: the run checked nothing");
     if (v.acted_untold) out.broken.push_back("(d) holders acted on a lost lock and were not told");
     if (fencing && v.stale_accepted) out.broken.push_back("(b) stale writes accepted (fencing)");
     if (crash_release && c.nemesis == "kill" && v.overlaps)
@@ -819,7 +822,7 @@ int run_ci(const std::string& id, const std::string& via) {
 
 int usage() {
     std::cerr << "usage: locksmith_faults run --strategy ID --nemesis "
-                 "none|pause|kill|restart|partition|stall "
+                 "none|pause|kill|restart|partition|stall|cut "
                  "[--seconds S] [--seed N] [--workers K] [--via library|run] [--json FILE]\n"
                  "       locksmith_faults ci ID [run|network]\n"
                  "       locksmith_faults check LOG\n";
