@@ -9,7 +9,7 @@
 #       grants); -e  the seed of every cell's schedule (default: the date's seconds, printed);
 #   -o  where to write (default bench/results): <date>-faults.json (one object per cell, with
 #       its command) and <date>-faults.md (strategy × nemesis → (a)-(e));
-#   -n  the nemeses, comma-separated (default none,pause,kill,restart);
+#   -n  the nemeses, comma-separated (default none,pause,kill,restart,partition,stall,cut);
 #   -v  library (default: workers use the library), run (workers take the lock through
 #       `locksmith run`, how admins use it), or both;
 #   STRATEGY  ids of tests/support/strategies_under_test (default: file simple semaphore shm
@@ -19,6 +19,9 @@
 # (SIGKILL holders and waiters, respawned), restart (kill the strategy's server and start it
 # again: a private server through scripts/services.sh, for the strategies that have one);
 # through `locksmith run`, pause stops locksmith and its command, kill SIGKILLs locksmith.
+# partition, stall and cut (the strategies with a TCP server, through the library only): one
+# worker in a long critical section is cut off from its server by a TCP proxy of its own (every
+# byte dropped, every byte held, or its connections closed).
 # Pause and kill use the servers of `scripts/services.sh env` (LOCKSMITH_TEST_*): start them
 # first. Needs a build with tests (BUILD_DIR, default build). Fails when a cell breaks an
 # invariant (the table says which), never on figures but one: after a restart, the next grant
@@ -29,7 +32,7 @@ build=${BUILD_DIR:-$root/build}
 seconds=60
 seed=$(date +%s)
 out=$root/bench/results
-nemeses=none,pause,kill,restart
+nemeses=none,pause,kill,restart,partition,stall,cut
 via=library
 while getopts "s:e:o:n:v:h" opt; do
   case $opt in
@@ -63,10 +66,13 @@ status=0
 for s in "${strategies[@]}"; do
   for n in "${nemesis_list[@]}"; do
     case "$n:$s" in
-      restart:redis|restart:memcached|restart:pg_advisory|restart:sql.postgresql|restart:zookeeper|restart:etcd|[!r]*) ;;
-      *) continue ;;
+      restart:redis|restart:memcached|restart:pg_advisory|restart:sql.postgresql|restart:zookeeper|restart:etcd) ;;
+      partition:*|stall:*|cut:*)
+        case $s in redis|memcached|pg_advisory|sql.postgresql|zookeeper|etcd) ;; *) continue ;; esac ;;
+      restart:*) continue ;;
     esac
     for v in "${vias[@]}"; do
+      case "$n:$v" in partition:run|stall:run|cut:run) continue ;; esac
       echo "faults: $s under $n (via $v)" >&2
       rc=0
       "$program" run --strategy "$s" --nemesis "$n" --seconds "$seconds" --seed "$seed" \
@@ -147,10 +153,36 @@ def summary(cells):
             f" {sum(c['lost_untold'] for c in cs)} |"
             f" {pair(cs, 'kill', ms)} | {pair(cs, 'restart', ms)} |")
     return lines
+# The network nemeses (library): per strategy and nemesis, lost locks / told only after the next
+# grant / acted on while untold, and stale writes accepted / refused.
+def network(cells):
+    got = [c for c in cells if "skipped" not in c and c.get("nemesis") in ("partition", "stall", "cut")]
+    if not got:
+        return []
+    order = []
+    for c in got:
+        if c["strategy"] not in order:
+            order.append(c["strategy"])
+    def cell(s, n):
+        cs = [c for c in got if c["strategy"] == s and c["nemesis"] == n]
+        if not cs:
+            return "-"
+        t = lambda k: sum(c.get(k, 0) for c in cs)
+        stale = f"; stale {t('stale_accepted')} / {t('stale_refused')}" if cs[0]["fencing"] else ""
+        late = max(c.get("told_late_ms_max", 0) for c in cs)
+        late = f" (by {late:.0f} ms at most)" if t("told_late") else ""
+        return f"{t('faults')} faults: lost {t('lost_locks')}, told late {t('told_late')}{late}, acted untold {t('acted_untold')}{stale}"
+    lines = ["", "Network faults (through the library): per fault window, lost locks (another process"
+             " granted while the holder was cut off), of them told only after that grant, and acted on"
+             " after it without being told; stale writes accepted / refused.", "",
+             "| strategy | partition | stall | cut |", "|---|---|---|---|"]
+    for s in order:
+        lines.append(f"| {s} | {cell(s, 'partition')} | {cell(s, 'stall')} | {cell(s, 'cut')} |")
+    return lines
 lines += ["", "Per strategy: counts summed over its cells; x / y: through the library / through"
           " `locksmith run`; recovery: the longest time from a fault's end to the next grant, and"
           " after a restart how many missed the goal (next grant within one TTL or session"
-          " timeout + 1 s).", ""] + summary(cells)
+          " timeout + 1 s).", ""] + summary(cells) + network(cells)
 open(stem + ".md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF

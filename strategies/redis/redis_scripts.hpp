@@ -140,11 +140,12 @@ if mode == 'x' then
   end
   local left = redis.call('PTTL', lock)
   if wait_ms > 0 then
-    -- Registered until just after this waiter's next scheduled retry: a waiter that died
-    -- blocks new readers, and holds its place in the queue, for at most the holders' TTL plus
-    -- 2 s.
+    -- Registered until well after this waiter's next retry, which comes within 1 s (the
+    -- store's waiter_renewal): a waiter that died blocks new readers, and holds its place in
+    -- the queue, for 3 s at most, whatever the holder's TTL (a release in that time still
+    -- hands the lock to it, for its TTL).
     local now = server_ms()
-    local keep = math.min(wait_ms, math.max(left, 0) + 2000)
+    local keep = math.min(wait_ms, 3000)
     redis.call('ZREMRANGEBYSCORE', wait, '-inf', now)
     redis.call('ZADD', wait, now + keep, token)
     if not redis.call('ZSCORE', queue, member) then

@@ -30,6 +30,10 @@ using namespace redis_detail;
 using clock = deadline::clock;
 using std::chrono::milliseconds;
 
+// The longest a waiting writer sleeps between two retries, each of which renews its place in the
+// queue (the acquire script keeps a place for 3 s: a retry may come late on a loaded machine).
+constexpr milliseconds waiter_renewal{1000};
+
 enum script_id : std::size_t {
     acquire_id,
     refresh_id,
@@ -176,11 +180,13 @@ class redis_store final : public store {
                 return withdraw(k, member);
             }
             // Sleep until the hand-over, but no longer than the obstacle can last (the holder's
-            // TTL) nor than a third of our TTL: the retry renews our registration (a waiter that
-            // stops renewing, i.e. died, loses its place) and the start of our lifetime. An
+            // TTL), a third of our TTL, or waiter_renewal: the retry renews the start of our
+            // lifetime and our registration, which the acquire script keeps for 3 s only, so
+            // that a waiter that died (stopped renewing) loses its place within 3 s instead of
+            // being handed the lock, for its whole TTL, by a release long after its death. An
             // obstacle without a known end (a foreign key without TTL) is re-checked each second.
-            milliseconds slice = o.value > 0 ? milliseconds(o.value + 1) : milliseconds(1000);
-            slice = std::min({slice, std::max(ttl / 3, milliseconds(1)),
+            milliseconds slice = o.value > 0 ? milliseconds(o.value + 1) : waiter_renewal;
+            slice = std::min({slice, std::max(ttl / 3, milliseconds(1)), waiter_renewal,
                               milliseconds(ms_until(until, now)) + milliseconds(1)});
             if (handed_over(*w, member, now + slice)) {
                 k.set_fencing_token(std::nullopt);  // drawn on request, as for a SET NX grant

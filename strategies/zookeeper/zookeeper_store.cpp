@@ -769,16 +769,22 @@ class zookeeper_store final : public store {
         }
     }
 
-    // Deletes `node`; a disconnect is waited out for at most the session timeout (the session's
-    // end removes the node anyway).
+    // Deletes `node`; a disconnect is waited out for at most the session timeout, after which the
+    // session is abandoned (as holds() does: Curator's LOST), so that the server expires it and
+    // the node with it. Kept, it would come back with a restarted server (which keeps sessions in
+    // its log) and keep the node: a grant whose release failed in the outage, or a request whose
+    // wait ended in it, would block the name for as long as this store lives.
     void remove(session& s, const std::string& node) {
         if (!s.usable()) return;
         const auto until = clock::now() + s.timeout();
         for (;;) {
             const int rc = s.call([&](zhandle_t* zh) { return zoo_delete(zh, node.c_str(), -1); });
             if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED) return;
-            if (!transient_rc(rc) || !s.wait_connected(until))
+            if (!transient_rc(rc)) fail(s.hosts(), "deleting '" + node + "'", rc);
+            if (!s.wait_connected(until)) {
+                s.abandon();  // the server expires the session, and the node with it
                 fail(s.hosts(), "deleting '" + node + "'", rc);
+            }
         }
     }
 

@@ -24,6 +24,8 @@ nlohmann::json verdict::to_json() const {
             {"lost_locks", lost_locks},
             {"lost_untold", lost_untold},
             {"acted_untold", acted_untold},
+            {"told_late", told_late},
+            {"told_late_ms_max", told_late_ms_max},
             {"told", told},
             {"gave_up", gave_up},
             {"failed", failed},
@@ -91,7 +93,8 @@ verdict check_history(const std::string& path) {
     std::map<section_id, section> sections;
     // pid -> its K records: time, and the process signalled (the `run` variant's locksmith)
     std::map<long, std::vector<std::pair<std::int64_t, std::int64_t>>> killed_at;
-    std::set<section_id> told, refused;
+    std::set<section_id> refused;
+    std::map<section_id, std::int64_t> told;                     // -> the first L
     std::vector<std::pair<std::int64_t, std::int64_t>> windows;  // fault windows
     std::int64_t first = log.empty() ? 0 : log.front().t, last = log.empty() ? 0 : log.back().t;
     std::int64_t highest_token = -1;
@@ -130,7 +133,7 @@ verdict check_history(const std::string& path) {
                 break;
             case 'L':
                 ++v.told;
-                told.insert(id);
+                told.emplace(id, r.t);
                 break;
             case 'T':
                 ++v.gave_up;
@@ -177,18 +180,25 @@ verdict check_history(const std::string& path) {
     // (a) and (d): a section that another process's section began inside lost the lock then.
     // A lost section acted on the lost lock when it read or wrote after the other's grant.
     std::set<section_id> lost, acted(refused.begin(), refused.end());
+    std::map<section_id, std::int64_t> lost_at;  // the first grant inside the section
     std::vector<const section*> open;
     for (const auto& s : all) {
         std::erase_if(open, [&](const section* o) { return o->end <= s.begin; });
         for (const auto* o : open)
             if (o->id.first != s.id.first && lost.insert(o->id).second) {
                 ++v.overlaps;
+                lost_at[o->id] = s.begin;
                 if (o->last_action > s.begin) acted.insert(o->id);
             }
         open.push_back(&s);
     }
     lost.insert(refused.begin(), refused.end());
     v.lost_locks = long(lost.size());
+    for (const auto& [id, at] : lost_at)
+        if (auto t = told.find(id); t != told.end() && t->second > at) {
+            ++v.told_late;
+            v.told_late_ms_max = std::max(v.told_late_ms_max, double(t->second - at) / 1e6);
+        }
     for (const auto& id : lost)
         if (!told.count(id)) {
             ++v.lost_untold;

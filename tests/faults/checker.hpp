@@ -24,6 +24,10 @@ struct verdict {
     long acted_untold = 0;         //     ... and that read or wrote after the other's grant
                                    //     (a loss after the last action, released without a
                                    //     word, counts in lost_untold only)
+    long told_late = 0;            //     ... told only after another process's grant (the
+                                   //     partition nemesis: a holder must hear of its loss
+                                   //     before the next grant to stop in time)
+    double told_late_ms_max = 0;   //     ... the longest from that grant to the L record
     long told = 0;                 //     L records (told of a loss, whether or not it showed)
     long gave_up = 0;              //     acquisitions that ran out of their bound (T)
     long failed = 0;               //     acquisitions that failed with an error (F)

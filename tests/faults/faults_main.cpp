@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // locksmith_faults: a Jepsen-style run of one strategy under one nemesis (issue 25).
 //
-//   locksmith_faults run --strategy ID --nemesis none|pause|kill|restart [--seconds S]
-//                        [--seed N] [--workers K] [--via library|run] [--json FILE]
+//   locksmith_faults run --strategy ID --nemesis none|pause|kill|restart|partition|stall|cut
+//                        [--seconds S] [--seed N] [--workers K] [--via library|run]
+//                        [--json FILE]
 //       K worker processes (this program, `worker`) loop: acquire, read the resource's
 //       register, write it + 1 with the fencing token, release; half of them keep one lock
 //       object, the other half make a fresh store and lock per acquisition. `--via run`: each
@@ -13,12 +14,18 @@
 //       schedule drawn from the seed: `pause` SIGSTOPs the holder past its TTL / session timeout
 //       / lease and SIGCONTs it; `kill` SIGKILLs holders and waiters (and respawns them);
 //       `restart` kills the strategy's server and starts it again (a private server, through
-//       scripts/services.sh). Then the checker reads the resource's log (checker.hpp), prints
-//       its verdict as JSON (appended as one line to FILE), and the exit status says whether the
-//       invariants hold (0), not (1), or the strategy's server is not configured (77; 1 under
-//       CI=true).
-//   locksmith_faults ci ID [run]  the CI-sized cells of one strategy (CTest faults.ID, and
-//                                 faults.ID.run for the `run` variant)
+//       scripts/services.sh); `partition`, `stall` and `cut` (through the library only) give
+//       each worker a TCP proxy of its own to the server (tests/support/tcp_fault_proxy) and, once
+//       a worker asked for it (SIGUSR1) is in a long critical section, drop every byte between
+//       it and the server, hold every byte, or close its connections, for a pause's length; the
+//       worker works on in 20 ms steps, stops when told (on_lost, or loss_fd then
+//       is_acquired()), and writes at the end when it was not. Then the checker reads the
+//       resource's log (checker.hpp), prints its verdict as JSON (appended as one line to FILE),
+//       and the exit status says whether the invariants hold (0), not (1), or the strategy's server
+//       is not configured (77; 1 under CI=true).
+//   locksmith_faults ci ID [run|network]  the CI-sized cells of one strategy (CTest faults.ID,
+//                                 faults.ID.run for the `run` variant, faults.ID.network for
+//                                 one fault of partition, stall and cut)
 //   locksmith_faults check LOG    the checker alone, on a log
 //
 // Invariants (issue 25; counts from the log, no timing): a `fencing` strategy accepts 0 stale
@@ -28,11 +35,13 @@
 // timed from the log's clock: under `restart`, the next grant within one TTL (or session
 // timeout) plus 1 s of the server's return (what the outage left behind must not block longer).
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>  // integration_support.hpp's helpers are Boost.Test's
 #include <chrono>
@@ -45,6 +54,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -58,6 +68,7 @@
 #include "integration/integration_support.hpp"
 #include "support/strategies_under_test.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/tcp_fault_proxy.hpp"
 #include "support/test_environment.hpp"
 
 using namespace locksmith;
@@ -74,6 +85,10 @@ constexpr int skip_status = 77;
 std::atomic<long> current_seq{0};
 faults::history_log* worker_log = nullptr;
 int worker_index = 0;
+// The partition and stall nemeses: SIGUSR1 asks a worker to make its next critical section a
+// long one (the nemesis cuts it off from the server meanwhile); on_lost sets `told`.
+volatile sig_atomic_t stretch_next = 0;
+std::atomic<bool> told{false};
 
 int run_worker_via_cli(const nlohmann::json& spec, faults::history_log& log);
 
@@ -100,8 +115,14 @@ int run_worker(const nlohmann::json& spec) {
     lo.auto_refresh = spec.at("auto_refresh").get<bool>();
     // From the renewal thread or from is_acquired(): one short append, safe from any thread.
     lo.on_lost = [](const error&) {
+        told = true;
         worker_log->record(::getpid(), worker_index, current_seq.load(), 'L');
     };
+    struct sigaction asked {};
+    asked.sa_handler = [](int) { stretch_next = 1; };
+    asked.sa_flags = SA_RESTART;
+    ::sigaction(SIGUSR1, &asked, nullptr);
+    const ms stretch{spec.value("stretch_ms", 0L)};
     lo.on_error = [](const error&) {};  // a failed release shows in the log as what follows
     const auto resource_name = spec.at("resource").get<std::string>();
 
@@ -113,6 +134,7 @@ int run_worker(const nlohmann::json& spec) {
     const pid_t self = ::getpid();
     for (long seq = 1; !fs::exists(stop_file); ++seq) {
         current_seq = seq;
+        told = false;
         std::unique_ptr<named_lock> made;
         named_lock* lock = nullptr;
         try {
@@ -148,6 +170,29 @@ int run_worker(const nlohmann::json& spec) {
         const auto value = reg.read(worker_index, seq);
         std::this_thread::sleep_for(
             std::chrono::microseconds(std::uniform_int_distribution<long>(0, hold_us)(random)));
+        if (stretch_next && stretch.count() > 0) {
+            stretch_next = 0;
+            log.record(self, worker_index, seq, 'Q');  // the nemesis waits for this
+            // A long critical section, cut off from the server (partition, stall): work in
+            // steps, as a careful holder does, and stop when told that the lock is lost
+            // (on_lost, or loss_fd turning readable, then is_acquired()). Not told by the end:
+            // write, as a holder that believes it still holds does.
+            const auto until = std::chrono::steady_clock::now() + stretch;
+            while (!told && std::chrono::steady_clock::now() < until) {
+                std::this_thread::sleep_for(20ms);
+                try {
+                    const auto fd = lock->loss_fd();
+                    pollfd p{fd.value_or(-1), POLLIN, 0};
+                    if (fd && (*fd < 0 || ::poll(&p, 1, 0) > 0)) (void)lock->is_acquired();
+                } catch (const std::exception&) {
+                }
+            }
+            if (told) {
+                log.record(self, worker_index, seq, 'E');
+                lock->unlock();
+                continue;
+            }
+        }
         // Written whatever the lock says now: a holder that does not know it lost the lock
         // acts like this, and the resource's fencing check is what must stop it.
         reg.write(worker_index, seq, token, value + 1);
@@ -329,6 +374,27 @@ std::optional<std::string> service_of(const std::string& id) {
     return s->second;
 }
 
+// ------------------------------------------------------------------ the network
+
+// The server a strategy's options name (the first "127.0.0.1:PORT" in them: URL, DSN, endpoints
+// or hosts), for the partition and stall nemeses; 0 when none.
+int server_port_in(const nlohmann::json& options) {
+    const auto text = options.dump();
+    const std::string host = "127.0.0.1:";
+    const auto at = text.find(host);
+    return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + host.size());
+}
+
+// The options with every "127.0.0.1:PORT" of that server replaced by `address` (a proxy's).
+nlohmann::json through(const nlohmann::json& options, int port, const std::string& address) {
+    const std::regex server("127\\.0\\.0\\.1:" + std::to_string(port) + "(?![0-9])");
+    return nlohmann::json::parse(std::regex_replace(options.dump(), server, address));
+}
+
+bool network_nemesis(const std::string& n) {
+    return n == "partition" || n == "stall" || n == "cut";
+}
+
 // ------------------------------------------------------------------ the run
 
 std::optional<test::strategy_under_test> find_entry(const std::string& id) {
@@ -375,7 +441,8 @@ class holder_tracker {
             if (!(f >> t >> pid >> worker >> seq >> kind)) continue;
             if (kind == 'B' || kind == 'R') before_write_[pid] = true;
             if (kind == 'W' || kind == 'V' || kind == 'E' || kind == 'K')
-                before_write_[pid] = false;
+                before_write_[pid] = stretched_[pid] = false;
+            if (kind == 'Q') stretched_[pid] = true;
             if (long child; kind == 'P' && f >> child) locksmith_of_[pid] = child;
         }
         std::vector<long> now;
@@ -391,9 +458,15 @@ class holder_tracker {
         return l == locksmith_of_.end() ? 0 : l->second;
     }
 
+    // Whether `pid` is in a long critical section, asked for by the partition and stall nemeses.
+    bool stretched(long pid) {
+        holders();
+        return stretched_[pid];
+    }
+
   private:
     std::ifstream in_;
-    std::map<long, bool> before_write_;
+    std::map<long, bool> before_write_, stretched_;
     std::map<long, long> locksmith_of_;
 };
 
@@ -422,6 +495,13 @@ cell_outcome run_cell(const cell& c) {
         server->export_env();
     }
     auto entry = find_entry(c.strategy);
+    if (network_nemesis(c.nemesis) && c.via == "run") {
+        // The nemesis stretches the critical section of a worker (SIGUSR1) to cut it off while
+        // it holds; `locksmith run`'s command does not take that request.
+        out.skipped = true;
+        out.json = {{"skipped", c.nemesis + " runs through the library only"}};
+        return out;
+    }
     if (c.via == "run" && test::cli_path().empty()) {
         out.skipped = true;
         out.json = {{"skipped", "this build has no CLI (LOCKSMITH_BUILD_CLI=OFF)"}};
@@ -448,6 +528,21 @@ cell_outcome run_cell(const cell& c) {
     // session timeout plus 1 s of the server being back (what a holder or a waiter that gave up
     // during the outage left behind must not block longer).
     const ms recover_bound = lease + 1s;
+    // Partition, stall and cut: each worker reaches the server through a proxy of its own, which
+    // the nemesis cuts off (drop: every byte lost; stall: every byte held; cut: its connections
+    // closed) for as long as a pause, while the worker holds the lock in a critical section that
+    // lasts 1 s longer.
+    std::vector<std::unique_ptr<test::tcp_fault_proxy>> proxies;
+    const int server_port = network_nemesis(c.nemesis) ? server_port_in(*entry->options) : 0;
+    if (network_nemesis(c.nemesis)) {
+        if (server_port == 0) {
+            out.skipped = true;
+            out.json = {{"skipped", c.strategy + " has no TCP server to cut off"}};
+            return out;
+        }
+        for (int i = 0; i < c.workers; ++i)
+            proxies.push_back(std::make_unique<test::tcp_fault_proxy>("127.0.0.1", server_port));
+    }
 
     const auto log_path = run_dir / "history.log";
     const auto register_path = run_dir / "register";
@@ -468,7 +563,10 @@ cell_outcome run_cell(const cell& c) {
                                {"fenced", fencing},
                                {"fencing", fencing},
                                {"strategy", entry->name},
-                               {"options", *entry->options},
+                               {"options", proxies.empty() ? *entry->options
+                                                           : through(*entry->options, server_port,
+                                                                     proxies[index]->address())},
+                               {"stretch_ms", proxies.empty() ? 0 : (pause + 1s).count()},
                                {"resource", resource_name},
                                {"worker", index},
                                {"fresh", index % 2 == 1},
@@ -570,6 +668,31 @@ cell_outcome run_cell(const cell& c) {
             log.record(0, -1, 0, 'N', 0);
             // Past the end of the run if need be: the availability goal is checked over this.
             std::this_thread::sleep_for(std::max<ms>(3s, recover_bound + 500ms));
+        } else if (network_nemesis(c.nemesis)) {
+            std::this_thread::sleep_for(ms(random() % 200));
+            const int index = int(random() % workers.size());
+            const long victim = workers[index];
+            // Its next critical section is a long one: cut it off once it has begun.
+            ::kill(pid_t(victim), SIGUSR1);
+            const auto until = std::chrono::steady_clock::now() + 6s;
+            bool holds = false;
+            while (!(holds = tracker.stretched(victim)) && std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(1ms);
+            if (!holds) continue;
+            auto& proxy = *proxies[std::size_t(index)];
+            log.record(0, -1, 0, 'N', 1);
+            if (c.nemesis == "cut") {
+                // The connections end (both sides see it) and new ones go through at once.
+                proxy.cut_all();
+                std::this_thread::sleep_for(pause);
+            } else {
+                proxy.set_mode(c.nemesis == "partition" ? test::tcp_fault_proxy::mode::drop
+                                                        : test::tcp_fault_proxy::mode::stall);
+                std::this_thread::sleep_for(pause);
+                proxy.set_mode(test::tcp_fault_proxy::mode::pass);
+            }
+            log.record(0, -1, 0, 'N', 0);
+            sleep_until_or_end(2s);
         } else {
             out.broken.push_back("unknown nemesis " + c.nemesis);
             break;
@@ -609,6 +732,8 @@ cell_outcome run_cell(const cell& c) {
     if (v.hangs) out.broken.push_back("workers hung");
     if (!free_after) out.broken.push_back("the lock was not free after the run");
     if (v.grants == 0) out.broken.push_back("no grant at all: the run checked nothing");
+    if (network_nemesis(c.nemesis) && v.faults == 0)
+        out.broken.push_back("no worker was cut off: the run checked nothing");
     if (v.acted_untold) out.broken.push_back("(d) holders acted on a lost lock and were not told");
     if (fencing && v.stale_accepted) out.broken.push_back("(b) stale writes accepted (fencing)");
     if (crash_release && c.nemesis == "kill" && v.overlaps)
@@ -660,8 +785,22 @@ int report(const cell_outcome& o, const std::optional<std::string>& json_file) {
 }
 
 // The CI-sized cells of one strategy: seconds, not minutes (the full run is scripts/faults.sh).
+// `via` "network": the partition, stall and cut cells (one fault each), through the library.
 int run_ci(const std::string& id, const std::string& via) {
     int worst = 0;
+    if (via == "network") {
+        for (const auto* n : {"partition", "stall", "cut"}) {
+            cell c;
+            c.strategy = id;
+            c.nemesis = n;
+            c.seconds = 1.5;  // the first fault comes after 1 s, and the run outlasts it
+            c.seed = 25;
+            const int status = report(run_cell(c), std::nullopt);
+            if (status == skip_status) return status;
+            worst = std::max(worst, status);
+        }
+        return worst;
+    }
     std::vector<std::string> nemeses = {"none", "pause", "kill"};
     // Restarting a private server: the quick ones in CI, and etcd (about a second to start),
     // whose leases outlive a restart (PostgreSQL's initdb and ZooKeeper's start-up cost seconds
@@ -682,9 +821,10 @@ int run_ci(const std::string& id, const std::string& via) {
 }
 
 int usage() {
-    std::cerr << "usage: locksmith_faults run --strategy ID --nemesis none|pause|kill|restart "
+    std::cerr << "usage: locksmith_faults run --strategy ID --nemesis "
+                 "none|pause|kill|restart|partition|stall|cut "
                  "[--seconds S] [--seed N] [--workers K] [--via library|run] [--json FILE]\n"
-                 "       locksmith_faults ci ID [run]\n"
+                 "       locksmith_faults ci ID [run|network]\n"
                  "       locksmith_faults check LOG\n";
     return 2;
 }
@@ -701,8 +841,9 @@ int main(int argc, char** argv) {
             std::cout << faults::check_history(argv[2]).to_json().dump(2) << std::endl;
             return 0;
         }
-        if (command == "ci" && (argc == 3 || (argc == 4 && argv[3] == std::string("run")))) {
-            const int status = run_ci(argv[2], argc == 4 ? "run" : "library");
+        if (command == "ci" && (argc == 3 || (argc == 4 && (argv[3] == std::string("run") ||
+                                                            argv[3] == std::string("network"))))) {
+            const int status = run_ci(argv[2], argc == 4 ? argv[3] : "library");
             test::remove_test_lock_dirs();
             return status;
         }

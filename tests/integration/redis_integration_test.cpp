@@ -362,6 +362,42 @@ BOOST_AUTO_TEST_CASE(a_lock_handed_to_a_waiter_that_died_is_reclaimed_after_its_
     waiter.unlock();
 }
 
+// A waiter killed while queued loses its place within 3 s of its death, whatever the holder's
+// TTL: a release later than that goes to the live waiter behind it at once. (The place used to
+// last the holder's TTL plus 2 s, about 32 s here, and the release handed the lock to the dead
+// waiter for its own 60 s TTL.) The live waiter, asleep for longer than 3 s behind the held
+// lock, keeps its own place by renewing it: the release wakes it instead of freeing the lock
+// while it sleeps up to a third of its TTL.
+BOOST_AUTO_TEST_CASE(a_release_after_a_queued_waiter_died_goes_to_the_live_one) {
+    const std::string name = test::unique_resource("dead_waiter_place");
+    const std::string url = endpoint(url_variable);
+    auto holder = make_lock(shared_store(), name, 30s);
+    BOOST_REQUIRE(holder.try_lock());
+    const pid_t victim = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 60s);
+            mine.try_lock_for(must_happen);
+            return 0;
+        },
+        120s);
+    BOOST_REQUIRE(eventually_queue_length(name, 1));
+    ::kill(victim, SIGKILL);
+    BOOST_TEST(test::wait_child(victim, 10s) == 128 + SIGKILL);
+    const pid_t waiter = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_redis_store(options_for(url)), name, 90s);
+            mine.lock();  // no last plain attempt (see above): only the queue serves it
+            mine.unlock();
+            return 0;
+        },
+        120s);
+    BOOST_REQUIRE(eventually_queue_length(name, 2));
+    std::this_thread::sleep_for(4500ms);  // past the dead waiter's place, and the live one's 3 s
+    holder.unlock();
+    // A bound far below the dead waiter's 60 s TTL and the live one's 30 s sleep, not a speed.
+    BOOST_TEST(test::wait_child(waiter, 10s) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(fencing_tokens_increase_across_processes) {
     // 4 processes x 250 grants; each appends its token while holding the lock, so the file is in
     // grant order and must be strictly increasing.

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -974,6 +975,49 @@ BOOST_AUTO_TEST_CASE(server_down_past_the_session_timeout_loses_the_lock) {
     // Back: the store starts a new session; the old one's lock is gone.
     BOOST_TEST(fresh.try_lock_for(must_happen));
     fresh.unlock();
+}
+
+// A holder in another process releases while the server is down: the release fails, and the
+// process lives on with its store. Its session must not come back with the restarted server
+// (which keeps sessions in its log) and keep the node: the next holder is granted within a few
+// session timeouts of the server's return, not when that process ends. (Found by the faults run:
+// locksmith_faults run --strategy zookeeper --nemesis restart, no grant for the 7.6 s left.)
+BOOST_AUTO_TEST_CASE(a_release_that_fails_in_an_outage_leaves_no_node_behind_after_it) {
+    private_zookeeper server;
+    auto o = options_for(server.hosts());
+    o.session_timeout = 2s;
+    const std::string name = test::unique_resource("release_in_outage");
+    const std::string dir = "/tmp/locksmith-zk-outage-" + std::to_string(::getpid());
+    std::filesystem::create_directories(dir);
+    auto eventually = [&](const std::string& file) {
+        const auto until = clock_type::now() + must_happen;
+        while (!std::filesystem::exists(dir + "/" + file) && clock_type::now() < until)
+            std::this_thread::sleep_for(20ms);
+        return std::filesystem::exists(dir + "/" + file);
+    };
+    const pid_t holder = test::fork_child(
+        [&] {
+            auto mine = make_lock(strategies::make_zookeeper_store(o), name);
+            if (!mine.try_lock()) return 1;
+            std::ofstream(dir + "/held");
+            if (!eventually("stopped")) return 2;
+            mine.unlock();  // fails: the server is down (reported to the error handler)
+            std::ofstream(dir + "/released");
+            std::this_thread::sleep_for(120s);  // lives on with its store until killed
+            return 0;
+        },
+        180s);
+    BOOST_REQUIRE(eventually("held"));
+    server.stop();
+    std::ofstream(dir + "/stopped");
+    BOOST_REQUIRE(eventually("released"));
+    server.start();
+    auto next = make_lock(strategies::make_zookeeper_store(o), name);
+    // A bound far above the session timeout, far below the holder's life.
+    BOOST_TEST(next.try_lock_for(20s));
+    ::kill(holder, SIGKILL);
+    (void)test::wait_child(holder, 10s);
+    std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,6 +4,9 @@
 // cuts one connection at the worst moment for a request/response protocol: after the client's
 // request reached the server and the server answered, before the answer reaches the client (a
 // request applied whose reply was lost). Other connections, and new ones, go on as before.
+// It can also cut the client off from the server (the faults run's partition and stall
+// nemeses): set_mode(drop) blackholes every connection, set_mode(stall) holds every byte, and
+// cut_all() closes every connection at once.
 #pragma once
 
 #include <chrono>
@@ -45,15 +48,35 @@ class tcp_fault_proxy {
     // Connections accepted so far: a client that reconnected after a cut counts twice.
     int connections() const;
 
+    enum class mode {
+        pass,   // forward both ways (the start)
+        drop,   // a partition: every byte either way is read and thrown away, and connections
+                // made meanwhile reach nothing; back in pass, the connections that lost bytes
+                // are closed (their streams have a hole), as a client would find them after
+                // its timeouts
+        stall,  // a network that holds every byte (nothing is read either way, connections
+                // made meanwhile wait) and delivers it, in order, back in pass: requests the
+                // client gave up on reach the server late
+    };
+    void set_mode(mode m);
+    // Closes every connection now (the server and the client each see theirs end); new ones are
+    // accepted as the mode says.
+    void cut_all();
+
   private:
     struct link {
-        int client = -1;
-        int server = -1;
+        int client = -1;           // -1: hung up during a partition
+        int server = -1;           // -1: accepted in drop or stall, not yet connected (or, as
+                                   // the client, hung up during a partition)
         std::string sent;          // the client's bytes since the cut was armed
         std::uint64_t arming = 0;  // the arming `sent` belongs to
+        bool damaged = false;      // bytes were dropped: closed when the partition ends
     };
     void run();
-    void accept_one();
+    void accept_one(mode now);
+    void resume();
+    static void close_link(link& l);
+    static void drop_from(int& fd, link& l);
     // Forwards what is readable on one side of `l`; false when `l` is to be closed.
     bool forward_from_client(link& l);
     static bool forward_from_server(link& l);
@@ -67,7 +90,9 @@ class tcp_fault_proxy {
 
     mutable std::mutex mutex_;
     std::condition_variable cut_done_;
-    bool armed_ = false;  // until the armed cut happened
+    mode mode_ = mode::pass;
+    bool cut_all_ = false;  // until run() closed every connection
+    bool armed_ = false;    // until the armed cut happened
     request_filter matches_;
     std::uint64_t arming_ = 0;  // counts cut_after_next_request() calls
     int connections_ = 0;

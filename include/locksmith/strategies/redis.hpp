@@ -35,9 +35,9 @@
 //  - Waiting writers are served first come, first served: a writer that must wait enqueues
 //    itself in `<prefix>queue:<name>` and sleeps on a channel of its own; a release hands the
 //    lock straight to the first live waiter (sets the lock to its token, with its TTL) and wakes
-//    that waiter alone. A waiter renews its place at least every third of its TTL; one that died
-//    loses it when its registration lapses (the holder's TTL plus 2 s at most), and a grant
-//    handed to it just before ends with its TTL, as any grant of a holder that died. A name
+//    that waiter alone. A waiter renews its place at least every second; one that died loses
+//    it when its registration lapses (3 s after its last renewal), and a grant handed to it
+//    within those 3 s ends with its TTL, as any grant of a holder that died. A name
 //    freed by an expiry (not a release) can go to a newcomer's plain attempt before the queue's
 //    first retries. Waiting readers mark `<prefix>readers:<name>`, subscribe to
 //    `<prefix>chan:<name>`, retry once, and retry at every release announced there. No wait
