@@ -16,7 +16,7 @@
 // lock is held (the entry's end_session) must tell the holder at once. Every behaviour runs in
 // parallel, each against its own server, so that a case costs the longest of them, not their sum.
 //
-// A new strategy gets these cases by its entry in tests/support/strategies_under_test.cpp;
+// A new strategy gets these cases by its entries (locksmith_add_strategy's TESTS);
 // plugins get them through the conformance kit's entry list.
 #include <boost/test/unit_test.hpp>
 
