@@ -333,6 +333,13 @@ class runner {
         LOCKSMITH_CHECK(st().try_acquire(intruder, ex, long_ttl));
         st().release(intruder);
     }
+    void store_release_twice() {
+        key k(fresh_name("release_twice"));
+        LOCKSMITH_CHECK(st().try_acquire(k, ex, long_ttl));
+        st().release(k);
+        st().release(k);  // no error
+        LOCKSMITH_CHECK(!st().holds(k));
+    }
     void store_status_of_shared_holders() {
         const auto resource = fresh_name("status_shared");
         if (st().status(resource).held == lock_status::state::unknown)
@@ -535,29 +542,30 @@ const std::vector<runner::case_def>& runner::cases() {
         {"blocking_lock_waits_for_release", none, none, false,
          &runner::blocking_lock_waits_for_release},
         {"status_follows_the_lock", none, none, false, &runner::status_follows_the_lock},
-        {"store_save", none, none, false, &runner::store_save},
-        {"store_save_with_different_resources", none, none, false,
+        {"save", none, none, false, &runner::store_save},
+        {"save_with_different_resources", none, none, false,
          &runner::store_save_with_different_resources},
-        {"store_save_with_different_keys_on_same_resource", none, none, false,
+        {"save_with_different_keys_on_same_resource", none, none, false,
          &runner::store_save_with_different_keys_on_same_resource},
-        {"store_save_twice", none, none, false, &runner::store_save_twice},
-        {"store_delete_isolated", none, none, false, &runner::store_delete_isolated},
-        {"store_release_by_another_owner_is_ignored", none, none, false,
+        {"save_twice", none, none, false, &runner::store_save_twice},
+        {"delete_isolated", none, none, false, &runner::store_delete_isolated},
+        {"release_by_another_owner_is_ignored", none, none, false,
          &runner::store_release_by_another_owner_is_ignored},
+        {"release_twice", none, none, false, &runner::store_release_twice},
         {"shared_owners_coexist", c::shared, none, false, &runner::shared_owners_coexist},
-        {"store_status_of_shared_holders", c::shared, none, false,
+        {"status_of_shared_holders", c::shared, none, false,
          &runner::store_status_of_shared_holders},
-        {"store_shared_read_first", c::shared, none, false, &runner::store_shared_read_first},
-        {"store_shared_write_first", c::shared, none, false, &runner::store_shared_write_first},
-        {"store_shared_promote", c::shared, none, false, &runner::store_shared_promote},
-        {"store_shared_promote_allowed", c::shared, none, false,
+        {"shared_lock_read_first", c::shared, none, false, &runner::store_shared_read_first},
+        {"shared_lock_write_first", c::shared, none, false, &runner::store_shared_write_first},
+        {"shared_lock_promote", c::shared, none, false, &runner::store_shared_promote},
+        {"shared_lock_promote_allowed", c::shared, none, false,
          &runner::store_shared_promote_allowed},
-        {"store_shared_demote", c::shared, none, false, &runner::store_shared_demote},
+        {"shared_lock_demote", c::shared, none, false, &runner::store_shared_demote},
         {"excludes_another_process", none, none, true, &runner::excludes_another_process},
         {"crash_releases", c::crash_release, none, true, &runner::crash_releases},
         {"unserializable_key", none, c::serializable, false, &runner::unserializable_key},
         {"key_continues_elsewhere", c::serializable, none, false, &runner::key_continues_elsewhere},
-        {"store_serializable_key", c::serializable, none, false, &runner::store_serializable_key},
+        {"serializable_key", c::serializable, none, false, &runner::store_serializable_key},
         {"counting_at_most_n_owners", c::counting, none, false, &runner::counting_at_most_n_owners},
         {"counting_one_limit_per_name", c::counting, none, false,
          &runner::counting_one_limit_per_name},
