@@ -1,14 +1,21 @@
 // SPDX-License-Identifier: MIT
 #include <locksmith/conformance.hpp>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
+#include <optional>
 #include <ostream>
+#include <thread>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
@@ -35,6 +42,45 @@ std::string fresh_name(const std::string& label) {
     static int counter = 0;
     return "conformance-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "-" +
            label;
+}
+
+// The descriptors of this process that an exec passes on (no FD_CLOEXEC), with what each is.
+std::map<int, std::string> inheritable_fds() {
+    std::map<int, std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        const int fd = std::stoi(e.path().filename().string());
+        const int flags = ::fcntl(fd, F_GETFD);
+        if (flags < 0 || (flags & FD_CLOEXEC) != 0) continue;  // the iterator's own is CLOEXEC
+        std::error_code ec;
+        out[fd] = std::filesystem::read_symlink(e.path(), ec).string();
+    }
+    return out;
+}
+
+// What a command exec()ed now gets: the descriptor numbers a shell has, read through a pipe on
+// its standard output (sorted as numbers).
+std::optional<std::vector<int>> fds_of_an_exec() {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return std::nullopt;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(p[1], 1);  // dup2 leaves the copy inheritable
+        // ls, a child of the shell: a glob would list the shell's descriptor of the folder too.
+        ::execl("/bin/sh", "sh", "-c", "ls /proc/$$/fd", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(p[1]);
+    std::string text;
+    char buffer[512];
+    for (ssize_t n; (n = ::read(p[0], buffer, sizeof buffer)) > 0;) text.append(buffer, n);
+    ::close(p[0]);
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || status != 0) return std::nullopt;
+    std::vector<int> out;
+    for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+        out.push_back(std::stoi(text.substr(at, end - at)));
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 class runner {
@@ -447,6 +493,84 @@ class runner {
     }
 #undef LOCKSMITH_CHECK
 
+    // ---- hostile surroundings: what a holder's exec() passes on ----
+    // A granted lock leaves nothing to a command the holder exec()s (a library user's fork/exec,
+    // as `locksmith run` does): every descriptor the strategy or a client library opened for it
+    // — the lock's files and sockets, pooled sessions, a waiter's connection, client threads'
+    // pipes — is close-on-exec. A command that kept a session's socket would keep the session
+    // (and its locks) alive after the holder died, and could write into it. In a child process,
+    // so that the descriptors of earlier cases do not count.
+    void holder_passes_no_descriptor_to_an_exec() {
+        const auto name = fresh_name("cloexec");
+        const bool processes = info_.descriptor.spans_processes;
+        int report[2];
+        expect(::pipe2(report, O_CLOEXEC) == 0, "pipe failed");
+        const pid_t pid = fork_child([&]() -> int {
+            ::close(report[0]);
+            auto say = [&](const std::string& what) {
+                (void)!::write(report[1], what.data(), what.size());
+            };
+            const auto before = inheritable_fds();
+            auto held = make(name);
+            if (!held.try_lock_for(10s)) return 10;
+            // A second owner waits for the name meanwhile, through a factory of its own (where
+            // locks span processes: in one process its wait could not be told from a grant).
+            std::atomic<bool> waiting{true};
+            std::thread waiter;
+            if (processes)
+                waiter = std::thread([&] {
+                    try {
+                        lock_factory other_factory(make_config(subject_), registry());
+                        lock_request r;
+                        r.strategy = subject_.strategy;
+                        r.ttl = 30s;
+                        auto other = other_factory.create_lock(name, r);
+                        if (other.try_lock_for(2s)) other.release();
+                    } catch (const std::exception&) {
+                    }
+                    waiting = false;
+                });
+            std::this_thread::sleep_for(500ms);
+            int code = 0;
+            for (const auto& [fd, what] : inheritable_fds())
+                if (!before.count(fd)) {
+                    say("fd " + std::to_string(fd) + " (" + what + ") is not close-on-exec; ");
+                    code = 20;
+                }
+            std::vector<int> expected;
+            for (const auto& [fd, what] : before) expected.push_back(fd);
+            const auto got = fds_of_an_exec();
+            if (!got) {
+                say("could not run a command; ");
+                code = 21;
+            } else if (*got != expected) {
+                std::string text;
+                for (int fd : *got) text += " " + std::to_string(fd);
+                say("an exec got fds" + text + "; ");
+                code = 22;
+            }
+            const bool waited = waiting;
+            // Released before the join: the waiter then ends at once, not at its 2 s bound.
+            held.release();
+            if (waiter.joinable()) waiter.join();
+            if (code == 0 && processes && !waited) {
+                say("the second owner did not wait; ");
+                code = 23;
+            }
+            return code;
+        });
+        ::close(report[1]);
+        std::string said;
+        char buffer[512];
+        for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;)
+            said.append(buffer, std::size_t(n));
+        ::close(report[0]);
+        const int code = wait_for(pid);
+        expect(code != 10, "the child could not lock");
+        expect(code == 0, "descriptors of the lock pass to an exec: " + said + "(child exit " +
+                              std::to_string(code) + ")");
+    }
+
     // ---- counting semaphores (issue 27): strategies with `counting` ----
     named_semaphore permit(const std::string& name, std::uint32_t limit) {
         lock_request r;
@@ -566,6 +690,8 @@ const std::vector<runner::case_def>& runner::cases() {
         {"unserializable_key", none, c::serializable, false, &runner::unserializable_key},
         {"key_continues_elsewhere", c::serializable, none, false, &runner::key_continues_elsewhere},
         {"serializable_key", c::serializable, none, false, &runner::store_serializable_key},
+        {"holder_passes_no_descriptor_to_an_exec", none, none, false,
+         &runner::holder_passes_no_descriptor_to_an_exec},
         {"counting_at_most_n_owners", c::counting, none, false, &runner::counting_at_most_n_owners},
         {"counting_one_limit_per_name", c::counting, none, false,
          &runner::counting_one_limit_per_name},
