@@ -20,8 +20,9 @@
 #
 # TESTS are the strategy's entries in the per-strategy test suites (conformance.<entry>,
 # multi_process.<entry>, hostile.<entry>: tests/*/CMakeLists.txt), in CTest's order: <name>,
-# and <name>.<variant> for each further setup (a TLS server, a cluster, a driver) that
-# tests/support/strategies_under_test.cpp describes. Kept here, beside the strategy, rather than
+# and <name>.<variant> for each further setup (a TLS server, a cluster, a driver), each set up
+# by entry_<name>[_<variant>]() in tests/support/entries/<name>.cpp; the test support's list of
+# entries is generated from these (tests/CMakeLists.txt). Kept here, beside the strategy, rather than
 # in a list of every strategy's entries that each new strategy's branch edited (and conflicted in).
 set_property(GLOBAL PROPERTY LOCKSMITH_STRATEGIES "")
 set_property(GLOBAL PROPERTY LOCKSMITH_TEST_ENTRIES "")

@@ -16,7 +16,7 @@
 // lock is held (the entry's end_session) must tell the holder at once. Every behaviour runs in
 // parallel, each against its own server, so that a case costs the longest of them, not their sum.
 //
-// A new strategy gets these cases by its entry in tests/support/strategies_under_test.cpp;
+// A new strategy gets these cases by its entries (locksmith_add_strategy's TESTS);
 // plugins get them through the conformance kit's entry list.
 #include <boost/test/unit_test.hpp>
 
@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include <locksmith/conformance.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/named_lock.hpp>
 #include <locksmith/registry.hpp>
@@ -249,96 +250,12 @@ void test_session_ended_while_held(const strategy_under_test& entry) {
     BOOST_TEST(wait_child(next, 60s) == 0, entry.id() << ": nobody else got the lock after");
 }
 
-// The descriptors of this process that an exec passes on (no FD_CLOEXEC), with what each is.
-std::map<int, std::string> inheritable_fds() {
-    std::map<int, std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-        const int fd = std::stoi(e.path().filename().string());
-        const int flags = ::fcntl(fd, F_GETFD);
-        if (flags < 0 || (flags & FD_CLOEXEC) != 0) continue;  // the iterator's own is CLOEXEC
-        std::error_code ec;
-        out[fd] = std::filesystem::read_symlink(e.path(), ec).string();
-    }
-    return out;
-}
-
-// What a command exec()ed now gets: the descriptor numbers a shell has, read through a pipe on
-// its standard output (sorted as numbers).
-std::optional<std::vector<int>> fds_of_an_exec() {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return std::nullopt;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::dup2(p[1], 1);  // dup2 leaves the copy inheritable
-        // ls, a child of the shell: a glob would list the shell's descriptor of the folder too.
-        ::execl("/bin/sh", "sh", "-c", "ls /proc/$$/fd", static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    ::close(p[1]);
-    std::string text;
-    char buffer[512];
-    for (ssize_t n; (n = ::read(p[0], buffer, sizeof buffer)) > 0;) text.append(buffer, n);
-    ::close(p[0]);
-    int status = 0;
-    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || status != 0) return std::nullopt;
-    std::vector<int> out;
-    for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
-        out.push_back(std::stoi(text.substr(at, end - at)));
-    std::sort(out.begin(), out.end());
-    return out;
-}
-
-// A granted lock leaves nothing to a command the holder exec()s (a library user's fork/exec, as
-// `locksmith run` does): every descriptor the library or a client library opened for it — the
-// lock's files and sockets, pooled sessions, a waiter's connection (pub/sub on redis), client
-// threads' pipes — is close-on-exec. A command that kept a session's socket would keep the
-// session (and its locks) alive after the holder died, and could write into it.
+// A granted lock leaves nothing to a command the holder exec()s: the conformance kit's case
+// (<locksmith/conformance.hpp>), which plugin authors run too, on the entry.
 void test_nothing_passes_to_an_exec(const strategy_under_test& entry) {
-    const auto resource = unique_resource("cloexec");
-    const pid_t child = fork_child(
-        [&] {
-            const auto before = inheritable_fds();
-            named_lock lock(create_store(entry), std::make_shared<key>(resource));
-            if (!lock.try_lock_for(10s)) return 10;
-            // A second owner waits for the name meanwhile (in process: its own store).
-            std::atomic<bool> waiting{true};
-            std::thread waiter;
-            if (!entry.in_process_only)
-                waiter = std::thread([&] {
-                    try {
-                        named_lock other(create_store(entry), std::make_shared<key>(resource));
-                        if (other.try_lock_for(2s)) other.unlock();
-                    } catch (const std::exception&) {
-                    }
-                    waiting = false;
-                });
-            std::this_thread::sleep_for(500ms);
-            int code = 0;
-            for (const auto& [fd, what] : inheritable_fds())
-                if (!before.count(fd)) {
-                    std::fprintf(stderr, "  %s: fd %d (%s) is not close-on-exec\n",
-                                 entry.id().c_str(), fd, what.c_str());
-                    code = 20;
-                }
-            std::vector<int> expected;
-            for (const auto& [fd, what] : before) expected.push_back(fd);
-            const auto got = fds_of_an_exec();
-            if (!got) {
-                code = 21;
-            } else if (*got != expected) {
-                std::string text;
-                for (int fd : *got) text += " " + std::to_string(fd);
-                std::fprintf(stderr, "  %s: an exec got fds%s\n", entry.id().c_str(), text.c_str());
-                code = 22;
-            }
-            const bool waited = waiting;
-            if (waiter.joinable()) waiter.join();
-            lock.unlock();
-            return code != 0 ? code : (waited || entry.in_process_only ? 0 : 23);
-        },
-        60s);
-    BOOST_TEST(wait_child(child, 90s) == 0,
-               entry.id() << ": descriptors of the lock pass to an exec (see stderr)");
+    const auto o = conformance::run_case({entry.name, *entry.options, {}},
+                                         "holder_passes_no_descriptor_to_an_exec");
+    BOOST_TEST((o.result == conformance::outcome::verdict::passed), entry.id() << ": " << o.detail);
 }
 
 bool every_strategy(const strategy_under_test&) {

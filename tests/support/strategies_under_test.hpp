@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The strategies the conformance and multi-process suites run against, with the options each
-// needs. Adding a strategy adds one entry in strategies_under_test.cpp.
+// needs: the entries of the strategies' locksmith_add_strategy(TESTS ...), each made by
+// entry_<id> in support/entries/<strategy>.cpp (support/entries/entries.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -39,7 +40,7 @@ struct strategy_under_test {
     const std::string& id() const { return label.empty() ? name : label; }
 };
 
-// Every built-in strategy of this build that the suites should cover.
+// The entries of every strategy this build has, in CMake's order.
 std::vector<strategy_under_test> strategies_under_test();
 
 // A name used as a counting semaphore in this process tree: the kernel objects the local entries

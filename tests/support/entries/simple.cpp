@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: MIT
+#include "support/entries/entries.hpp"
+
+namespace locksmith::test {
+
+strategy_under_test entry_simple() {
+    return {"simple", nlohmann::json{{"lock_dir", private_lock_dir()}}, ""};
+}
+
+}  // namespace locksmith::test
