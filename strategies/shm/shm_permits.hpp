@@ -93,7 +93,7 @@ class permit_file {
     [[noreturn]] void fail(const std::string& code, const std::string& what) const;
     void map_existing(int fd, std::uint32_t mode);
     bool create_and_publish(std::uint32_t limit, std::uint32_t mode);
-    void map(int fd, std::size_t size);
+    void map(void* base, std::size_t size);
 
     std::string path_;
     int fd_ = -1;

@@ -219,4 +219,37 @@ BOOST_AUTO_TEST_CASE(a_huge_limit_is_refused_and_a_timed_wait_ends_on_time) {
     holder.release();
 }
 
+// Guards: a permit waiter waiting for the name's lock. PostgreSQL cannot wait for any one of N
+// locks, so the store waits natively for its locks only and named_lock polls for a permit; a
+// release wakes the waiter.
+BOOST_AUTO_TEST_CASE(a_permit_wait_is_polled_and_a_release_wakes_it) {
+    const std::string name = test::unique_resource("polled");
+    auto s = shared_store();
+    key lock_key(name), permit_key(name);
+    permit_key.set_limit(1);
+    BOOST_TEST(s->waits_natively(lock_key));
+    BOOST_TEST(!s->waits_natively(permit_key));
+    BOOST_CHECK_THROW(s->wait_acquire(permit_key, lock_mode::exclusive, 0ms, deadline::max()),
+                      invalid_argument_error);
+    auto holder = make_permit(s, name, 1), waiter = make_permit(s, name, 1);
+    BOOST_REQUIRE(holder.try_acquire());
+    std::atomic<bool> granted{false};
+    std::string failed;
+    std::thread t([&] {
+        try {
+            granted = waiter.try_acquire_for(20s);
+        } catch (const std::exception& e) {
+            failed = e.what();
+        }
+    });
+    std::this_thread::sleep_for(200ms);
+    BOOST_TEST(!granted.load());
+    holder.release();
+    t.join();
+    BOOST_TEST(failed.empty(), failed);
+    BOOST_TEST(granted.load());
+    BOOST_TEST(waiter.permit() == "0");
+    waiter.release();
+}
+
 BOOST_AUTO_TEST_SUITE_END()
