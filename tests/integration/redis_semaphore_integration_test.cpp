@@ -7,13 +7,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -27,6 +25,7 @@
 #include "integration/fake_redis.hpp"
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
@@ -104,19 +103,6 @@ std::string limit_key(const std::string& name) {
     return test_prefix + "limit:" + name;
 }
 
-// A page shared with forked children: how many hold a permit now, the most ever seen, grants.
-struct shared_counter {
-    std::atomic<int> inside{0};
-    std::atomic<int> most{0};
-    std::atomic<int> grants{0};
-};
-
-struct shared_page {
-    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
-    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
-};
-
 template <class F>
 std::string message_of(F&& f) {
     try {
@@ -175,34 +161,11 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_a_release_frees_one) {
 BOOST_AUTO_TEST_CASE(four_processes_limit_three_never_above_three) {
     const std::string name = test::unique_resource("pool");
     const std::string url = endpoint(url_variable);
-    shared_page page;
+    test::permit_page page;
     auto* c = page.counter;
-    test::byte_pipe gate;
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(test::fork_child(
-            [&] {
-                gate.close_write();
-                auto permit = make_permit(strategies::make_redis_store(options_for(url)), name, 3);
-                (void)gate.get(30s);  // EOF: go
-                for (int i = 0; i < 100; ++i) {
-                    if (!permit.try_acquire_for(20s)) return 2;
-                    const int now = ++c->inside;
-                    int seen = c->most.load();
-                    while (now > seen && !c->most.compare_exchange_weak(seen, now)) {
-                    }
-                    ++c->grants;
-                    std::this_thread::sleep_for(2ms);
-                    --c->inside;
-                    permit.release();
-                }
-                return 0;
-            },
-            120s));
-    gate.close_write();
-    int failures = 0;
-    for (pid_t pid : children) failures += test::wait_child(pid, 120s) != 0;
-    BOOST_TEST(failures == 0);
+    BOOST_TEST(test::hold_permits_in_processes(
+                   [&] { return strategies::make_redis_store(options_for(url)); }, name, 3, 4, 100,
+                   *c, 2ms) == 0);
     BOOST_TEST(c->grants.load() == 400);
     BOOST_TEST(c->most.load() <= 3);
     BOOST_TEST(c->most.load() == 3);  // four processes that hold 2 ms each fill every permit

@@ -416,11 +416,7 @@ BOOST_AUTO_TEST_CASE(a_full_dev_shm_is_a_clear_error_not_a_crash) {
             return ::access("/dev/shm/locksmith-test-full", F_OK) == 0 ? 5 : 0;
         },
         why);
-    if (!status) return skip_case(why);
-    BOOST_TEST(*status == 0,
-               "the child ended with "
-                   << *status
-                   << " (a failed step, or 201: a signal such as SIGBUS, reported above)");
+    expect_passed_on_a_full_tmpfs(status, why);
 }
 
 // The same for a name's permits segment, made at the first permit: a full /dev/shm is a clear
@@ -431,22 +427,12 @@ BOOST_AUTO_TEST_CASE(a_full_dev_shm_at_the_first_permit_is_a_clear_error_not_a_c
     auto status = run_on_a_full_tmpfs(
         "/dev/shm", 01777,
         [] {
-            auto fill = [] {
-                const int fd =
-                    ::open("/dev/shm/filler", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-                const std::vector<char> page(4096, 'f');
-                while (fd >= 0 && ::write(fd, page.data(), page.size()) > 0) {
-                }
-                const bool full = fd >= 0 && errno == ENOSPC;
-                if (fd >= 0) ::close(fd);
-                return full;
-            };
             shm_options o;
             o.segment = "locksmith-test-full";
             o.slots = 16;
             ::unlink("/dev/shm/filler");  // room for the lock segment only
             auto s = make_shm_store(o);
-            if (!fill()) return 2;
+            if (!fill_up("/dev/shm/filler")) return 2;
             const std::string permits =
                 "/dev/shm/" + strategies::shm_permits_segment(o.segment, "pool");
             auto p = make_permit(s, "pool", 4);
@@ -470,11 +456,7 @@ BOOST_AUTO_TEST_CASE(a_full_dev_shm_at_the_first_permit_is_a_clear_error_not_a_c
             return 0;
         },
         why);
-    if (!status) return skip_case(why);
-    BOOST_TEST(*status == 0,
-               "the child ended with "
-                   << *status
-                   << " (a failed step, or 201: a signal such as SIGBUS, reported above)");
+    expect_passed_on_a_full_tmpfs(status, why);
 }
 
 // A symbolic link planted at our name is not followed, whatever it points to.
@@ -604,7 +586,7 @@ struct permits_fixture : segment_fixture {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(four_processes_never_hold_more_than_three_permits, permits_fixture) {
-    shared_page page;
+    permit_page page;
     BOOST_TEST(hold_permits_in_processes(maker(), permit_name("pool"), 3, 4, 100, *page.counter) ==
                0);
     BOOST_TEST(page.counter->grants.load() == 400);
@@ -740,25 +722,7 @@ BOOST_FIXTURE_TEST_CASE(a_permit_taken_after_a_wait_wakes_the_next_sleeper_at_it
 
 BOOST_FIXTURE_TEST_CASE(a_timed_wait_for_a_permit_ends_on_time_and_gets_one_given_back,
                         permits_fixture) {
-    const auto n = permit_name("timed");
-    byte_pipe ready;
-    pid_t holder = fork_child([&] {
-        auto p = make_permit(make(), n, 1);
-        p.acquire();
-        ready.put('h');
-        std::this_thread::sleep_for(600ms);
-        p.release();
-        return 0;
-    });
-    ready.close_write();
-    BOOST_REQUIRE(ready.get(10s));
-    auto mine = make_permit(make(), n, 1);
-    auto start = std::chrono::steady_clock::now();
-    BOOST_TEST(!mine.try_acquire_for(100ms));
-    BOOST_TEST(ms_since(start) >= 100);
-    BOOST_TEST(ms_since(start) < 500);
-    BOOST_TEST(mine.try_acquire_for(30s));  // when the holder gives it back
-    BOOST_TEST(wait_child(holder, 30s) == 0);
+    expect_timed_permit_waits(maker(), permit_name("timed"));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_second_limit_for_one_name_is_refused, permits_fixture) {
