@@ -86,7 +86,7 @@ bool wait_for_grant(named_lock::state& s, lock_mode mode, std::chrono::milliseco
     };
 
     bool granted;
-    if (has(s.store->capabilities(), capability::native_wait)) {
+    if (s.store->waits_natively(*s.owner)) {
         if (slow_at) {
             granted = s.store->wait_acquire(*s.owner, mode, ttl, *slow_at);
             if (!granted) {
@@ -168,8 +168,7 @@ void release_locked(named_lock::state& s) {
     s.store->release(*s.owner);
     s.held.reset();
     s.owner->reset_lifetime();
-    if (!has(s.store->capabilities(), capability::native_wait))
-        detail::notify_local_waiters(s.owner->resource());
+    if (!s.store->waits_natively(*s.owner)) detail::notify_local_waiters(s.owner->resource());
 }
 
 // Lifetime and bookkeeping after the store granted; the caller holds the state's mutex.

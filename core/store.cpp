@@ -62,9 +62,14 @@ bool store::try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) {
 
 bool store::wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl, deadline until) {
     check_mode(k, mode);
-    if (!has(capabilities_, capability::native_wait))
-        throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively");
+    if (!waits_natively(k))
+        throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively" +
+                                     (k.limit() != 0 ? " for a permit" : ""));
     return do_wait_acquire(k, mode, ttl, until);
+}
+
+bool store::waits_natively(const key& k) const {
+    return has(capabilities_, capability::native_wait) && do_waits_natively(k);
 }
 
 bool store::refresh(key& k, std::chrono::milliseconds ttl) {
@@ -101,6 +106,10 @@ std::optional<std::uint64_t> store::do_fencing_token(key& k) {
 
 bool store::do_wait_acquire(key&, lock_mode, std::chrono::milliseconds, deadline) {
     throw invalid_argument_error("strategy '" + strategy_ + "' cannot wait natively");
+}
+
+bool store::do_waits_natively(const key&) const {
+    return true;
 }
 
 bool store::do_refresh(key& k, std::chrono::milliseconds) {

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include <locksmith/author/plugin.hpp>
 #include <locksmith/author/strategy_support.hpp>
@@ -174,8 +173,11 @@ class pg_advisory_store final : public store {
         return true;
     }
 
+    // PostgreSQL cannot wait for any one of N locks: named_lock polls for a permit with its
+    // backoff, and a release on this host wakes it (core/local_wake.hpp).
+    bool do_waits_natively(const key& k) const override { return k.limit() == 0; }
+
     bool do_wait_acquire(key& k, lock_mode mode, milliseconds ttl, deadline until) override {
-        if (k.limit() != 0) return wait_permit(k, until);
         auto* held = pinned(k);
         // A demotion never waits: the session's own exclusive lock is all that could conflict.
         // A deadline already passed is one attempt.
@@ -323,17 +325,6 @@ class pg_advisory_store final : public store {
         held->slot = slot;
         k.portable_state()["permit"] = std::uint64_t(slot);
         return true;
-    }
-
-    // PostgreSQL cannot wait for any one of N locks: a waiter for a permit polls, from 2 ms
-    // apart up to 100 ms apart, until its deadline.
-    bool wait_permit(key& k, deadline until) {
-        for (milliseconds pause(2);; pause = std::min(pause * 2, milliseconds(100))) {
-            if (try_permit(k)) return true;
-            const auto now = deadline::clock::now();
-            if (now >= until) return false;
-            std::this_thread::sleep_for(std::min<deadline::duration>(pause, until - now));
-        }
     }
 
     static pg_target make_target(const pg_advisory_options& options) {

@@ -305,41 +305,13 @@ class redis_store final : public store {
         long long value;  // fence token (granted) or the obstacle's remaining ms (refused)
     };
 
-    // A waiter for a permit sleeps on the name's channel, where every permit's release is
-    // announced, and retries at each announcement, or when the first holder's TTL runs out (a
-    // holder that died announces nothing). Every waiter retries at every release: permits are
-    // not handed over in order (not fair), which costs a script call per waiter and release.
+    // A waiter for a permit retries at every release announced on the name's channel, or when
+    // the first holder's TTL runs out (a holder that died announces nothing). Every waiter
+    // retries at every release: permits are not handed over in order (not fair), which costs a
+    // script call per waiter and release.
     bool wait_permit(key& k, milliseconds ttl, deadline until) {
-        const std::string chan = name_of("chan:", k.resource());
-        std::unique_ptr<connection> subscriber;
-        for (;;) {
-            auto now = clock::now();
-            k.set_attempt_started(now);
-            const outcome o = acquire_permit(k, ttl);
-            if (o.granted) {
-                recycle(std::move(subscriber));
-                return true;
-            }
-            now = clock::now();
-            if (now >= until) {
-                recycle(std::move(subscriber));
-                return false;
-            }
-            if (!subscriber) {
-                // Subscribe, then try again at once: a release between the failed try and the
-                // subscription has published to nobody, but the retry sees its effect.
-                subscriber = subscribe(chan, k.resource());
-                continue;
-            }
-            milliseconds slice(o.value + 1);
-            slice =
-                std::min<milliseconds>(slice, milliseconds(ms_until(until, now)) + milliseconds(1));
-            auto said = subscriber->read(std::max(slice, milliseconds(1)));
-            if (said && unsubscribed_by_server(*said)) {
-                router_->doubt();
-                subscriber.reset();  // subscribe again, at the slot's new master
-            }
-        }
+        return wait_announced(k, name_of("chan:", k.resource()), until,
+                              [&](clock::time_point) { return acquire_permit(k, ttl); });
     }
 
     // One attempt at a permit (acquire_permit_script); refusals as in outcome, a limit mismatch
@@ -363,10 +335,34 @@ class redis_store final : public store {
                 ". One name has one limit: ask for " + std::to_string(integer_at(r.get(), 1)) +
                 ", or wait until no permit is held (the limit goes with the last holder)");
         if (state == 3) foreign_key(r.get(), permits, limit);
-        outcome o{state == 1, integer_at(r.get(), 1)};
+        if (state != 0 && state != 1) garbled_permit_reply(c, k);
+        long long value;
+        try {
+            value = integer_at(r.get(), 1);
+        } catch (const backend_error&) {
+            if (state == 1) garbled_permit_reply(c, k);
+            throw;
+        }
+        outcome o{state == 1, value};
         if (o.granted) confirm_grant(c, k);
         if (o.granted && o.value > 0) k.set_fencing_token(std::uint64_t(o.value));
         return o;
+    }
+
+    // A reply to the permit script that no script of ours gives (a proxy or a server that
+    // garbles): a protocol error, never a refusal to wait on. The permit it may have granted is
+    // given back first, so that it does not count against the limit until its TTL.
+    [[noreturn]] void garbled_permit_reply(link& c, key& k) {
+        try {
+            release_permit(c, k);
+        } catch (const std::exception&) {
+            // The permit ends with its TTL anyway.
+        }
+        throw backend_error("redis", "protocol",
+                            "redis: the permit script for '" + k.resource() +
+                                "' returned a reply it never gives (a proxy or server that "
+                                "garbles replies?)",
+                            error_kind::permanent);
     }
 
     void release_permit(link& c, key& k) {
@@ -398,17 +394,26 @@ class redis_store final : public store {
                             error_kind::permanent);
     }
 
-    // A reader waits on the name's channel and retries at every release (and lapse) announced
-    // there: readers are admitted together, so waking them all is what it takes. Its attempts
-    // mark the name as awaited by readers, else a release would announce nothing.
+    // A reader retries at every release (and lapse) announced on the name's channel: readers
+    // are admitted together, so waking them all is what it takes. Its attempts mark the name as
+    // awaited by readers, else a release would announce nothing.
     bool wait_shared(key& k, milliseconds ttl, deadline until) {
-        const std::string chan = name_of("chan:", k.resource());
+        return wait_announced(k, name_of("chan:", k.resource()), until, [&](clock::time_point now) {
+            return acquire(k, lock_mode::shared, ttl, std::max<long long>(1, ms_until(until, now)),
+                           {});
+        });
+    }
+
+    // Retries `try_once(now)` (an outcome) until it grants or `until` passes, sleeping between
+    // tries on `channel`, where the name's releases are announced, but no longer than the
+    // obstacle can last (its remaining ms; one second when it has no known end).
+    template <class Attempt>
+    bool wait_announced(key& k, const std::string& channel, deadline until, Attempt try_once) {
         std::unique_ptr<connection> subscriber;
         for (;;) {
             auto now = clock::now();
             k.set_attempt_started(now);
-            const outcome o = acquire(k, lock_mode::shared, ttl,
-                                      std::max<long long>(1, ms_until(until, now)), {});
+            const outcome o = try_once(now);
             if (o.granted) {
                 recycle(std::move(subscriber));
                 return true;
@@ -421,10 +426,9 @@ class redis_store final : public store {
             if (!subscriber) {
                 // Subscribe, then try again at once: a release between the failed try and the
                 // subscription has published to nobody, but the retry sees its effect.
-                subscriber = subscribe(chan, k.resource());
+                subscriber = subscribe(channel, k.resource());
                 continue;
             }
-            // Sleep until a release is announced, but no longer than the obstacle can last.
             milliseconds slice = o.value > 0 ? milliseconds(o.value + 1) : milliseconds(1000);
             slice =
                 std::min<milliseconds>(slice, milliseconds(ms_until(until, now)) + milliseconds(1));

@@ -94,49 +94,30 @@ void permit_file::map_existing(int fd, std::uint32_t mode) {
         fail("bad segment", "is not a locksmith permits segment of version " +
                                 std::to_string(permits_version) + " (or is corrupted)");
     limit_ = header.limit;
-    map(fd, permits_size(limit_));
+    const std::size_t size = permits_size(limit_);
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) fail("errno " + std::to_string(errno), "cannot be mapped");
+    map(base, size);
 }
 
 bool permit_file::create_and_publish(std::uint32_t limit, std::uint32_t mode) {
-    const int fd = ::open(shm_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode & 0777u);
-    if (fd < 0)
-        throw_errno(strategy_name, std::string("creating a shared memory file in ") + shm_dir,
-                    errno);
-    fd_guard guard{fd};
-    const std::size_t size = permits_size(limit);
-    if (::fchmod(fd, mode & 0777u) != 0)
-        throw_errno(strategy_name, "setting the mode of a new permits segment", errno);
-    // Every page reserved before it is mapped: no SIGBUS in a full /dev/shm (see segment).
-    if (const int err = ::posix_fallocate(fd, 0, off_t(size)); err != 0)
-        throw_errno(strategy_name,
-                    "reserving " + std::to_string(size) + " bytes in " + shm_dir +
-                        " for the permits segment " + path_,
-                    err);
-    map(fd, size);
-    auto* header = new (base_) permit_header;
-    header->limit = limit;
+    const auto made = publish_new_segment(
+        path_, permits_size(limit), mode, "the permits segment " + path_, "free space there",
+        [limit](void* base) {
+            (new (base) permit_header)->limit = limit;
+            auto* first =
+                reinterpret_cast<permit_slot*>(static_cast<char*>(base) + permits_offset());
+            for (std::uint32_t i = 0; i < limit; ++i)
+                init_robust_mutex(&(new (&first[i]) permit_slot)->mutex);
+        });
+    if (!made) return false;
+    fd_ = made->fd;
     limit_ = limit;
-    for (std::uint32_t i = 0; i < limit; ++i)
-        init_robust_mutex(&(new (&slots_[i]) permit_slot)->mutex);
-    const std::string self_link = "/proc/self/fd/" + std::to_string(fd);
-    if (::linkat(AT_FDCWD, self_link.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-        fd_ = guard.fd;
-        guard.fd = -1;
-        return true;
-    }
-    const int err = errno;
-    ::munmap(base_, size_);
-    base_ = nullptr;
-    slots_ = nullptr;
-    if (err == EEXIST) return false;
-    fail("errno " + std::to_string(err),
-         std::string("cannot be created (linking the new segment at its name: ") +
-             std::strerror(err) + ")");
+    map(made->base, permits_size(limit));
+    return true;
 }
 
-void permit_file::map(int fd, std::size_t size) {
-    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) fail("errno " + std::to_string(errno), "cannot be mapped");
+void permit_file::map(void* base, std::size_t size) {
     base_ = base;
     slots_ = reinterpret_cast<permit_slot*>(static_cast<char*>(base) + permits_offset());
     size_ = size;

@@ -53,11 +53,11 @@ std::string permits_path(const std::string& segment, std::string_view name);
 // Bytes of a permit segment of `limit` permits.
 std::size_t permits_size(std::uint32_t limit);
 
-// One mapping of a name's permit segment. Built like the lock segment: complete in an unnamed
-// file, then linked at its name; what is found at the name must be a regular file of this user's
-// granting nothing beyond `mode`, with a valid header (magic, version, 1 <= limit <= 128) and
-// room for its permits. Never unmapped while the process may hold one of its mutexes (the store
-// keeps every mapping it made).
+// One mapping of a name's permit segment. Created as the lock segment is (publish_new_segment:
+// complete in an unnamed file, then linked at its name); what is found at the name must be a
+// regular file of this user's granting nothing beyond `mode`, with a valid header (magic, version,
+// 1 <= limit <= 128) and room for its permits. Never unmapped while the process may hold one of its
+// mutexes (the store keeps every mapping it made).
 class permit_file {
   public:
     // Opens the segment at `path`, creating it with `limit` permits when `create` and absent.
@@ -93,7 +93,7 @@ class permit_file {
     [[noreturn]] void fail(const std::string& code, const std::string& what) const;
     void map_existing(int fd, std::uint32_t mode);
     bool create_and_publish(std::uint32_t limit, std::uint32_t mode);
-    void map(int fd, std::size_t size);
+    void map(void* base, std::size_t size);
 
     std::string path_;
     int fd_ = -1;

@@ -391,52 +391,71 @@ void segment::map_existing(int fd, std::uint32_t mode) {
         header.slot_count > max_slots || st.st_size < off_t(segment_size(header.slot_count)))
         fail("bad segment", "is not a locksmith shm segment of version " +
                                 std::to_string(table_version) + " (or is corrupted)");
-    map(fd, segment_size(header.slot_count));
+    const std::size_t size = segment_size(header.slot_count);
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) fail("errno " + std::to_string(errno), "cannot be mapped");
+    map(base, size);
 }
 
 bool segment::create_and_publish(std::uint32_t slots, std::uint32_t mode) {
+    const auto made = publish_new_segment(
+        path_, segment_size(slots), mode, "a new segment of " + std::to_string(slots) + " slots",
+        "free space there, or use fewer `slots`", [slots](void* base) {
+            auto* table = new (base) shm_table(slots);
+            init_robust_mutex(&table->mutex);
+            auto* first = reinterpret_cast<shm_slot*>(static_cast<char*>(base) + slots_offset());
+            for (std::uint32_t i = 0; i < slots; ++i)
+                init_robust_mutex(&(new (&first[i]) shm_slot)->mutex);
+        });
+    if (!made) return false;
+    ::close(made->fd);
+    map(made->base, segment_size(slots));
+    return true;
+}
+
+void segment::map(void* base, std::size_t size) {
+    table_ = static_cast<shm_table*>(base);
+    slots_ = reinterpret_cast<shm_slot*>(static_cast<char*>(base) + slots_offset());
+    size_ = size;
+}
+
+std::optional<new_segment> publish_new_segment(const std::string& path, std::size_t size,
+                                               std::uint32_t mode, const std::string& what,
+                                               const std::string& when_full,
+                                               const std::function<void(void*)>& init) {
     const int fd = ::open(shm_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode & 0777u);
     if (fd < 0)
         throw_errno(strategy_name, std::string("creating a shared memory file in ") + shm_dir,
                     errno);
     fd_guard guard{fd};
-    const std::size_t size = segment_size(slots);
     if (::fchmod(fd, mode & 0777u) != 0)
-        throw_errno(strategy_name, "setting the mode of a new shm segment", errno);
+        throw_errno(strategy_name, "setting the mode of " + what, errno);
     // Every page reserved before it is mapped (which also sizes the file): a page with no
     // storage behind it (a full /dev/shm) kills whoever touches it with SIGBUS, here or in any
     // process that maps the segment later.
     if (const int err = ::posix_fallocate(fd, 0, off_t(size)); err != 0)
         throw_errno(strategy_name,
-                    "reserving " + std::to_string(size) + " bytes in " + shm_dir +
-                        " for a new segment of " + std::to_string(slots) + " slots" +
-                        (err == ENOSPC ? std::string(" (free space there, or use fewer `slots`)")
-                                       : std::string()),
+                    "reserving " + std::to_string(size) + " bytes in " + shm_dir + " for " + what +
+                        (err == ENOSPC ? " (" + when_full + ")" : std::string()),
                     err);
-    map(fd, size);
-    table_ = new (table_) shm_table(slots);
-    init_robust_mutex(&table_->mutex);
-    for (std::uint32_t i = 0; i < slots; ++i)
-        init_robust_mutex(&(new (&slots_[i]) shm_slot)->mutex);
-    const std::string self_link = "/proc/self/fd/" + std::to_string(fd);
-    if (::linkat(AT_FDCWD, self_link.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW) == 0)
-        return true;
-    const int err = errno;
-    ::munmap(table_, size_);
-    table_ = nullptr;
-    slots_ = nullptr;
-    if (err == EEXIST) return false;
-    fail("errno " + std::to_string(err),
-         std::string("cannot be created (linking the new segment at its name: ") +
-             std::strerror(err) + ")");
-}
-
-void segment::map(int fd, std::size_t size) {
     void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) fail("errno " + std::to_string(errno), "cannot be mapped");
-    table_ = static_cast<shm_table*>(base);
-    slots_ = reinterpret_cast<shm_slot*>(static_cast<char*>(base) + slots_offset());
-    size_ = size;
+    if (base == MAP_FAILED) throw_errno(strategy_name, "mapping " + what, errno);
+    struct mapping_guard {
+        void* base;
+        std::size_t size;
+        ~mapping_guard() {
+            if (base != nullptr) ::munmap(base, size);
+        }
+    } mapped{base, size};
+    init(base);
+    const std::string self_link = "/proc/self/fd/" + std::to_string(fd);
+    if (::linkat(AT_FDCWD, self_link.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+        if (errno == EEXIST) return std::nullopt;
+        throw_errno(strategy_name, "linking " + what + " at " + path, errno);
+    }
+    mapped.base = nullptr;
+    guard.fd = -1;
+    return new_segment{fd, base};
 }
 
 }  // namespace locksmith::strategies::shm

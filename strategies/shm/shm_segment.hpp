@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -73,6 +74,24 @@ struct fd_guard {
         if (fd >= 0) ::close(fd);
     }
 };
+
+// A segment just created and linked at its name: its descriptor and mapping, the caller's.
+struct new_segment {
+    int fd;
+    void* base;
+};
+
+// Creates the segment of `size` bytes at `path` (in shm_dir), complete before anyone can open
+// it: built in an unnamed file (O_TMPFILE) of mode `mode`, every page reserved, mapped, filled
+// by `init(base)`, and only then linked at `path`. Nobody finds a half-initialised segment, and a
+// creator that dies leaves nothing behind. `what` names the segment in errors; `when_full` says
+// what to do about a full shm_dir.
+// Returns nullopt when another process linked one at `path` first (use that one).
+// Throws backend_error.
+std::optional<new_segment> publish_new_segment(const std::string& path, std::size_t size,
+                                               std::uint32_t mode, const std::string& what,
+                                               const std::string& when_full,
+                                               const std::function<void(void*)>& init);
 
 // Every mutex in a segment: process-shared (it lives in shared memory), robust (a dead owner is
 // reported, not inherited forever) and error-checking (relocking or unlocking from the wrong
@@ -165,11 +184,11 @@ class segment {
     // Checks what was found at the name, then maps it.
     void map_existing(int fd, std::uint32_t mode);
 
-    // Builds a complete segment in an unnamed file and links it at the name. Returns false when
-    // another process linked one there first.
+    // Creates the segment (publish_new_segment). Returns false when another process linked one
+    // there first.
     bool create_and_publish(std::uint32_t slots, std::uint32_t mode);
 
-    void map(int fd, std::size_t size);
+    void map(void* base, std::size_t size);
 
     std::string name_;
     std::string path_;

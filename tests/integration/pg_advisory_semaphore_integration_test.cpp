@@ -7,22 +7,20 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <new>
 #include <set>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include <locksmith/locksmith.hpp>
 #include <locksmith/strategies/pg_advisory.hpp>
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
@@ -31,6 +29,7 @@
 using namespace locksmith;
 using namespace std::chrono_literals;
 using locksmith::test::endpoint;
+using locksmith::test::make_permit;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -48,26 +47,6 @@ std::shared_ptr<store> store_for(const std::string& dsn) {
 std::shared_ptr<store> shared_store() {
     return store_for(endpoint(dsn_variable));
 }
-
-named_semaphore make_permit(std::shared_ptr<store> s, const std::string& name,
-                            std::uint32_t limit) {
-    auto k = std::make_shared<key>(name);
-    k->set_limit(limit);
-    return named_semaphore(std::move(s), std::move(k));
-}
-
-// A page shared with forked children: how many hold a permit now, the most ever seen, grants.
-struct shared_counter {
-    std::atomic<int> inside{0};
-    std::atomic<int> most{0};
-    std::atomic<int> grants{0};
-};
-
-struct shared_page {
-    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
-    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
-};
 
 bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
@@ -117,34 +96,10 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_permits_are_numbered) {
 BOOST_AUTO_TEST_CASE(four_processes_limit_three_never_above_three) {
     const std::string name = test::unique_resource("pool");
     const std::string dsn = endpoint(dsn_variable);
-    shared_page page;
+    test::permit_page page;
     auto* c = page.counter;
-    test::byte_pipe gate;
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(test::fork_child(
-            [&] {
-                gate.close_write();
-                auto permit = make_permit(store_for(dsn), name, 3);
-                (void)gate.get(30s);  // EOF: go
-                for (int i = 0; i < 50; ++i) {
-                    if (!permit.try_acquire_for(20s)) return 2;
-                    const int now = ++c->inside;
-                    int seen = c->most.load();
-                    while (now > seen && !c->most.compare_exchange_weak(seen, now)) {
-                    }
-                    ++c->grants;
-                    std::this_thread::sleep_for(5ms);
-                    --c->inside;
-                    permit.release();
-                }
-                return 0;
-            },
-            120s));
-    gate.close_write();
-    int failures = 0;
-    for (pid_t pid : children) failures += test::wait_child(pid, 120s) != 0;
-    BOOST_TEST(failures == 0);
+    BOOST_TEST(test::hold_permits_in_processes([&] { return store_for(dsn); }, name, 3, 4, 50, *c,
+                                               5ms) == 0);
     BOOST_TEST(c->grants.load() == 200);
     BOOST_TEST(c->most.load() <= 3);
     BOOST_TEST(c->most.load() == 3);
@@ -217,6 +172,39 @@ BOOST_AUTO_TEST_CASE(a_huge_limit_is_refused_and_a_timed_wait_ends_on_time) {
     BOOST_TEST(waited >= 290.0);
     BOOST_TEST(waited < 5000.0);
     holder.release();
+}
+
+// Guards: a permit waiter waiting for the name's lock. PostgreSQL cannot wait for any one of N
+// locks, so the store waits natively for its locks only and named_lock polls for a permit; a
+// release wakes the waiter.
+BOOST_AUTO_TEST_CASE(a_permit_wait_is_polled_and_a_release_wakes_it) {
+    const std::string name = test::unique_resource("polled");
+    auto s = shared_store();
+    key lock_key(name), permit_key(name);
+    permit_key.set_limit(1);
+    BOOST_TEST(s->waits_natively(lock_key));
+    BOOST_TEST(!s->waits_natively(permit_key));
+    BOOST_CHECK_THROW(s->wait_acquire(permit_key, lock_mode::exclusive, 0ms, deadline::max()),
+                      invalid_argument_error);
+    auto holder = make_permit(s, name, 1), waiter = make_permit(s, name, 1);
+    BOOST_REQUIRE(holder.try_acquire());
+    std::atomic<bool> granted{false};
+    std::string failed;
+    std::thread t([&] {
+        try {
+            granted = waiter.try_acquire_for(20s);
+        } catch (const std::exception& e) {
+            failed = e.what();
+        }
+    });
+    std::this_thread::sleep_for(200ms);
+    BOOST_TEST(!granted.load());
+    holder.release();
+    t.join();
+    BOOST_TEST(failed.empty(), failed);
+    BOOST_TEST(granted.load());
+    BOOST_TEST(waiter.permit() == "0");
+    waiter.release();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -7,13 +7,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,8 +22,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include "integration/fake_redis.hpp"
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
@@ -102,19 +103,6 @@ std::string limit_key(const std::string& name) {
     return test_prefix + "limit:" + name;
 }
 
-// A page shared with forked children: how many hold a permit now, the most ever seen, grants.
-struct shared_counter {
-    std::atomic<int> inside{0};
-    std::atomic<int> most{0};
-    std::atomic<int> grants{0};
-};
-
-struct shared_page {
-    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
-    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
-};
-
 template <class F>
 std::string message_of(F&& f) {
     try {
@@ -173,34 +161,11 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_a_release_frees_one) {
 BOOST_AUTO_TEST_CASE(four_processes_limit_three_never_above_three) {
     const std::string name = test::unique_resource("pool");
     const std::string url = endpoint(url_variable);
-    shared_page page;
+    test::permit_page page;
     auto* c = page.counter;
-    test::byte_pipe gate;
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(test::fork_child(
-            [&] {
-                gate.close_write();
-                auto permit = make_permit(strategies::make_redis_store(options_for(url)), name, 3);
-                (void)gate.get(30s);  // EOF: go
-                for (int i = 0; i < 100; ++i) {
-                    if (!permit.try_acquire_for(20s)) return 2;
-                    const int now = ++c->inside;
-                    int seen = c->most.load();
-                    while (now > seen && !c->most.compare_exchange_weak(seen, now)) {
-                    }
-                    ++c->grants;
-                    std::this_thread::sleep_for(2ms);
-                    --c->inside;
-                    permit.release();
-                }
-                return 0;
-            },
-            120s));
-    gate.close_write();
-    int failures = 0;
-    for (pid_t pid : children) failures += test::wait_child(pid, 120s) != 0;
-    BOOST_TEST(failures == 0);
+    BOOST_TEST(test::hold_permits_in_processes(
+                   [&] { return strategies::make_redis_store(options_for(url)); }, name, 3, 4, 100,
+                   *c, 2ms) == 0);
     BOOST_TEST(c->grants.load() == 400);
     BOOST_TEST(c->most.load() <= 3);
     BOOST_TEST(c->most.load() == 3);  // four processes that hold 2 ms each fill every permit
@@ -418,6 +383,123 @@ BOOST_AUTO_TEST_CASE(a_server_that_dies_while_a_permit_is_held) {
     BOOST_TEST(fresh.try_acquire());
     BOOST_TEST(fresh.fencing_token().has_value());
     fresh.release();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// --- a hostile server (fake_redis.hpp, no redis-server needed) that trickles or garbles the
+// permit script's replies: a clear error or a bounded wait, never a hang, a spin or a permit
+// left counted against the limit ---
+
+namespace {
+
+using test::fake_redis;
+using test::fake_sha;
+
+// Answers the permit script (EVALSHA with 3 keys, the first "permits:") with `permit_reply`
+// (nullopt: trickles `trickled`), counts it and the release script (2 keys), and answers the
+// rest as a server would enough for a waiter (SCRIPT LOAD, SUBSCRIBE).
+struct hostile_permits {
+    explicit hostile_permits(std::optional<std::string> permit_reply, std::string trickled = "")
+        : reply(std::move(permit_reply)),
+          server([this](const std::vector<std::string>& a) { return answer(a); },
+                 std::move(trickled)) {}
+    std::optional<std::string> answer(const std::vector<std::string>& a) {
+        if (a.at(0) == "SCRIPT") return fake_sha;
+        if (a.at(0) == "SUBSCRIBE" || a.at(0) == "UNSUBSCRIBE") {
+            const std::string kind = a.at(0) == "SUBSCRIBE" ? "subscribe" : "unsubscribe";
+            const std::string chan = a.size() > 1 ? a[1] : std::string();
+            return "*3\r\n$" + std::to_string(kind.size()) + "\r\n" + kind + "\r\n$" +
+                   std::to_string(chan.size()) + "\r\n" + chan +
+                   "\r\n:" + (kind == "subscribe" ? "1" : "0") + "\r\n";
+        }
+        if (a.at(0) == "EVALSHA" && a.size() > 3 && contains(a[3], "permits:")) {
+            if (a[2] == "3") {
+                ++acquires;
+                return reply;
+            }
+            if (a[2] == "2") ++releases;
+            return std::string(":1\r\n");
+        }
+        return std::string("+OK\r\n");
+    }
+    std::shared_ptr<store> make_store() {
+        auto o = options_for(server.url());
+        o.command_timeout = 300ms;
+        return strategies::make_redis_store(o);
+    }
+    std::optional<std::string> reply;
+    std::atomic<int> acquires{0}, releases{0};
+    fake_redis server;
+};
+
+// What a call ends with, and when: the native code and message of its backend_error.
+template <class F>
+std::pair<std::string, double> outcome_of(F&& f) {
+    const auto started = clock_type::now();
+    std::string what = "(no error)";
+    try {
+        what += f() ? " granted" : " refused";
+    } catch (const backend_error& e) {
+        what = e.native_code() + ": " + e.what();
+    }
+    return {what, test::ms_since(started)};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(redis_permit_hostile)
+
+// The permit reply trickles, each byte in time, the whole far beyond the command timeout: the
+// command timeout ends an attempt, and a wait ends at its deadline, with the timeout.
+BOOST_AUTO_TEST_CASE(a_trickled_permit_reply_ends_at_the_command_timeout) {
+    hostile_permits fake(std::nullopt, "*2\r\n:1\r\n:5\r\n");  // 14 bytes, about 2.8 s
+    auto s = fake.make_store();
+    auto once = make_permit(s, "trickled", 2);
+    const auto [tried, tried_ms] = outcome_of([&] { return once.try_acquire(); });
+    BOOST_TEST(tried.rfind("timeout: ", 0) == 0u, tried);
+    BOOST_TEST(tried_ms < 2000.0);
+    auto waiter = make_permit(s, "trickled", 2);
+    const auto [waited, waited_ms] = outcome_of([&] { return waiter.try_acquire_for(700ms); });
+    BOOST_TEST(waited.rfind("timeout: ", 0) == 0u, waited);
+    BOOST_TEST(waited_ms < 2500.0);
+    BOOST_TEST(!fake.server.trickle_ended());
+    BOOST_TEST(!once.held());
+    BOOST_TEST(!waiter.held());
+}
+
+// Replies no script of ours gives: a protocol error, never a refusal that a waiter would wait
+// on; when the reply may have granted a permit, it is given back first.
+BOOST_AUTO_TEST_CASE(a_garbled_permit_reply_is_a_protocol_error_and_gives_back_the_grant) {
+    struct variant {
+        std::string reply;
+        bool may_have_granted;
+    };
+    for (const auto& [reply, may_have_granted] :
+         {variant{"*2\r\n:7\r\n:5\r\n", true}, variant{"*2\r\n:1\r\n$1\r\nx\r\n", true},
+          variant{"*2\r\n:0\r\n$1\r\nx\r\n", false}, variant{"$3\r\nabc\r\n", false},
+          variant{"*1\r\n:1\r\n", true}}) {
+        hostile_permits fake(reply);
+        auto s = fake.make_store();
+        auto p = make_permit(s, "garbled", 2);
+        const auto [what, ms] = outcome_of([&] { return p.try_acquire_for(5s); });
+        BOOST_TEST(what.rfind("protocol: ", 0) == 0u, reply << " gave " << what);
+        BOOST_TEST(ms < 2000.0, reply << " took " << ms << " ms");
+        BOOST_TEST(!p.held());
+        if (may_have_granted) BOOST_TEST(fake.releases.load() == 1, reply);
+    }
+}
+
+// A refusal whose "first holder's remaining ms" is no duration (0, negative): the waiter sleeps
+// on the channel as for an obstacle without a known end, instead of retrying every millisecond.
+BOOST_AUTO_TEST_CASE(a_refusal_without_a_duration_does_not_make_the_waiter_spin) {
+    hostile_permits fake(std::string("*2\r\n:0\r\n:-5\r\n"));
+    auto s = fake.make_store();
+    auto p = make_permit(s, "no-duration", 2);
+    const auto [what, ms] = outcome_of([&] { return p.try_acquire_for(500ms); });
+    BOOST_TEST(what == "(no error) refused");
+    BOOST_TEST(ms >= 490.0);
+    BOOST_TEST(fake.acquires.load() <= 5, fake.acquires.load() << " attempts in 500 ms");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

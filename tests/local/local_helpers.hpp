@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Helpers shared by the tests of the local strategies (simple, semaphore, shm): a counter file
 // that several processes increment under a lock, a private temporary directory, and lock
-// construction with a fast polling schedule.
+// construction with a fast polling schedule (and, from support/permit_helpers.hpp, permits).
 #pragma once
 
+#include <boost/test/unit_test.hpp>
+
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <new>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,7 @@
 #include <locksmith/named_semaphore.hpp>
 
 #include "support/child_process.hpp"
+#include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/skip_report.hpp"
 #include "support/suite_helpers.hpp"
@@ -217,60 +219,40 @@ inline long cpu_ticks(pid_t pid) {
     return utime + stime;
 }
 
-// A permit of the counting semaphore `name` of `limit` permits (issue 27).
-inline named_semaphore make_permit(const std::shared_ptr<store>& s, const std::string& name,
-                                   std::uint32_t limit) {
-    auto k = std::make_shared<key>(name);
-    k->set_limit(limit);
-    return named_semaphore(s, k);
+// A timed wait for a permit of `name` (of 1) that a child process holds for 600 ms: it ends on
+// time while the permit is held, and a longer one gets the permit when the child gives it back.
+inline void expect_timed_permit_waits(const std::function<std::shared_ptr<store>()>& make_store,
+                                      const std::string& name) {
+    using namespace std::chrono_literals;
+    byte_pipe ready;
+    pid_t holder = fork_child([&] {
+        auto p = make_permit(make_store(), name, 1);
+        p.acquire();
+        ready.put('h');
+        std::this_thread::sleep_for(600ms);
+        p.release();
+        return 0;
+    });
+    ready.close_write();
+    BOOST_REQUIRE(ready.get(10s));
+    auto mine = make_permit(make_store(), name, 1);
+    auto start = std::chrono::steady_clock::now();
+    BOOST_TEST(!mine.try_acquire_for(100ms));
+    BOOST_TEST(ms_since(start) >= 100);
+    BOOST_TEST(ms_since(start) < 500);
+    BOOST_TEST(mine.try_acquire_for(30s));  // when the holder gives it back
+    BOOST_TEST(wait_child(holder, 30s) == 0);
 }
 
-// A page shared with forked children: how many hold a permit now, the most ever seen, and how
-// many grants there were.
-struct shared_counter {
-    std::atomic<int> inside{0};
-    std::atomic<int> most{0};
-    std::atomic<int> grants{0};
-};
-
-struct shared_page {
-    shared_counter* counter = new (::mmap(nullptr, sizeof(shared_counter), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0)) shared_counter;
-    ~shared_page() { ::munmap(counter, sizeof(shared_counter)); }
-};
-
-// Forks `processes` children that start together; each makes its own store and takes a permit
-// of `name` (of `limit`) `iterations` times, holding it 1 ms and counting the holders in `c`.
-// Returns how many children failed.
-inline int hold_permits_in_processes(const std::function<std::shared_ptr<store>()>& make_store,
-                                     const std::string& name, std::uint32_t limit, int processes,
-                                     int iterations, shared_counter& c) {
-    byte_pipe gate;
-    std::vector<pid_t> children;
-    for (int p = 0; p < processes; ++p)
-        children.push_back(fork_child(
-            [&] {
-                gate.close_write();
-                auto permit = make_permit(make_store(), name, limit);
-                (void)gate.get(std::chrono::seconds(30));  // EOF: go
-                for (int i = 0; i < iterations; ++i) {
-                    permit.acquire();
-                    const int now = ++c.inside;
-                    int seen = c.most.load();
-                    while (now > seen && !c.most.compare_exchange_weak(seen, now)) {
-                    }
-                    ++c.grants;
-                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                    --c.inside;
-                    permit.release();
-                }
-                return 0;
-            },
-            std::chrono::seconds(120)));
-    gate.close_write();
-    int failures = 0;
-    for (pid_t pid : children) failures += wait_child(pid, std::chrono::seconds(120)) != 0;
-    return failures;
+// The end of a run_on_a_full_tmpfs case: skipped (`why`) where the mount is not permitted, else
+// the child must have passed every step.
+inline void expect_passed_on_a_full_tmpfs(const std::optional<int>& status,
+                                          const std::string& why) {
+    if (!status) return skip_case(why);
+    BOOST_TEST(*status == 0,
+               "the child ended with "
+                   << *status
+                   << " (a failed step, or 201: a signal such as SIGBUS, reported above)");
 }
 
 }  // namespace locksmith::test

@@ -359,7 +359,7 @@ union test_semun {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(n_plus_one_processes_never_hold_more_than_n_permits, permits_fixture) {
-    shared_page page;
+    permit_page page;
     BOOST_TEST(hold_permits_in_processes(maker(), name("pool"), 3, 4, 100, *page.counter) == 0);
     BOOST_TEST(page.counter->grants.load() == 400);
     BOOST_TEST(page.counter->most.load() <= 3);
@@ -494,25 +494,7 @@ BOOST_FIXTURE_TEST_CASE(a_permit_set_never_initialised_is_refused, permits_fixtu
 
 BOOST_FIXTURE_TEST_CASE(a_timed_wait_for_a_permit_ends_on_time_and_gets_one_given_back,
                         permits_fixture) {
-    const auto n = name("timed");
-    byte_pipe ready;
-    pid_t holder = fork_child([&] {
-        auto p = make_permit(make(), n, 1);
-        p.acquire();
-        ready.put('h');
-        std::this_thread::sleep_for(600ms);
-        p.release();
-        return 0;
-    });
-    ready.close_write();
-    BOOST_REQUIRE(ready.get(10s));
-    auto mine = make_permit(make(), n, 1);
-    auto start = std::chrono::steady_clock::now();
-    BOOST_TEST(!mine.try_acquire_for(100ms));
-    BOOST_TEST(ms_since(start) >= 100);
-    BOOST_TEST(ms_since(start) < 500);
-    BOOST_TEST(mine.try_acquire_for(30s));  // when the holder gives it back
-    BOOST_TEST(wait_child(holder, 30s) == 0);
+    expect_timed_permit_waits(maker(), name("timed"));
 }
 
 // `ipcrm -S` on a name's permit set while a permit is held: the holder hears that its permit

@@ -26,6 +26,10 @@ bool forwarding_store::do_wait_acquire(key& k, lock_mode mode, std::chrono::mill
     return inner_->wait_acquire(k, mode, ttl, until);
 }
 
+bool forwarding_store::do_waits_natively(const key& k) const {
+    return inner_->waits_natively(k);
+}
+
 bool forwarding_store::do_refresh(key& k, std::chrono::milliseconds ttl) {
     pause();
     return inner_->refresh(k, ttl);

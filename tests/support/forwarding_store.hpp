@@ -31,6 +31,7 @@ class forwarding_store : public store {
     bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) override;
     bool do_wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl,
                          deadline until) override;
+    bool do_waits_natively(const key& k) const override;
     bool do_refresh(key& k, std::chrono::milliseconds ttl) override;
     void do_release(key& k) override;
     bool do_holds(const key& k) override;

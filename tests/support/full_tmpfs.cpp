@@ -15,6 +15,16 @@
 
 namespace locksmith::test {
 
+bool fill_up(const std::filesystem::path& file) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    const std::vector<char> page(4096, 'f');
+    while (fd >= 0 && ::write(fd, page.data(), page.size()) > 0) {
+    }
+    const bool full = fd >= 0 && errno == ENOSPC;
+    if (fd >= 0) ::close(fd);
+    return full;
+}
+
 std::optional<int> run_on_a_full_tmpfs(const std::filesystem::path& where, mode_t mode,
                                        const std::function<int()>& body, std::string& why,
                                        std::chrono::seconds limit) {
@@ -36,13 +46,7 @@ std::optional<int> run_on_a_full_tmpfs(const std::filesystem::path& where, mode_
             std::snprintf(options, sizeof options, "size=64k,mode=%04o", unsigned(mode));
             if (::mount("tmpfs", where.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
                 return failed('m');
-            const int fd = ::open((where / "filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-            const std::vector<char> page(4096, 'f');
-            while (fd >= 0 && ::write(fd, page.data(), page.size()) > 0) {
-            }
-            const bool full = fd >= 0 && errno == ENOSPC;
-            if (fd >= 0) ::close(fd);
-            if (!full) return failed('f');
+            if (!fill_up(where / "filler")) return failed('f');
             set_up.put('r');
             set_up.close_write();
             return body();

@@ -24,4 +24,9 @@ std::optional<int> run_on_a_full_tmpfs(const std::filesystem::path& where, mode_
                                        const std::function<int()>& body, std::string& why,
                                        std::chrono::seconds limit = std::chrono::seconds(60));
 
+// Appends to `file` until writing fails; true when it failed with ENOSPC (the file system is
+// full). What run_on_a_full_tmpfs does to <where>/filler, for a body that freed room and must
+// fill it again.
+bool fill_up(const std::filesystem::path& file);
+
 }  // namespace locksmith::test

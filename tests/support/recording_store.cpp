@@ -32,6 +32,16 @@ void recording_store::grants_can_end(bool on) {
         }
 }
 
+void recording_store::permits_polled(bool on) {
+    std::lock_guard lock(mutex_);
+    permits_polled_ = on;
+}
+
+bool recording_store::do_waits_natively(const key& k) const {
+    std::lock_guard lock(mutex_);
+    return !(permits_polled_ && k.limit() != 0);
+}
+
 void recording_store::end_grants(const std::string& resource) {
     std::lock_guard lock(mutex_);
     table_.erase(resource);

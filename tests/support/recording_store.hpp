@@ -61,6 +61,9 @@ class recording_store : public store {
     // The store says that its backend can end grants (store::loss_fd: a pipe that end_grants
     // makes readable and holds() drains), as a store of sessions does.
     void grants_can_end(bool on);
+    // With capability::native_wait: waits natively for locks only, and named_lock polls for a
+    // permit (as pg_advisory does: PostgreSQL cannot wait for any one of N locks).
+    void permits_polled(bool on);
 
     // --- direct table access for tests ---
     // Frees `resource` for everybody (simulates another owner releasing or a grant expiring).
@@ -89,6 +92,7 @@ class recording_store : public store {
     bool do_holds(const key& k) override;
     std::optional<int> do_loss_fd(const key& k) override;
     lock_status do_status(std::string_view resource) override;
+    bool do_waits_natively(const key& k) const override;
 
   private:
     struct entry {
@@ -117,6 +121,7 @@ class recording_store : public store {
     bool ignore_release_ = false;
     bool fail_refresh_ = false;
     int news_[2] = {-1, -1};  // grants_can_end: the loss descriptor's pipe
+    bool permits_polled_ = false;
     std::uint64_t next_fencing_token_ = 1;
     std::uint64_t rng_ = 0x9e3779b97f4a7c15ull;
 };

@@ -22,6 +22,7 @@
 
 #include <locksmith/errors.hpp>
 #include <locksmith/named_lock.hpp>
+#include <locksmith/named_semaphore.hpp>
 
 #include "support/child_process.hpp"
 #include "support/forwarding_store.hpp"
@@ -243,6 +244,36 @@ BOOST_AUTO_TEST_CASE(native_wait_store_waits_in_the_store_and_never_polls) {
     BOOST_TEST(f.store->wait_acquires() == 1);
     // One quick try before waiting is fine; a polling loop is not.
     BOOST_TEST(f.store->try_acquires() <= 1);
+}
+
+// A store that waits natively for its locks only (pg_advisory): named_lock polls for a permit,
+// and still leaves a lock's wait to the store.
+BOOST_AUTO_TEST_CASE(a_store_that_cannot_wait_for_a_permit_is_polled_for_one) {
+    fixture f(blocking | capability::counting);
+    f.store->permits_polled(true);
+    auto permit = [&] {
+        auto k = std::make_shared<key>("resource");
+        k->set_limit(1);
+        return named_semaphore(f.store, k);
+    };
+    auto holder = permit(), waiter = permit();
+    BOOST_REQUIRE(holder.try_acquire());
+    f.store->reset_calls();
+    BOOST_TEST(!waiter.try_acquire_for(60ms));
+    BOOST_TEST(f.store->wait_acquires() == 0);
+    BOOST_TEST(f.store->try_acquires() > 1);
+    std::thread releaser([&] {
+        std::this_thread::sleep_for(30ms);
+        holder.release();
+    });
+    BOOST_TEST(waiter.try_acquire_for(10s));
+    releaser.join();
+    BOOST_TEST(f.store->wait_acquires() == 0);
+    f.store->reset_calls();
+    auto lock_holder = f.make(), lock_waiter = f.make();
+    BOOST_REQUIRE(lock_holder.try_lock());
+    BOOST_TEST(!lock_waiter.try_lock_for(20ms));
+    BOOST_TEST(f.store->wait_acquires() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(native_wait_bounded_wait_passes_the_deadline) {

@@ -71,9 +71,14 @@ class store {
     bool try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl);
 
     // Like try_acquire, but waits without polling until `until`.
-    // Requires: capability::native_wait.
+    // Requires: waits_natively(k).
     // Returns: false when `until` passed first.
     bool wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl, deadline until);
+
+    // Does a wait for k happen in the backend (wait_acquire), or does named_lock poll
+    // try_acquire? capability::native_wait, unless the store waits natively for its locks only
+    // (pg_advisory: PostgreSQL cannot wait for any one of a semaphore's N permits).
+    bool waits_natively(const key& k) const;
 
     // Extends k's grant to now + ttl. Requires capability::expiring and ttl > 0.
     // Returns: false when k no longer holds the lock (it expired or was taken over).
@@ -114,9 +119,11 @@ class store {
     store(std::string strategy, capability capabilities);
 
     virtual bool do_try_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl) = 0;
-    // Only called for stores with capability::native_wait.
+    // Only called when waits_natively(k).
     virtual bool do_wait_acquire(key& k, lock_mode mode, std::chrono::milliseconds ttl,
                                  deadline until);
+    // Only asked for stores with capability::native_wait. Default: true.
+    virtual bool do_waits_natively(const key& k) const;
     // Only called for stores with capability::expiring.
     virtual bool do_refresh(key& k, std::chrono::milliseconds ttl);
     virtual void do_release(key& k) = 0;

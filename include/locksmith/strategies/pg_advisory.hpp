@@ -47,9 +47,10 @@
 //    under the transaction lock (b, 0) that makes one name's grants one at a time, refuses when
 //    a holder holds another limit (invalid_argument_error naming both: one name, one limit
 //    while any permit is held) and takes the first free permit; its number is the key's
-//    portable_state "permit" (LOCKSMITH_PERMIT). A waiter polls, 2 ms apart at first, 100 ms at
-//    most: PostgreSQL cannot wait for any one of N locks. Crash: a holder's permit ends with its
-//    session, as a lock does. status() counts the permits held and names the kept limit. Two
+//    portable_state "permit" (LOCKSMITH_PERMIT). PostgreSQL cannot wait for any one of N locks:
+//    the store waits natively for locks only (waits_natively), and named_lock polls for a permit
+//    with its backoff, woken early by a release on this host. Crash: a holder's permit ends with
+//    its session, as a lock does. status() counts the permits held and names the kept limit. Two
 //    names whose a (or b) collide, about n^2 / 2^33 among n semaphores in use (1,000: 1e-4),
 //    share their permits (fewer holders) or refuse each other's limit: never more holders.
 //  - Transaction-mode poolers (PgBouncer pool_mode=transaction) break session locks: connect to
