@@ -18,7 +18,9 @@
 //
 // A strategy whose descriptor says its locks live in a directory (backends: "dir:PATH") meets
 // that directory as another local user left it: made by that user, open to every user, or a
-// symlink to a folder of ours; the store must refuse it and write nothing there.
+// symlink to a folder of ours; the store must refuse it and write nothing there. One whose
+// locks live in a POSIX shared-memory object ("shm:NAME") meets that object made by another
+// user, opened to everyone, or replaced by a symlink or a hard link to a file of ours.
 //
 // A new strategy gets these cases by its entry in tests/support/strategies_under_test.cpp;
 // plugins get them through the conformance kit's entry list.
@@ -465,6 +467,86 @@ void test_directory_others_got_to_first(const strategy_under_test& entry) {
     }
 }
 
+// The POSIX shared-memory objects the entry's descriptor says its locks live in ("shm:NAME").
+std::vector<std::string> segments_used(const strategy_under_test& e) {
+    std::vector<std::string> names;
+    const auto d = default_registry().find(e.name);
+    if (!d || !d->backends || !e.options) return names;
+    for (const auto& b : d->backends(*e.options))
+        if (b.rfind("shm:", 0) == 0) names.push_back(b.substr(4));
+    return names;
+}
+
+bool uses_a_segment(const strategy_under_test& e) {
+    return !segments_used(e).empty();
+}
+
+// A lock try on the entry with every option naming `from` naming `to`, in a forked process.
+int try_with_option_renamed(const strategy_under_test& entry, const std::string& from,
+                            const std::string& to) {
+    strategy_under_test e = entry;
+    for (auto& [key, value] : e.options->items())
+        if (value.is_string() && value.get<std::string>() == from) value = to;
+    const auto resource = unique_resource("hostile-shm");
+    const pid_t child = fork_child([&] {
+        try {
+            named_lock lock(create_store(e), std::make_shared<key>(resource));
+            const bool got = lock.try_lock();
+            if (got) lock.unlock();
+            return got ? granted : refused;
+        } catch (const error& err) {
+            std::fprintf(stderr, "  refused: %s\n", err.what());
+            return refused_with_error;
+        } catch (const std::exception& err) {
+            std::fprintf(stderr, "  not a locksmith error: %s\n", err.what());
+            return foreign_exception;
+        }
+    });
+    return wait_child(child, 60s);
+}
+
+// Another local user got to the segment (in /dev/shm, which every user can write to) first or
+// after us: made it, or changed ours to be open to everyone, or planted a symlink or a hard link
+// to a file of ours under its name. Each is refused, and the file behind a link is not written.
+// The control: a segment of our own, made by the store, is used.
+void test_segment_others_got_to_first(const strategy_under_test& entry) {
+    if (::geteuid() != 0) {
+        skip_case("acting as another user (nobody) needs root");
+        return;
+    }
+    constexpr uid_t nobody = 65534;
+    for (const auto& name : segments_used(entry)) {
+        const std::string fresh = "locksmith-hostile-" + std::to_string(::getpid());
+        const std::string path = "/dev/shm/" + fresh;
+        const std::string copy = path + ".copy";
+        auto attempt = [&](const char* what, int expected) {
+            const int status = try_with_option_renamed(entry, name, fresh);
+            BOOST_TEST_INFO(entry.id()
+                            << " with a segment that is " << what << ": exit " << status);
+            BOOST_CHECK(status == expected);
+        };
+        ::unlink(path.c_str());
+        attempt("ours, made by the store", granted);
+        // A copy of a real segment: what is refused is where it came from, not its contents.
+        std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+        ::chmod(path.c_str(), 0666);
+        attempt("ours but open to every user", refused_with_error);
+        ::chmod(path.c_str(), 0600);
+        BOOST_REQUIRE(::chown(path.c_str(), nobody, nobody) == 0);
+        attempt("another user's", refused_with_error);
+        ::unlink(path.c_str());
+        BOOST_REQUIRE(::symlink(copy.c_str(), path.c_str()) == 0);
+        const auto before = std::filesystem::last_write_time(copy);
+        attempt("a symlink to a file of ours", refused_with_error);
+        ::unlink(path.c_str());
+        BOOST_REQUIRE(::link(copy.c_str(), path.c_str()) == 0);
+        attempt("a hard link to a file of ours", refused_with_error);
+        BOOST_CHECK(std::filesystem::last_write_time(copy) == before);
+        ::unlink(path.c_str());
+        ::unlink(copy.c_str());
+    }
+}
+
 bool every_strategy(const strategy_under_test&) {
     return true;
 }
@@ -488,6 +570,8 @@ const case_spec cases[] = {
      test_nothing_passes_to_an_exec},
     {"a_lock_directory_another_user_got_to_first_is_refused", uses_a_directory,
      test_directory_others_got_to_first},
+    {"a_segment_another_user_got_to_first_is_refused", uses_a_segment,
+     test_segment_others_got_to_first},
 };
 
 }  // namespace
