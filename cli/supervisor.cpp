@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -266,6 +267,12 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
     auto next_refresh = clock::now() + refresh_every.value_or(clock::duration::zero());
 
     const pid_t child = start_child(argv, original_mask);
+    // The child's end is also watched through a pidfd: SIGCHLD goes to any thread that does not
+    // block it — a plugin's or a client library's thread started without blocking signals —
+    // and there, ignored by default, it never reaches the signalfd: `run` would wait forever
+    // for a command that has ended. Without pidfds (before Linux 5.3) the loop looks every
+    // 100 ms instead.
+    fd_guard child_ended(static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
     if (options.verbose) {
         print_note("started " + argv[0] + " (pid " + std::to_string(child) + ")");
     }
@@ -363,11 +370,14 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
             auto wait = std::chrono::ceil<std::chrono::milliseconds>(due - clock::now());
             timeout_ms = static_cast<int>(std::clamp<std::int64_t>(wait.count(), 0, 60'000));
         }
-        pollfd pfds[2] = {{signals.get(), POLLIN, 0}, {loss_fd.value_or(-1), POLLIN, 0}};
-        int ready = ::poll(pfds, loss_fd ? 2 : 1, timeout_ms);
+        if (child_ended.get() < 0 && (timeout_ms < 0 || timeout_ms > 100)) timeout_ms = 100;
+        pollfd pfds[3] = {{signals.get(), POLLIN, 0},
+                          {child_ended.get(), POLLIN, 0},
+                          {loss_fd.value_or(-1), POLLIN, 0}};
+        int ready = ::poll(pfds, loss_fd ? 3 : 2, timeout_ms);
         if (ready < 0 && errno != EINTR) throw_os_error("poll", errno);
         if (ready <= 0) continue;
-        if (loss_fd && pfds[1].revents != 0) check_loss();
+        if (loss_fd && pfds[2].revents != 0) check_loss();
         if (pfds[0].revents == 0) continue;
 
         signalfd_siginfo info;

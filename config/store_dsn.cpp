@@ -3,6 +3,7 @@
 // and its options (parse_store_dsn, include/locksmith/config.hpp). Messages name keys and forms,
 // never a value that could be a password: a DSN is only ever shown through redact_url.
 #include <cctype>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,8 +20,51 @@ bool starts(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
 
+// Longest part of a (redacted) DSN a message shows.
+constexpr std::size_t longest_shown = 200;
+
 [[noreturn]] void refuse(std::string_view dsn, const std::string& why) {
-    throw invalid_argument_error("store " + redact_url(dsn) + ": " + why);
+    std::string shown = redact_url(dsn);
+    if (shown.size() > longest_shown) {
+        std::size_t cut = longest_shown;
+        while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xc0) == 0x80) --cut;
+        shown = shown.substr(0, cut) + "... (" + std::to_string(dsn.size()) + " bytes)";
+    }
+    throw invalid_argument_error("store " + shown + ": " + why);
+}
+
+// Longest DSN taken: far more than a cluster's worth of host[...] entries, far less than what
+// would make a message or an option of megabytes.
+constexpr std::size_t longest_dsn = 16 * 1024;
+// Longest parameter name a message quotes.
+constexpr std::size_t longest_quoted_name = 64;
+
+// A parameter's name as a message shows it: quoted when short, else only its length (the
+// caller has refused control characters already).
+std::string parameter_name(std::string_view key) {
+    if (key.size() <= longest_quoted_name) return "'" + std::string(key) + "'";
+    return "of " + std::to_string(key.size()) + " characters";
+}
+
+// A DSN is one line of printable text (UTF-8 beyond ASCII allowed). A control character in a
+// host, a Sentinel master name or a path would reach the strategy's options, and in a message
+// it could move a terminal's cursor or forge a log line; a huge DSN would make a huge message.
+// Neither is shown (redact_url does not promise to hide a password among control characters).
+void check_shape(std::string_view dsn) {
+    const std::string what = "store of " + std::to_string(dsn.size()) + " bytes: ";
+    if (dsn.size() > longest_dsn)
+        throw invalid_argument_error(what + "longer than " + std::to_string(longest_dsn) +
+                                     " bytes, more than any store's DSN needs (not shown)");
+    for (std::size_t i = 0; i < dsn.size(); ++i) {
+        const auto c = static_cast<unsigned char>(dsn[i]);
+        if (c < 0x20 || c == 0x7f) {
+            char code[8];
+            std::snprintf(code, sizeof code, "0x%02x", c);
+            throw invalid_argument_error(what + "a control character (" + code + ") at byte " +
+                                         std::to_string(i) +
+                                         ": a DSN is one line of printable text (not shown)");
+        }
+    }
 }
 
 // "host" or "host:port" with `port` added when it has none (an IPv6 address in brackets).
@@ -85,6 +129,9 @@ server_dsn split_server_dsn(std::string_view dsn, std::string_view rest) {
 // The seconds of a timeout parameter, checked as the strategy's own option would be.
 double seconds(std::string_view dsn, const std::string& key, const std::string& value) {
     try {
+        // Decimal only: std::stod also reads hex ("0x10", 16 s), which PHP reads as 0.
+        if (value.find_first_not_of("0123456789.") != std::string::npos)
+            throw std::invalid_argument(key);
         std::size_t used = 0;
         const double s = std::stod(value, &used);
         if (used == value.size() && s > 0 && s <= 3600) return s;
@@ -118,8 +165,8 @@ store_spelling redis_store(std::string_view dsn) {
             // Tuning of PHP's client, meaningless here: locksmith connects on first use and
             // keeps a pool of its own.
         } else {
-            refuse(dsn, "the Redis DSN parameter '" + key +
-                            "' is not supported (supported: host[...], redis_cluster, "
+            refuse(dsn, "the Redis DSN parameter " + parameter_name(key) +
+                            " is not supported (supported: host[...], redis_cluster, "
                             "redis_sentinel, dbindex, timeout, read_timeout)");
         }
     }
@@ -184,8 +231,8 @@ store_spelling memcached_store(std::string_view dsn) {
     if (!d.path.empty() && d.path != "/")
         refuse(dsn, "a Unix socket or path is not supported: name host:port");
     if (!d.parameters.empty())
-        refuse(dsn, "the Memcached DSN parameter '" + d.parameters.front().first +
-                        "' is not supported (only host[...])");
+        refuse(dsn, "the Memcached DSN parameter " + parameter_name(d.parameters.front().first) +
+                        " is not supported (only host[...])");
     std::string servers;
     auto add = [&](std::string_view list) {
         // memcached://a,b:11211 is not Symfony's; its servers go in host[...] parameters.
@@ -236,6 +283,7 @@ store_spelling zookeeper_store(std::string_view dsn) {
 }  // namespace
 
 store_spelling parse_store_dsn(std::string_view dsn) {
+    check_shape(dsn);
     if (dsn == "flock") return {"file", nlohmann::json::object()};
     if (starts(dsn, "flock://")) {
         // Symfony takes what follows "flock://" as the directory: flock:///var/lock.

@@ -76,8 +76,9 @@ struct store_spelling {
 // the SQL spellings of normalize_sql_dsn (sql), `pgsql+advisory:...` and
 // `postgresql+advisory://...` (pg_advisory) and `zookeeper://host[,host][:port]`.
 // Throws invalid_argument_error naming what is not supported (MongoDB, SQL Server, Oracle, a
-// RedisArray of independent servers, server weights, Memcached SASL, ...); messages show the
-// DSN only through redact_url.
+// RedisArray of independent servers, server weights, Memcached SASL, ...), and a DSN longer
+// than 16 KiB or with a control character (without showing it); messages show the DSN only
+// through redact_url, at most its first 200 bytes.
 store_spelling parse_store_dsn(std::string_view dsn);
 
 // What a config says about one strategy; unset fields keep the strategy's defaults. The

@@ -115,6 +115,12 @@ std::string octal_mode(unsigned mode) {
 std::string foreign_file_refusal(const struct stat& st, std::uint32_t mode) {
     const uid_t me = ::geteuid();
     const auto perms = static_cast<unsigned>(st.st_mode) & 0777u;
+    // A second name (a hard link, which another user may make to a file of ours where
+    // protected_hardlinks is off): what the locks write would be written to that file too.
+    if (st.st_nlink > 1)
+        return "has " + std::to_string(st.st_nlink) +
+               " names (hard links): another user may have linked a file of ours here, and "
+               "locksmith would write its locks into that file";
     if (st.st_uid == me && (perms & ~mode) == 0) return {};
     return "belongs to uid " + std::to_string(st.st_uid) + " with mode " + octal_mode(perms) +
            "; locksmith only uses a segment that this user (uid " + std::to_string(me) +

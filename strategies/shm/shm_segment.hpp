@@ -100,9 +100,9 @@ void init_robust_mutex(pthread_mutex_t* m);
 
 std::string octal_mode(unsigned mode);
 
-// Why a file found at a segment's name, `st` being its fstat, must not be used: it belongs to
-// another user or grants more than `mode` (anyone who can map it can unlock or hold every mutex
-// in it). "" when it may be used.
+// Why a file found at a segment's name, `st` being its fstat, must not be used: it has another
+// name (a hard link), belongs to another user or grants more than `mode` (anyone who can map it
+// can unlock or hold every mutex in it). "" when it may be used.
 std::string foreign_file_refusal(const struct stat& st, std::uint32_t mode);
 
 enum class lock_result { acquired, recovered, busy, timed_out, self_deadlock };

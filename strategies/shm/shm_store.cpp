@@ -508,4 +508,8 @@ strategy_descriptor shm_strategy() {
     return d;
 }
 
+std::vector<std::string> shm_options::backends() const {
+    return {"shm:" + (segment.empty() ? default_shm_segment() : segment)};
+}
+
 }  // namespace locksmith::strategies

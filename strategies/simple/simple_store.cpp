@@ -523,4 +523,9 @@ strategy_descriptor simple_strategy() {
     return d;
 }
 
+std::vector<std::string> simple_options::backends() const {
+    const auto dir = lock_dir.empty() ? default_lock_dir() : lock_dir;
+    return {"dir:" + std::filesystem::weakly_canonical(dir).string()};
+}
+
 }  // namespace locksmith::strategies

@@ -17,6 +17,7 @@
 #include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
 #include "support/test_helpers.hpp"
+#include "support/test_paths.hpp"
 
 using namespace std::chrono_literals;
 using locksmith::test::cli_sandbox;
@@ -77,10 +78,11 @@ bool built(const std::string& strategy) {
     return false;
 }
 
-// Runs the listing under `strategy` with `options`, fd 3 passed by the caller.
-void command_gets_only_what_was_passed(const std::string& strategy, const json& options) {
-    if (!built(strategy)) return;
-    json config = json::object();
+// Runs the listing under `strategy` with `options` (and more `config`), fd 3 passed by the
+// caller.
+void command_gets_only_what_was_passed(const std::string& strategy, const json& options,
+                                       json config = json::object()) {
+    if (config.empty() && !built(strategy)) return;
     if (!options.empty()) config["strategies"][strategy]["options"] = options;
     cli_sandbox box(config);
     const auto passed = box.write_file("passed", "");
@@ -200,6 +202,49 @@ BOOST_AUTO_TEST_CASE(combined_passes_only_the_callers_descriptors) {
          {{"strategy", "mysql_get_lock"}, {"options", {{"dsn", *maria}}}},
          {{"strategy", "zookeeper"}, {"options", {{"hosts", *hosts}, {"root", "/" + prefix()}}}}});
     command_gets_only_what_was_passed("combined", {{"quorum", "consensus"}, {"members", members}});
+}
+
+// OpenSSL and libpq open certificates, keys, CA bundles, ~/.pgpass and service files without
+// O_CLOEXEC while they connect (strace: openat(..., O_RDONLY)), on whichever thread connects,
+// and give no way to mark them. A command that `run` forks meanwhile must not get them: the
+// child closes every descriptor locksmith was not given, whatever its flags. Here a plugin's
+// thread keeps a file open through OpenSSL and loads a CA file again and again, from before the
+// lock is taken until locksmith exits; each run's command lists what it got.
+BOOST_AUTO_TEST_CASE(files_openssl_opens_in_another_thread_do_not_pass) {
+    const auto plugin =
+        locksmith::test::build_path("tests/cli/plugins/libopenssl_in_another_thread_plugin.so");
+    const std::string bundle = "/etc/ssl/certs/ca-certificates.crt";
+    const std::string file = ::access(bundle.c_str(), R_OK) == 0 ? bundle : plugin;
+    for (int i = 0; i < 10; ++i) {
+        cli_sandbox box;
+        command_gets_only_what_was_passed("openssl_in_another_thread",
+                                          {{"lock_dir", box.lock_dir().string()}, {"file", file}},
+                                          {{"plugins", {plugin}}});
+    }
+}
+
+// Found with the case above: a thread that does not block signals (a plugin's, or a client
+// library's) is where the kernel sends SIGCHLD, since locksmith's own threads block it; ignored
+// there by default, it never reached run's signalfd, and run waited forever for a command that
+// had ended — holding the lock.
+BOOST_AUTO_TEST_CASE(a_thread_that_blocks_no_signal_does_not_keep_run_waiting) {
+    const auto plugin =
+        locksmith::test::build_path("tests/cli/plugins/libopenssl_in_another_thread_plugin.so");
+    cli_sandbox box;
+    const json config{
+        {"plugins", {plugin}},
+        {"strategies",
+         {{"openssl_in_another_thread",
+           {{"options", {{"lock_dir", box.lock_dir().string()}, {"file", plugin}}}}}}}};
+    const auto path = box.write_file("plugin.json", config.dump());
+    // The signal goes to the plugin's thread about one time in three (the other times the
+    // signalfd's reader dequeues it first): 20 runs hung at least once in every try.
+    for (int i = 0; i < 20; ++i) {
+        const auto r = box.run({"run", "--config", path, "--strategy", "openssl_in_another_thread",
+                                "waited", "-c", "sleep 0.05; exit 7"},
+                               5s);
+        BOOST_REQUIRE_MESSAGE(r.exit_code == 7, describe(r));
+    }
 }
 
 // A standard descriptor the caller closed stays closed for the command: the socket locksmith

@@ -16,6 +16,12 @@
 // lock is held (the entry's end_session) must tell the holder at once. Every behaviour runs in
 // parallel, each against its own server, so that a case costs the longest of them, not their sum.
 //
+// A strategy whose descriptor says its locks live in a directory (backends: "dir:PATH") meets
+// that directory as another local user left it: made by that user, open to every user, or a
+// symlink to a folder of ours; the store must refuse it and write nothing there. One whose
+// locks live in a POSIX shared-memory object ("shm:NAME") meets that object made by another
+// user, opened to everyone, or replaced by a symlink or a hard link to a file of ours.
+//
 // A new strategy gets these cases by its entries (locksmith_add_strategy's TESTS);
 // plugins get them through the conformance kit's entry list.
 #include <boost/test/unit_test.hpp>
@@ -23,6 +29,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +38,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <regex>
@@ -258,6 +266,204 @@ void test_nothing_passes_to_an_exec(const strategy_under_test& entry) {
     BOOST_TEST((o.result == conformance::outcome::verdict::passed), entry.id() << ": " << o.detail);
 }
 
+// The directories the entry's descriptor says its locks live in (strategy_descriptor::backends,
+// "dir:PATH"). The local cases below act on what a descriptor says, not on a list of strategies:
+// a new local strategy, or a plugin, that says where its locks live gets them.
+std::vector<std::string> directories_used(const strategy_under_test& e) {
+    std::vector<std::string> dirs;
+    const auto d = default_registry().find(e.name);
+    if (!d || !d->backends || !e.options) return dirs;
+    for (const auto& b : d->backends(*e.options))
+        if (b.rfind("dir:", 0) == 0) dirs.push_back(b.substr(4));
+    return dirs;
+}
+
+bool uses_a_directory(const strategy_under_test& e) {
+    return !directories_used(e).empty();
+}
+
+// The entry's options with each option that names `dir` naming `to` instead; nullopt when none
+// does (the strategy's default directory, which the test does not touch).
+std::optional<nlohmann::json> with_directory(const strategy_under_test& e, const std::string& dir,
+                                             const std::string& to) {
+    auto options = *e.options;
+    bool named = false;
+    for (auto& [key, value] : options.items()) {
+        if (!value.is_string()) continue;
+        std::error_code ec;
+        if (std::filesystem::weakly_canonical(value.get<std::string>(), ec).string() != dir)
+            continue;
+        value = to;
+        named = true;
+    }
+    return named ? std::optional(options) : std::nullopt;
+}
+
+bool is_empty(const std::string& dir) {
+    std::error_code ec;
+    return std::filesystem::is_empty(dir, ec) && !ec;
+}
+
+// Another local user got to the lock directory first (in a folder all users share, such as
+// /run/lock or /tmp, or where protected_symlinks is off): made it, left it open to everyone, or
+// planted a symlink to a folder of ours. A lock there is one that user can remove or replace —
+// a second holder — so the store refuses it, and writes nothing there or through the link.
+// A private folder of ours beside them is taken (the control: the refusals are not the
+// parent's doing).
+void test_directory_others_got_to_first(const strategy_under_test& entry) {
+    if (::geteuid() != 0) {
+        skip_case("acting as another user (nobody) needs root");
+        return;
+    }
+    constexpr uid_t nobody = 65534;
+    for (const auto& dir : directories_used(entry)) {
+        char base[] = "/tmp/locksmith-hostile-dir-XXXXXX";
+        BOOST_REQUIRE(::mkdtemp(base) != nullptr);
+        const std::string victim = std::string(base) + "/victim";
+        BOOST_REQUIRE(::mkdir(victim.c_str(), 0700) == 0);
+        struct plant {
+            const char* what;
+            std::function<bool(const std::string&)> make;
+            bool taken;
+        };
+        const plant plants[] = {
+            {"a private folder of ours",
+             [](const std::string& p) { return ::mkdir(p.c_str(), 0700) == 0; }, true},
+            {"a folder another user made",
+             [](const std::string& p) {
+                 return ::mkdir(p.c_str(), 0755) == 0 && ::chown(p.c_str(), nobody, nobody) == 0;
+             },
+             false},
+            {"a folder open to every user",
+             [](const std::string& p) {
+                 return ::mkdir(p.c_str(), 0700) == 0 && ::chmod(p.c_str(), 0777) == 0;
+             },
+             false},
+            {"a symlink to a folder of ours",
+             [&](const std::string& p) { return ::symlink(victim.c_str(), p.c_str()) == 0; },
+             false},
+        };
+        int i = 0;
+        for (const auto& planted : plants) {
+            const std::string path = std::string(base) + "/" + std::to_string(i++);
+            BOOST_REQUIRE_MESSAGE(planted.make(path), planted.what);
+            const auto options = with_directory(entry, dir, path);
+            if (!options) {
+                skip_case(entry.id() + ": no option names " + dir + " (a default directory)");
+                break;
+            }
+            strategy_under_test e = entry;
+            e.options = options;
+            const auto resource = unique_resource("hostile-dir");
+            const pid_t child = fork_child([&] {
+                try {
+                    named_lock lock(create_store(e), std::make_shared<key>(resource));
+                    const bool got = lock.try_lock();
+                    if (got) lock.unlock();
+                    return got ? granted : refused;
+                } catch (const error& e) {
+                    std::fprintf(stderr, "  refused: %s\n", e.what());
+                    return refused_with_error;
+                } catch (const std::exception& e) {
+                    std::fprintf(stderr, "  not a locksmith error: %s\n", e.what());
+                    return foreign_exception;
+                }
+            });
+            const int status = wait_child(child, 60s);
+            BOOST_TEST_INFO(entry.id() << " in " << planted.what << ": exit " << status);
+            if (planted.taken) {
+                BOOST_CHECK(status == granted);
+            } else {
+                BOOST_CHECK(status == refused_with_error);
+                BOOST_CHECK(is_empty(victim));
+                if (std::filesystem::is_directory(std::filesystem::symlink_status(path)))
+                    BOOST_CHECK(is_empty(path));
+            }
+        }
+        std::filesystem::remove_all(base);
+    }
+}
+
+// The POSIX shared-memory objects the entry's descriptor says its locks live in ("shm:NAME").
+std::vector<std::string> segments_used(const strategy_under_test& e) {
+    std::vector<std::string> names;
+    const auto d = default_registry().find(e.name);
+    if (!d || !d->backends || !e.options) return names;
+    for (const auto& b : d->backends(*e.options))
+        if (b.rfind("shm:", 0) == 0) names.push_back(b.substr(4));
+    return names;
+}
+
+bool uses_a_segment(const strategy_under_test& e) {
+    return !segments_used(e).empty();
+}
+
+// A lock try on the entry with every option naming `from` naming `to`, in a forked process.
+int try_with_option_renamed(const strategy_under_test& entry, const std::string& from,
+                            const std::string& to) {
+    strategy_under_test e = entry;
+    for (auto& [key, value] : e.options->items())
+        if (value.is_string() && value.get<std::string>() == from) value = to;
+    const auto resource = unique_resource("hostile-shm");
+    const pid_t child = fork_child([&] {
+        try {
+            named_lock lock(create_store(e), std::make_shared<key>(resource));
+            const bool got = lock.try_lock();
+            if (got) lock.unlock();
+            return got ? granted : refused;
+        } catch (const error& err) {
+            std::fprintf(stderr, "  refused: %s\n", err.what());
+            return refused_with_error;
+        } catch (const std::exception& err) {
+            std::fprintf(stderr, "  not a locksmith error: %s\n", err.what());
+            return foreign_exception;
+        }
+    });
+    return wait_child(child, 60s);
+}
+
+// Another local user got to the segment (in /dev/shm, which every user can write to) first or
+// after us: made it, or changed ours to be open to everyone, or planted a symlink or a hard link
+// to a file of ours under its name. Each is refused, and the file behind a link is not written.
+// The control: a segment of our own, made by the store, is used.
+void test_segment_others_got_to_first(const strategy_under_test& entry) {
+    if (::geteuid() != 0) {
+        skip_case("acting as another user (nobody) needs root");
+        return;
+    }
+    constexpr uid_t nobody = 65534;
+    for (const auto& name : segments_used(entry)) {
+        const std::string fresh = "locksmith-hostile-" + std::to_string(::getpid());
+        const std::string path = "/dev/shm/" + fresh;
+        const std::string copy = path + ".copy";
+        auto attempt = [&](const char* what, int expected) {
+            const int status = try_with_option_renamed(entry, name, fresh);
+            BOOST_TEST_INFO(entry.id()
+                            << " with a segment that is " << what << ": exit " << status);
+            BOOST_CHECK(status == expected);
+        };
+        ::unlink(path.c_str());
+        attempt("ours, made by the store", granted);
+        // A copy of a real segment: what is refused is where it came from, not its contents.
+        std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+        ::chmod(path.c_str(), 0666);
+        attempt("ours but open to every user", refused_with_error);
+        ::chmod(path.c_str(), 0600);
+        BOOST_REQUIRE(::chown(path.c_str(), nobody, nobody) == 0);
+        attempt("another user's", refused_with_error);
+        ::unlink(path.c_str());
+        BOOST_REQUIRE(::symlink(copy.c_str(), path.c_str()) == 0);
+        const auto before = std::filesystem::last_write_time(copy);
+        attempt("a symlink to a file of ours", refused_with_error);
+        ::unlink(path.c_str());
+        BOOST_REQUIRE(::link(copy.c_str(), path.c_str()) == 0);
+        attempt("a hard link to a file of ours", refused_with_error);
+        BOOST_CHECK(std::filesystem::last_write_time(copy) == before);
+        ::unlink(path.c_str());
+        ::unlink(copy.c_str());
+    }
+}
+
 bool every_strategy(const strategy_under_test&) {
     return true;
 }
@@ -279,6 +485,10 @@ const case_spec cases[] = {
      test_session_ended_while_held},
     {"a_command_execed_by_the_holder_inherits_no_descriptor", every_strategy,
      test_nothing_passes_to_an_exec},
+    {"a_lock_directory_another_user_got_to_first_is_refused", uses_a_directory,
+     test_directory_others_got_to_first},
+    {"a_segment_another_user_got_to_first_is_refused", uses_a_segment,
+     test_segment_others_got_to_first},
 };
 
 }  // namespace

@@ -33,7 +33,7 @@
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
-#include "support/hostile_http_server.hpp"
+#include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
@@ -471,15 +471,15 @@ BOOST_AUTO_TEST_CASE(a_broken_or_hostile_endpoint_gets_a_clear_error_in_time_and
             const std::string what =
                 std::string(where == broken_at::reply ? "a reply " : "a watch stream ") +
                 to_string(b);
-            test::hostile_http_server server(
-                [=](const test::http_request& r) { return fake_etcd(r, where, b); });
+            test::hostile_server server(test::http_script(
+                [=](const test::http_request& r) { return fake_etcd(r, where, b); }));
             char path[] = "/tmp/locksmith-etcd-hostile-XXXXXX";
             const int fd = ::mkstemp(path);
             BOOST_REQUIRE(fd >= 0);
             ::close(fd);
             const pid_t child = test::fork_child(
                 [&] {
-                    auto o = options_for(server.url());
+                    auto o = options_for(server.url("http"));
                     o.request_timeout = request_timeout;
                     std::string result;
                     const auto started = std::chrono::steady_clock::now();
@@ -565,7 +565,7 @@ test::http_answer keep_alive_ok() {
 // Keep-alive is a stream at etcd, and the gateway reports a failed one (no leader, a leader
 // change) as HTTP 200 with {"error": ...}: a failed refresh, not a lost lock.
 BOOST_AUTO_TEST_CASE(a_keep_alive_the_server_failed_is_an_error_not_a_lost_lock) {
-    test::hostile_http_server fake([](const test::http_request& r) {
+    test::hostile_server fake(test::http_script([](const test::http_request& r) {
         return granting_etcd(r, [] {
             test::http_answer a;
             a.bytes = test::json_reply(
@@ -573,8 +573,8 @@ BOOST_AUTO_TEST_CASE(a_keep_alive_the_server_failed_is_an_error_not_a_lost_lock)
                 R"("http_status":"Service Unavailable"}})");
             return a;
         });
-    });
-    auto lock = make_lock(strategies::make_etcd_store(options_for(fake.url())), "ka");
+    }));
+    auto lock = make_lock(strategies::make_etcd_store(options_for(fake.url("http"))), "ka");
     BOOST_REQUIRE(lock.try_lock());
     try {
         lock.refresh();
@@ -590,17 +590,17 @@ BOOST_AUTO_TEST_CASE(a_keep_alive_the_server_failed_is_an_error_not_a_lost_lock)
 // A member that hangs (accepts, never answers the keep-alive) is left after one timeout: the
 // next refresh goes to the next endpoint instead of waiting on the same member again.
 BOOST_AUTO_TEST_CASE(a_member_that_timed_out_is_left_for_the_next_endpoint) {
-    test::hostile_http_server hung([](const test::http_request& r) {
+    test::hostile_server hung(test::http_script([](const test::http_request& r) {
         return granting_etcd(r, [] {
             test::http_answer a;
             a.then_silent = true;
             return a;
         });
-    });
-    test::hostile_http_server good(
-        [](const test::http_request& r) { return granting_etcd(r, keep_alive_ok); });
-    auto o = options_for(hung.url());
-    o.endpoints.push_back(good.url());
+    }));
+    test::hostile_server good(test::http_script(
+        [](const test::http_request& r) { return granting_etcd(r, keep_alive_ok); }));
+    auto o = options_for(hung.url("http"));
+    o.endpoints.push_back(good.url("http"));
     o.request_timeout = 500ms;
     auto lock = make_lock(strategies::make_etcd_store(o), "hung");
     BOOST_REQUIRE(lock.try_lock());

@@ -3,7 +3,8 @@
 // migrated while its locks are held and awaited, waiters woken by sharded pub/sub, and nodes
 // that redirect for ever or to nowhere. The cluster cases run on a cluster of this test's own
 // (scripts/services.sh redis-cluster on free ports), so that moving a slot never disturbs the
-// suites on the shared one; what a node says on demand comes from fakes (fake_redis.hpp).
+// suites on the shared one; what a node says on demand comes from fakes
+// (support/hostile_server.hpp).
 #define BOOST_TEST_MODULE redis_cluster_integration
 #include <boost/test/unit_test.hpp>
 
@@ -28,8 +29,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "integration/fake_redis.hpp"
 #include "integration/integration_support.hpp"
+#include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"

@@ -27,9 +27,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "integration/fake_redis.hpp"
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"

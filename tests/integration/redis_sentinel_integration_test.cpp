@@ -3,7 +3,7 @@
 // WAIT, and locks held through `SENTINEL FAILOVER`. The failover cases run on a rig of this
 // test's own (scripts/services.sh redis-sentinel on free ports: a master, a replica, three
 // Sentinels), so that the shared rig other suites use never changes master under them; the
-// cases about what a server says run against fakes (tests/integration/fake_redis.hpp).
+// cases about what a server says run against fakes (tests/support/hostile_server.hpp).
 #define BOOST_TEST_MODULE redis_sentinel_integration
 #include <boost/test/unit_test.hpp>
 
@@ -26,8 +26,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "integration/fake_redis.hpp"
 #include "integration/integration_support.hpp"
+#include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"

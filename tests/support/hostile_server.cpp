@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "support/hostile_server.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -13,6 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <new>
 #include <system_error>
 
@@ -20,42 +22,80 @@
 #include "support/loopback_listener.hpp"
 
 namespace locksmith::test {
+
+struct hostile_server::counters {
+    std::atomic<int> connections{0};
+    std::atomic<int> trickles_ended{0};
+};
+
 namespace {
+
+using clock = std::chrono::steady_clock;
 
 constexpr int deep_json_levels = 200000;
 constexpr std::size_t nonsense_bytes = 64 * 1024;
-constexpr int trickle_interval_ms = 100;
+constexpr std::chrono::milliseconds behaviour_trickle{100};
 
-// What the server sends when a request arrives (empty: nothing).
-std::string answer(hostile_behaviour b, std::uint64_t& seed) {
+hostile_server::setup setup_for(hostile_behaviour b, std::string tls_dir) {
+    hostile_server::setup how;
+    how.tls_dir = std::move(tls_dir);
     switch (b) {
-        case hostile_behaviour::nonsense: {
-            std::string bytes(nonsense_bytes, '\0');
-            for (auto& c : bytes) {
-                seed = seed * 6364136223846793005u + 1442695040888963407u;  // an LCG: reproducible
-                c = char(seed >> 56);
-            }
-            return bytes;
-        }
-        case hostile_behaviour::deep_json: {
-            const std::string body =
-                std::string(deep_json_levels, '[') + std::string(deep_json_levels, ']');
-            return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-                   std::to_string(body.size()) + "\r\n\r\n" + body;
-        }
+        case hostile_behaviour::silent:
+            how.answer = [](const std::string&) { return hostile_answer{}; };
+            break;
+        case hostile_behaviour::trickle:
+            how.answer = [](const std::string&) {
+                hostile_answer a;
+                a.trickle = "a";  // one byte a tick: a line that never ends
+                a.per_byte = behaviour_trickle;
+                a.endless = true;
+                return a;
+            };
+            break;
+        case hostile_behaviour::nonsense:
+            how.answer = [seed = std::uint64_t(42)](const std::string&) mutable {
+                hostile_answer a;
+                a.bytes.resize(nonsense_bytes);
+                for (auto& c : a.bytes) {
+                    seed = seed * 6364136223846793005u + 1442695040888963407u;  // reproducible
+                    c = char(seed >> 56);
+                }
+                return a;
+            };
+            break;
+        case hostile_behaviour::deep_json:
+            how.answer = [](const std::string&) {
+                return hostile_answer{json_reply(deeply_nested_json(deep_json_levels))};
+            };
+            break;
         case hostile_behaviour::huge_length:
-            return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                   "Content-Length: 1099511627776\r\n\r\n{";
-        default:
-            return {};
+            how.answer = [](const std::string&) {
+                return hostile_answer{
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 1099511627776\r\n\r\n{"};
+            };
+            break;
+        case hostile_behaviour::hang_up:
+            how.answer = [](const std::string&) { return hostile_answer{}; };
+            how.on_accept = hostile_answer{};
+            how.on_accept->hang_up = true;
+            break;
     }
+    return how;
 }
 
 struct connection {
     int fd = -1;
-    SSL* ssl = nullptr;  // with TLS
-    bool asked = false;  // the client sent something
-    std::string out;     // what is still to send
+    SSL* ssl = nullptr;                 // with TLS
+    std::string in;                     // received, not yet a whole request
+    std::string out;                    // what is still to send
+    std::deque<hostile_answer> queued;  // answers behind the current trickle
+    hostile_answer current;             // its trickle and what comes after it
+    std::size_t trickled = 0;           // bytes of current.trickle sent
+    bool trickling = false;
+    clock::time_point next_byte;
+    bool silent = false;   // reads nothing more
+    bool closing = false;  // closes once `out` is sent
 };
 
 // The server side of TLS with the rig's certificate; null (and the server ends) when the files
@@ -116,6 +156,46 @@ void close_connection(connection& c) {
     ::close(c.fd);
 }
 
+// What comes after an answer's bytes and trickle.
+void finish(connection& c) {
+    if (c.current.then_silent) {
+        c.silent = true;
+        c.queued.clear();
+    }
+    if (c.current.hang_up) c.closing = true;
+}
+
+// Moves the connection's answers on: starts the next queued answer when no trickle is under
+// way, and queues a trickle's next byte when it is due.
+void advance(connection& c, std::atomic<int>& trickles_ended) {
+    const auto now = clock::now();
+    while (!c.trickling && !c.closing && !c.queued.empty()) {
+        c.current = std::move(c.queued.front());
+        c.queued.pop_front();
+        c.out += c.current.bytes;
+        if (c.current.trickle.empty()) {
+            finish(c);
+        } else {
+            c.trickling = true;
+            c.trickled = 0;
+            c.next_byte = now;
+        }
+    }
+    if (c.trickling && c.out.empty() && now >= c.next_byte) {
+        c.out += c.current.trickle[c.trickled++];
+        c.next_byte = now + c.current.per_byte;
+        if (c.trickled == c.current.trickle.size()) {
+            if (c.current.endless) {
+                c.trickled = 0;
+            } else {
+                c.trickling = false;
+                ++trickles_ended;
+                finish(c);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 const char* to_string(hostile_behaviour b) {
@@ -144,16 +224,22 @@ const std::vector<hostile_behaviour>& every_hostile_behaviour() {
 }
 
 hostile_server::hostile_server(hostile_behaviour behaviour, std::string tls_dir)
-    : behaviour_(behaviour), tls_dir_(std::move(tls_dir)) {
+    : hostile_server(setup_for(behaviour, std::move(tls_dir))) {}
+
+hostile_server::hostile_server(setup how) : how_(std::move(how)) {
     const auto l = listen_on_loopback("hostile_server", 64);
     listener_ = l.fd;
     port_ = l.port;
     wake_[0] = l.wake[0];
     wake_[1] = l.wake[1];
-    void* shared = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+    void* shared = ::mmap(nullptr, sizeof(counters), PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-    connections_ = new (shared) std::atomic<int>(0);
+    count_ = new (shared) counters;
+    if (how_.in_a_thread) {
+        thread_ = std::thread([this] { run(); });
+        return;
+    }
     // Ended by the destructor; the limit only keeps a server whose test crashed from staying.
     pid_ = fork_child(
         [this] {
@@ -165,9 +251,13 @@ hostile_server::hostile_server(hostile_behaviour behaviour, std::string tls_dir)
 
 hostile_server::~hostile_server() {
     const char stop = 's';
-    (void)!::write(wake_[1], &stop, 1);
-    wait_child(pid_, std::chrono::seconds(10));
-    ::munmap(connections_, sizeof(std::atomic<int>));
+    (void)!::write(wake_[1], &stop, 1);  // never read: every poll on wake_[0] sees it from now on
+    if (thread_.joinable())
+        thread_.join();
+    else
+        wait_child(pid_, std::chrono::seconds(10));
+    count_->~counters();
+    ::munmap(count_, sizeof(counters));
     ::close(listener_);
     ::close(wake_[0]);
     ::close(wake_[1]);
@@ -177,57 +267,90 @@ std::string hostile_server::address() const {
     return "127.0.0.1:" + std::to_string(port_);
 }
 
+std::string hostile_server::url(std::string_view scheme, std::string_view userinfo) const {
+    return std::string(scheme) + "://" + std::string(userinfo) + address();
+}
+
+int hostile_server::connections() const noexcept {
+    return count_->connections.load();
+}
+
+int hostile_server::trickles_ended() const noexcept {
+    return count_->trickles_ended.load();
+}
+
 void hostile_server::run() {
     std::vector<connection> conns;
-    std::uint64_t seed = 42;
     SSL_CTX* tls = nullptr;
-    if (!tls_dir_.empty() && (tls = server_context(tls_dir_)) == nullptr) return;
+    if (!how_.tls_dir.empty() && (tls = server_context(how_.tls_dir)) == nullptr) return;
     for (;;) {
+        for (auto& c : conns) advance(c, count_->trickles_ended);
+        // Until the next trickled byte is due (at most 100 ms: a byte queued by advance() above
+        // is sent when the socket takes it).
+        int timeout_ms = 100;
+        const auto now = clock::now();
+        for (const auto& c : conns)
+            if (c.trickling && c.out.empty())
+                timeout_ms = std::min<int>(
+                    timeout_ms,
+                    int(std::max<long>(
+                        0, std::chrono::duration_cast<std::chrono::milliseconds>(c.next_byte - now)
+                               .count())));
         std::vector<pollfd> fds = {{wake_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
         for (const auto& c : conns)
-            fds.push_back({c.fd, short(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
-        const int n = ::poll(fds.data(), fds.size(), trickle_interval_ms);
+            fds.push_back(
+                {c.fd, short((c.silent ? 0 : POLLIN) | (c.out.empty() ? 0 : POLLOUT)), 0});
+        const int n = ::poll(fds.data(), fds.size(), timeout_ms);
         if (n < 0 && errno != EINTR) break;
         if (fds[0].revents) break;
         const std::size_t polled = conns.size();  // the ones fds has an entry for
         if (fds[1].revents & POLLIN) {
             const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
-                ++*connections_;
-                connection c{fd};
+                ++count_->connections;
+                connection c;
+                c.fd = fd;
                 if (tls != nullptr) c.ssl = accept_tls(tls, fd);
-                if (behaviour_ == hostile_behaviour::hang_up || (tls != nullptr && !c.ssl))
+                if (tls != nullptr && !c.ssl) {
                     close_connection(c);
-                else
+                } else {
+                    if (how_.on_accept) c.queued.push_back(*how_.on_accept);
                     conns.push_back(std::move(c));
+                }
             }
         }
         std::vector<connection> kept;
         for (std::size_t i = 0; i < conns.size(); ++i) {
             auto& c = conns[i];
-            if (i >= polled) {
-                kept.push_back(c);
-                continue;
-            }
-            const short ev = fds[i + 2].revents;
-            bool gone = (ev & (POLLERR | POLLNVAL)) != 0;
-            if (ev & POLLIN) {
-                char buf[4096];
+            bool gone = false;
+            const short ev = i < polled ? fds[i + 2].revents : 0;
+            if (ev & (POLLERR | POLLNVAL | POLLHUP)) gone = (ev & POLLIN) == 0 || c.silent;
+            if (!gone && !c.silent && (ev & POLLIN)) {
+                char buf[65536];
                 const ssize_t got = receive(c, buf, sizeof buf);
                 if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) gone = true;
                 if (got > 0) {
-                    c.asked = true;
-                    c.out += answer(behaviour_, seed);
+                    c.in.append(buf, std::size_t(got));
+                    for (;;) {
+                        std::optional<std::string> request;
+                        if (how_.frame) {
+                            request = how_.frame(c.in);
+                        } else if (!c.in.empty()) {
+                            request = std::move(c.in);
+                            c.in.clear();
+                        }
+                        if (!request) break;
+                        c.queued.push_back(how_.answer(*request));
+                    }
                 }
             }
-            if (!gone && behaviour_ == hostile_behaviour::trickle && c.asked && c.out.empty())
-                c.out = "a";  // one byte a tick: a line that never ends
+            if (!gone) advance(c, count_->trickles_ended);
             if (!gone && !c.out.empty()) {
                 const ssize_t sent = transmit(c);
                 if (sent > 0) c.out.erase(0, std::size_t(sent));
                 if (sent < 0 && errno != EAGAIN && errno != EINTR) gone = true;
             }
-            if (gone)
+            if (gone || (c.closing && c.out.empty()))
                 close_connection(c);
             else
                 kept.push_back(std::move(c));
@@ -236,6 +359,122 @@ void hostile_server::run() {
     }
     for (auto& c : conns) close_connection(c);
     if (tls != nullptr) SSL_CTX_free(tls);
+}
+
+// ---------------------------------------------------------------------------------------- HTTP
+
+namespace {
+
+// The end of the request's head ("\r\n\r\n" included) and its Content-Length; nullopt while
+// the head is incomplete.
+std::optional<std::pair<std::size_t, std::size_t>> http_head(const std::string& in) {
+    const auto end = in.find("\r\n\r\n");
+    if (end == std::string::npos) return std::nullopt;
+    const std::string head = in.substr(0, end);
+    std::size_t length = 0;
+    for (const char* name : {"\r\nContent-Length:", "\r\ncontent-length:"})
+        if (const auto at = head.find(name); at != std::string::npos)
+            length = std::strtoul(head.c_str() + at + std::strlen(name), nullptr, 10);
+    return std::make_pair(end + 4, length);
+}
+
+}  // namespace
+
+hostile_server::setup http_script(std::function<http_answer(const http_request&)> answer) {
+    hostile_server::setup how;
+    how.frame = [](std::string& in) -> std::optional<std::string> {
+        const auto head = http_head(in);
+        if (!head || in.size() < head->first + head->second) return std::nullopt;
+        std::string request = in.substr(0, head->first + head->second);
+        in.erase(0, request.size());
+        return request;
+    };
+    how.answer = [answer = std::move(answer)](const std::string& text) {
+        const auto head = http_head(text);
+        http_request r;
+        const auto space = text.find(' ');
+        const auto space2 = text.find(' ', space + 1);
+        r.method = text.substr(0, space);
+        r.path = text.substr(space + 1, space2 - space - 1);
+        r.body = text.substr(head->first);
+        return answer(r);
+    };
+    return how;
+}
+
+std::string json_reply(std::string_view body) {
+    return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
+}
+
+std::string chunked_head() {
+    return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n";
+}
+
+std::string chunk(std::string_view data) {
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    return size + std::string(data) + "\r\n";
+}
+
+std::string deeply_nested_json(std::size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+}
+
+// ---------------------------------------------------------------------------------------- RESP
+
+namespace {
+
+// One complete RESP array of bulk strings from the front of `in` (taken off it), or nullopt.
+std::optional<std::vector<std::string>> take_command(std::string& in) {
+    std::size_t pos = 0;
+    auto line = [&]() -> std::optional<std::string> {
+        const auto end = in.find("\r\n", pos);
+        if (end == std::string::npos) return std::nullopt;
+        auto text = in.substr(pos, end - pos);
+        pos = end + 2;
+        return text;
+    };
+    const auto count = line();
+    if (!count || count->size() < 2 || (*count)[0] != '*') return std::nullopt;
+    std::vector<std::string> args;
+    for (long i = 0, n = std::strtol(count->c_str() + 1, nullptr, 10); i < n; ++i) {
+        const auto length = line();
+        if (!length || length->size() < 2) return std::nullopt;
+        const std::size_t size = std::strtoul(length->c_str() + 1, nullptr, 10);
+        if (in.size() < pos + size + 2) return std::nullopt;
+        args.push_back(in.substr(pos, size));
+        pos += size + 2;
+    }
+    in.erase(0, pos);
+    return args;
+}
+
+}  // namespace
+
+hostile_server::setup resp_script(resp_reply reply, std::string trickled) {
+    hostile_server::setup how;
+    how.in_a_thread = true;
+    how.frame = [](std::string& in) -> std::optional<std::string> {
+        std::string copy = in;
+        if (!take_command(copy)) return std::nullopt;
+        std::string request = in.substr(0, in.size() - copy.size());
+        in = std::move(copy);
+        return request;
+    };
+    how.answer = [reply = std::move(reply), trickled = std::move(trickled)](const std::string& r) {
+        std::string text = r;
+        hostile_answer a;
+        if (auto bytes = reply(*take_command(text))) {
+            a.bytes = std::move(*bytes);
+        } else {
+            a.trickle = trickled;
+            a.per_byte = std::chrono::milliseconds(200);
+        }
+        return a;
+    };
+    return how;
 }
 
 }  // namespace locksmith::test

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// What every test server here starts from (hostile_server, hostile_http_server,
-// tcp_fault_proxy): a listening TCP socket on 127.0.0.1, on a port of the kernel's choice, and
-// the pipe whose write end stops the server's thread.
+// What every test server here starts from (hostile_server, tcp_fault_proxy): a listening TCP
+// socket on 127.0.0.1, on a port of the kernel's choice, and the pipe whose write end stops the
+// server's thread.
 #pragma once
 
 namespace locksmith::test {

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <string>
+#include <vector>
 
 #include <locksmith/config.hpp>
 #include <locksmith/errors.hpp>
@@ -196,6 +197,72 @@ BOOST_AUTO_TEST_CASE(unsupported_stores_are_refused_clearly) {
     BOOST_TEST(has(unknown, "not a store"));
     BOOST_TEST(has(unknown, "flock"));
     BOOST_TEST(has(refusal(""), "not a store"));
+}
+
+// A message of no control character and of bounded size, that shows none of `secrets`.
+void clear(const std::string& message, std::initializer_list<const char*> secrets = {}) {
+    BOOST_TEST(message.size() < 1024u, message.substr(0, 200));
+    for (const unsigned char c : message) BOOST_TEST((c >= 0x20 && c != 0x7f), message);
+    for (const char* s : secrets) BOOST_TEST(!has(message, s), message);
+}
+
+// Issue 23: what a hostile or careless config can put in a store's DSN.
+BOOST_AUTO_TEST_CASE(control_characters_anywhere_are_refused_without_showing_the_dsn) {
+    // Each was taken before: a host, a Sentinel master, a user name or a path with a newline or
+    // a terminal escape went into the options, and a parameter's name into the message as is.
+    for (const std::string& dsn : std::vector<std::string>{
+             "redis://h?\x1b[2J\nlog: forged=1", "redis://h?redis_sentinel=m\x1b[2J",
+             "redis://h?redis_cluster=1&host[a\nb]", "redis://ho\nst:1", "redis://us\ner:hunter2@h",
+             "memcached://h\x01:1", "memcached://h?\x1b[31mred=1", "zookeeper://a\x1b,b:2181",
+             "flock:///tmp/a\nb", "pgsql:host=h\x7f;dbname=a;password=hunter2",
+             std::string("zookeeper://a\0b:2181", 20), "sqlite:////tmp/a\tb"}) {
+        const auto message = refusal(dsn);
+        clear(message, {"hunter2", "forged"});
+        BOOST_TEST(has(message, "control character"), message);
+    }
+    BOOST_TEST(has(refusal("redis://ho\nst:1"), "(0x0a) at byte 10"));
+}
+
+BOOST_AUTO_TEST_CASE(a_huge_dsn_is_refused_with_a_short_message) {
+    // Before: a 10 MB parameter name made a 20 MB message; 200,000 host[...] entries or a 10 MB
+    // Sentinel master name, ZooKeeper host or lock directory became options of that size.
+    std::string hosts = "redis://h?redis_cluster=1";
+    for (int i = 0; i < 200000; ++i) hosts += "&host[h" + std::to_string(i) + "]";
+    const std::string big(10'000'000, 'a');
+    for (const std::string& dsn : std::vector<std::string>{
+             hosts, "redis://h?" + big + "=1", "redis://h?redis_sentinel=" + big,
+             "zookeeper://" + big, "flock:///" + big, "pgsql+advisory://h/" + big}) {
+        const auto message = refusal(dsn);
+        clear(message);
+        BOOST_TEST(has(message, "longer than 16384 bytes"), message);
+    }
+    // Within the bound, a long parameter name is counted, not quoted.
+    const auto message = refusal("redis://h?" + std::string(1000, 'k') + "=1");
+    clear(message);
+    BOOST_TEST(has(message, "parameter of 1000 characters is not supported"), message);
+    // 16 KiB is plenty for a real cluster: 500 nodes by name.
+    std::string many = "redis://h?redis_cluster=1";
+    for (int i = 0; i < 500; ++i) many += "&host[node" + std::to_string(i) + ".example:6379]";
+    BOOST_TEST(parse_store_dsn(many).options.at("cluster").size() == 501u);
+}
+
+BOOST_AUTO_TEST_CASE(deeply_nested_json_in_a_query_is_text_or_a_clear_error) {
+    // A DSN is never read as JSON: nesting is a string's characters, refused where a parameter
+    // does not take it, carried as text where one does.
+    const std::string deep = std::string(8000, '[') + std::string(8000, ']');
+    clear(refusal("redis://h?" + deep + "=1"));
+    clear(refusal("redis://h?dbindex=" + deep));
+    clear(refusal("memcached://h?host[" + deep + "]"));
+    const auto s = parse_store_dsn("redis://h?redis_sentinel=" + deep);
+    BOOST_TEST(s.options.at("master_name").get<std::string>() == deep);
+}
+
+BOOST_AUTO_TEST_CASE(a_timeout_is_decimal_seconds) {
+    // std::stod reads "0x10" as 16 s; PHP, whose DSN this is, reads it as 0.
+    for (const char* value : {"0x10", "1e3", "inf", "nan", "-1", "+2", " 2"})
+        BOOST_TEST(has(refusal(std::string("redis://h?timeout=") + value), "number of seconds"),
+                   value);
+    is_store("redis://h?timeout=2.5", "redis", {{"connect_timeout_s", 2.5}, {"url", "redis://h"}});
 }
 
 BOOST_AUTO_TEST_CASE(pdo_dsns_are_redacted) {

@@ -43,9 +43,9 @@
 //    death alike (Linux 5.16; older kernels poll with backoff). The limit is set when the segment
 //    is created and never changes: another limit is invalid_argument_error naming both and the
 //    file; at most 128 permits (futex_waitv's 128 words). The segment is checked as the lock
-//    segment is (this user's, no mode beyond `mode`, no symlink) and its header as read (magic,
-//    version, limit, size). It stays until removed (`rm`), one per name ever used as a
-//    semaphore; removed while held, the holder's permit counts as lost (is_acquired, on_lost).
+//    segment is (this user's, no mode beyond `mode`, no symlink, no second name) and its header
+//    as read (magic, version, limit, size). It stays until removed (`rm`), one per name ever used
+//    as a semaphore; removed while held, the holder's permit counts as lost (is_acquired, on_lost).
 //  - Not offered: `shared` (there is no robust process-shared read/write lock in POSIX) and
 //    `serializable` (a mutex belongs to a thread).
 #pragma once
@@ -54,6 +54,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +73,9 @@ struct shm_options {
 
     // Reads {"segment": "name", "slots": 4096, "mode": 384}; throws config_error.
     static shm_options from_json(const nlohmann::json& options);
+    // Where the locks live (strategy_descriptor::backends): the segment ("shm:name", the
+    // object /dev/shm/name).
+    std::vector<std::string> backends() const;
 };
 
 // "locksmith-<uid>".

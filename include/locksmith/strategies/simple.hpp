@@ -48,6 +48,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,8 @@ struct simple_options {
     // Reads {"lock_dir": "/path", "shared_group": "name", "max_age_s": 3600,
     // "write_grace_s": 2}; throws config_error.
     static simple_options from_json(const nlohmann::json& options);
+    // Where the locks live (strategy_descriptor::backends): the lock directory ("dir:/path").
+    std::vector<std::string> backends() const;
 };
 
 // Throws invalid_argument_error naming what is wrong with lock_dir.
