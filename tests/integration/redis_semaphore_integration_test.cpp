@@ -22,9 +22,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "integration/fake_redis.hpp"
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/hostile_server.hpp"
 #include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
@@ -387,9 +387,9 @@ BOOST_AUTO_TEST_CASE(a_server_that_dies_while_a_permit_is_held) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// --- a hostile server (fake_redis.hpp, no redis-server needed) that trickles or garbles the
-// permit script's replies: a clear error or a bounded wait, never a hang, a spin or a permit
-// left counted against the limit ---
+// --- a hostile server (support/hostile_server.hpp, no redis-server needed) that trickles or
+// garbles the permit script's replies: a clear error or a bounded wait, never a hang, a spin or a
+// permit left counted against the limit ---
 
 namespace {
 
