@@ -74,8 +74,9 @@ bool reveals(std::string_view shown, std::string_view input, std::string_view se
     std::string normalized;
     for (char c : input) {
         if (c == '=')
-            while (!normalized.empty() && (normalized.back() == ' ' || normalized.back() == '\t' ||
-                                           normalized.back() == '\n' || normalized.back() == '\r'))
+            // Every blank the DSN readers skip (is_space: \f and \v too).
+            while (!normalized.empty() && std::string_view(" \t\n\r\f\v").find(normalized.back()) !=
+                                              std::string_view::npos)
                 normalized.pop_back();
         normalized += c == ';' ? '&' : c;
     }
