@@ -232,7 +232,10 @@ std::pair<std::uint32_t, std::uint64_t> segment::reference(const name_hash& h) {
                 if (free_slot == n) free_slot = j;
                 continue;
             }
-            if (s.hash == h) {
+            // Only a used slot is the name's: a state that is none of the three (what a
+            // broken process of the user wrote) is skipped, as find() skips it (found by
+            // tests/fuzz/fuzz_shm_segment).
+            if (s.state == slot_state::used && s.hash == h) {
                 ++s.refs;
                 return {j, s.generation.load()};
             }
