@@ -69,6 +69,11 @@ inline int free_ports(int count) {
         bool all_free = true;
         for (int port = base; all_free && port < base + count; ++port) {
             const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            // As the servers bind (redis, etcd and ZooKeeper set SO_REUSEADDR): a port that only
+            // a closed connection's TIME_WAIT holds is free for them, and without this it blocked
+            // every window around it (a 1006-port window found none in CI's rehearsal).
+            const int one = 1;
+            ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
             sockaddr_in a{};
             a.sin_family = AF_INET;
             a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
