@@ -174,23 +174,35 @@ class admin {
     zhandle_t* zh_ = nullptr;
 };
 
-// Whether the bytes a client sent hold a whole create request: ZooKeeper frames each request as
-// a big-endian int32 length, then the xid and the op code (int32 each); 1 is create, 15 create2.
-bool holds_create_request(std::string_view sent) {
+// The op codes of the whole requests among the bytes a client sent: ZooKeeper frames each
+// request as a big-endian int32 length, then the xid and the op code (int32 each). A cut must
+// wait for a whole request: cut after a part of one, the proxy would wait for a reply the server
+// cannot give, and hold every other connection up meanwhile.
+std::vector<std::int32_t> whole_request_ops(std::string_view sent) {
     const auto int32_at = [&](std::size_t at) {
         return std::int32_t(std::uint32_t(std::uint8_t(sent[at])) << 24 |
                             std::uint32_t(std::uint8_t(sent[at + 1])) << 16 |
                             std::uint32_t(std::uint8_t(sent[at + 2])) << 8 |
                             std::uint32_t(std::uint8_t(sent[at + 3])));
     };
+    std::vector<std::int32_t> ops;
     for (std::size_t at = 0; sent.size() - at >= 12;) {
         const auto length = std::size_t(int32_at(at));
-        if (sent.size() - at - 4 < length) return false;
-        const auto op = int32_at(at + 8);
-        if (op == 1 || op == 15) return true;
+        if (sent.size() - at - 4 < length) break;
+        ops.push_back(int32_at(at + 8));
         at += 4 + length;
     }
-    return false;
+    return ops;
+}
+
+bool holds_a_request(std::string_view sent) {
+    return !whole_request_ops(sent).empty();
+}
+
+// 1 is create, 15 create2.
+bool holds_create_request(std::string_view sent) {
+    const auto ops = whole_request_ops(sent);
+    return std::any_of(ops.begin(), ops.end(), [](std::int32_t op) { return op == 1 || op == 15; });
 }
 
 }  // namespace
@@ -484,7 +496,7 @@ BOOST_AUTO_TEST_CASE(the_clients_descriptors_stay_close_on_exec_across_a_reconne
     BOOST_TEST(added().empty(), "not close-on-exec after the grant:" << added());
     // The connection is cut after the next request (is_acquired's, or a ping) was answered; the
     // client connects again within the session timeout and asks again.
-    proxy.cut_after_next_request();
+    proxy.cut_after_next_request(holds_a_request);
     BOOST_TEST(lock.is_acquired());
     BOOST_REQUIRE(proxy.wait_cut(must_happen));
     BOOST_TEST(lock.is_acquired());

@@ -225,7 +225,7 @@ bool tcp_fault_proxy::forward_from_client(link& l) {
         }
         if (armed_) {
             l.sent.append(buf, std::size_t(n));
-            cut = !matches_ || matches_(l.sent);
+            cut = matches_(l.sent);
         }
     }
     if (!send_all(l.server, buf, std::size_t(n))) return false;

@@ -40,9 +40,10 @@ class tcp_fault_proxy {
     int port() const noexcept { return port_; }
 
     // Arms one cut. Client bytes still go to the server at once; when the bytes a connection
-    // sent since now satisfy `matches` (empty: the first bytes), the proxy waits for the
-    // server's reply (up to 10 s), drops it and closes both sides of that connection.
-    void cut_after_next_request(request_filter matches = {});
+    // sent since now satisfy `matches`, the proxy waits for the server's reply (up to 10 s;
+    // every connection waits meanwhile), drops it and closes both sides of that connection.
+    // `matches` must see a whole request: bytes arrive in pieces under load.
+    void cut_after_next_request(request_filter matches);
     // Waits up to `timeout` for the armed cut; true when it happened (or none was armed).
     bool wait_cut(std::chrono::milliseconds timeout);
     // Connections accepted so far: a client that reconnected after a cut counts twice.
