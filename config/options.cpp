@@ -182,6 +182,12 @@ std::string redact_pdo(std::string_view text) {
 
 }  // namespace
 
+bool is_plain_user_name(std::string_view user) noexcept {
+    for (const char c : user)
+        if (!is_alnum(c) && c != '-' && c != '.' && c != '_') return false;
+    return true;
+}
+
 std::string redact_url(std::string_view url) {
     if (const auto pdo = pdo_prefix_length(url); pdo != 0)
         return std::string(url.substr(0, pdo)) + redact_pdo(url.substr(pdo));
@@ -207,10 +213,10 @@ std::string redact_url(std::string_view url) {
         const bool user_only = colon == npos && !userinfo.empty() &&
                                (scheme == "postgresql://" || scheme == "postgres://" ||
                                 scheme == "mysql://" || scheme == "mariadb://");
-        if (user_only && userinfo.find_first_of("/?#") == npos) out += std::string(userinfo) + "@";
+        if (user_only && is_plain_user_name(userinfo)) out += std::string(userinfo) + "@";
         // Not a user that reads as a PDO driver's name ("pdo_sqlsrv:***@" would be redacted
         // again as a PDO DSN, differently: found by tests/fuzz/fuzz_redact_url).
-        else if (colon != npos && user.find_first_of("/?#%") == npos &&
+        else if (colon != npos && is_plain_user_name(user) &&
                  pdo_prefix_length(std::string(user) + ":") == 0)
             out += std::string(user) + ":***@";
         else

@@ -72,6 +72,11 @@ class options_reader {
 //  - Anything else (memcached's user:password@host:port) is read as a URL without scheme.
 std::string redact_url(std::string_view url);
 
+// Whether a user name may show in an endpoint's printed form (redact_url, redis's endpoints):
+// letters, digits and "-._" only, so that what shows neither reads as another URL nor puts
+// control characters or escape sequences into a message.
+bool is_plain_user_name(std::string_view user) noexcept;
+
 // "/a~1b" for "a/b": a JSON pointer token (RFC 6901).
 std::string json_pointer_token(const std::string& key);
 

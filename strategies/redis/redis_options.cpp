@@ -71,13 +71,8 @@ std::string redis_endpoint::redacted() const {
     out = tls ? "rediss://" : "redis://";
     if (!user.empty() || !password.empty()) {
         // Only a plain user name shows: one read from %-escapes may hold '?', '@' or control
-        // characters, which would make the text another URL or garble a message (found by
-        // tests/fuzz/fuzz_redis_url).
-        bool plain = true;
-        for (const char c : user)
-            plain = plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                              (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_');
-        out += plain ? user : "***";
+        // characters (found by tests/fuzz/fuzz_redis_url).
+        out += is_plain_user_name(user) ? user : "***";
         if (!password.empty()) out += ":***";
         out += "@";
     }

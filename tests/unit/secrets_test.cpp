@@ -400,4 +400,9 @@ BOOST_AUTO_TEST_CASE(redact_url_keeps_what_helps_and_hides_the_rest) {
     BOOST_TEST(redact_url("host=h;password=" + secret) == "host=***");
     BOOST_TEST(redact_url("host=h password='" + secret) == "host=h password=***");
     BOOST_TEST(redact_url("host=h " + secret + " x") == "host=h ***");
+    // A user name shows only when plain: no escape sequence or other control byte reaches a
+    // terminal through a message, whatever the scheme.
+    BOOST_TEST(redact_url("redis://u\x1b[2J:" + secret + "@h") == "redis://***@h");
+    BOOST_TEST(redact_url("postgresql://u\x01@h/db") == "postgresql://***@h/db");
+    BOOST_TEST(redact_url("redis://app.user-1_a:" + secret + "@h") == "redis://app.user-1_a:***@h");
 }
