@@ -322,18 +322,18 @@ class memcached_store final : public store {
                 return true;
             k.portable_state().erase("permit");
         }
-        for (std::uint32_t i = 1; i <= k.limit(); ++i) {
-            const auto item = items.permit(i);
+        for (std::uint32_t permit = 1; permit <= k.limit(); ++permit) {
+            const auto item = items.permit(permit);
             auto added = c->set(item, value, exp, true, 0, "adding a permit item");
             if (added.status != meta_status::stored) continue;
             remember(k, *c, added.cas);
             try {
-                keep_limit(*c, k, items, i);
+                keep_limit(*c, k, items, permit);
             } catch (...) {
-                give_back(*c, k, item, value);
+                give_back(server_for(items.base), *c, k, item, value);
                 throw;
             }
-            k.portable_state()["permit"] = std::uint64_t(i);
+            k.portable_state()["permit"] = std::uint64_t(permit);
             return true;
         }
         if (const auto kept = read_limit(*c, items, k.resource()); kept && *kept != k.limit())
@@ -402,13 +402,20 @@ class memcached_store final : public store {
             ") once no permit is held");
     }
 
-    // Gives back a permit k just took and may not keep; errors on the way lose to the reason.
-    void give_back(meta_connection& c, key& k, const std::string& item,
+    // Gives back a permit k just took and may not keep, on a fresh connection when `c` failed
+    // (the add did succeed); an error on the way loses to the reason, and the permit then
+    // expires with its TTL.
+    void give_back(server& at, meta_connection& c, key& k, const std::string& item,
                    const std::string& value) noexcept {
         try {
-            remove_if_ours(c, k, item, value);
+            if (!c.broken()) {
+                remove_if_ours(c, k, item, value);
+            } else {
+                auto fresh = at.pool.take();
+                remove_if_ours(*fresh, k, item, value);
+            }
         } catch (const std::exception&) {
-            forget(k);  // it expires with its TTL
+            forget(k);
         }
     }
 
