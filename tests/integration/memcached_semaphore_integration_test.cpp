@@ -311,4 +311,30 @@ BOOST_AUTO_TEST_CASE(a_serialized_permit_is_released_elsewhere) {
     next.release();
 }
 
+// What a restart leaves (README): every permit and the limit are gone. The holder learns it at
+// its next refresh, the name is free again, the next owner's limit is kept, and the holder's
+// release does not take the CAS id a restarted server hands out again for another's permit.
+BOOST_AUTO_TEST_CASE(a_restart_drops_the_permits_and_the_limit) {
+    const int port = test::free_port();
+    test::private_server server(test::private_memcached_argv(port), port);
+    auto s = store_for("127.0.0.1:" + std::to_string(port));
+    const std::string name = test::unique_resource("restart");
+    key holder(name);
+    holder.set_limit(2);
+    BOOST_REQUIRE(s->try_acquire(holder, lock_mode::exclusive, 30s));
+    server.stop();
+    server.start();
+    key next(name);
+    next.set_limit(3);  // the restart forgot the limit of 2
+    BOOST_REQUIRE(s->try_acquire(next, lock_mode::exclusive, 30s));
+    BOOST_TEST(next.portable_state()["permit"] == 1);  // the holder's permit, given again
+    s->release(holder);
+    BOOST_TEST(s->holds(next));
+    BOOST_TEST(!s->refresh(holder, 30s));
+    BOOST_TEST(s->holds(next));
+    BOOST_CHECK_THROW(s->try_acquire(holder, lock_mode::exclusive, 30s), invalid_argument_error);
+    s->release(next);
+    BOOST_TEST(!s->holds(next));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
