@@ -289,6 +289,28 @@ BOOST_AUTO_TEST_CASE(a_lost_limit_item_cannot_raise_the_limit) {
     more.release();
 }
 
+// Names that cannot be item keys as they are (spaces, bytes beyond ASCII, too long for the
+// suffixes) are hashed, and count as any other.
+BOOST_AUTO_TEST_CASE(odd_names_count_too) {
+    auto s = shared_store();
+    for (const std::string name :
+         {test::unique_resource("with space"), test::unique_resource("caf\xc3\xa9"),
+          test::unique_resource(std::string(235, 'n'))}) {
+        BOOST_TEST_CONTEXT(name.size() << " bytes") {
+            const auto base = base_of(name);
+            BOOST_TEST(base.size() + 12 <= 250u);
+            BOOST_TEST(contains(base, "#"));
+            auto a = make_permit(s, name, 1), b = make_permit(s, name, 1);
+            BOOST_TEST(a.try_acquire());
+            BOOST_TEST(!b.try_acquire());
+            BOOST_TEST(present(base + ".permit.1"));
+            a.release();
+            BOOST_TEST(b.try_acquire());
+            b.release();
+        }
+    }
+}
+
 // A key serialized by the holder releases its permit in another process.
 BOOST_AUTO_TEST_CASE(a_serialized_permit_is_released_elsewhere) {
     const std::string name = test::unique_resource("serialized");
