@@ -131,6 +131,12 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_permits_are_numbered) {
     c.release();
     d.release();
     BOOST_TEST(s->status(name).permits_held.value_or(9) == 0u);
+    // Beyond 1000 (a full semaphore's attempt tries every permit): refused before any write.
+    const std::string big = test::unique_resource("big");
+    auto too_many = make_permit(s, big, 1001);
+    BOOST_CHECK_THROW((void)too_many.try_acquire(), invalid_argument_error);
+    BOOST_TEST(!present(base_of(big) + ".limit"));
+    BOOST_TEST(!present(base_of(big) + ".permit.1"));
 }
 
 // N + 2 processes, each with its own store: never more than N hold at once, and N do.
