@@ -48,15 +48,15 @@
 //    it), a value locksmith did not write a backend_error. All of a name's items live on the
 //    server of its base. Waiting is polled (named_lock) as for locks.
 //    What memcached can lose: an evicted or flushed permit item is a permit given again while
-//    its holder believes it holds (as a lock item; a restart drops them all, and the limit); a
-//    limit item lost (evicted, deleted) is
-//    written again by the next grant, after the add of its permit, only when no permit item
-//    of 1..N holds another limit; holders under a larger limit, whose permits lie beyond N,
-//    keep them until they release or expire: never more holders than the larger limit. The
-//    limit is read after the add, never before, so no owner keeps a permit taken on a limit
-//    that was replaced meanwhile. A value another program writes in a permit item takes
-//    that permit out of use (fewer holders, never more); its holder loses it at the next
-//    refresh. A lock named `NAME.limit` or `NAME.permit.<i>` shares an item with semaphore NAME.
+//    its holder believes it holds (as a lock item; a restart drops them all, and the limit).
+//    A limit item lost (evicted, deleted) is written again by the next grant, after the add of
+//    its permit, only when no permit item of 1..N holds another limit; holders under a larger
+//    limit, whose permits lie beyond N, keep them until they release or expire: never more
+//    holders than the larger limit. The limit is read after the add, never before, so no owner
+//    keeps a permit taken on a limit that was replaced meanwhile. A value another program
+//    writes in a permit item takes that permit out of use (fewer holders, never more); its
+//    holder loses it at the next refresh. A lock named `NAME.limit` or `NAME.permit.<i>`
+//    shares an item with semaphore NAME.
 //  - Keys: `<key_prefix><name>` when the name is short printable ASCII without spaces; any other
 //    name (binary, spaces, longer than the 250-byte key limit allows) becomes
 //    `<key_prefix>#<sha256 of the name>`.
