@@ -57,13 +57,13 @@ bool contains(const std::string& text, const std::string& part) {
 
 // Another client of the same memcached: one request on a fresh socket, its first reply line and
 // the data block of a VA reply.
-std::string raw(const std::string& request) {
+std::string raw(const std::string& request, int port = 0) {
     const auto servers = strategies::parse_memcached_servers(endpoint(servers_variable));
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_port = htons(std::uint16_t(servers.front().second));
-    ::inet_pton(AF_INET, servers.front().first.c_str(), &a.sin_addr);
+    a.sin_port = htons(std::uint16_t(port != 0 ? port : servers.front().second));
+    ::inet_pton(AF_INET, port != 0 ? "127.0.0.1" : servers.front().first.c_str(), &a.sin_addr);
     BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     BOOST_REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
                   ssize_t(request.size()));
@@ -88,8 +88,8 @@ void plant(const std::string& item, const std::string& value) {
                       "\r\n") == "HD\r\n");
 }
 
-bool present(const std::string& item) {
-    return raw("mg " + item + "\r\n") == "HD\r\n";
+bool present(const std::string& item, int port = 0) {
+    return raw("mg " + item + "\r\n", port) == "HD\r\n";
 }
 
 }  // namespace
@@ -337,6 +337,38 @@ BOOST_AUTO_TEST_CASE(a_serialized_permit_is_released_elsewhere) {
     auto next = make_permit(s, name, 1);
     BOOST_TEST(next.try_acquire());
     next.release();
+}
+
+// With several servers a name's limit and permit items all live on the server of its base,
+// whatever the permit's number: one server decides every grant of the name.
+BOOST_AUTO_TEST_CASE(several_servers_keep_a_names_items_together) {
+    const int port = test::free_port();
+    test::private_server server(test::private_memcached_argv(port), port);
+    const int shared_port =
+        strategies::parse_memcached_servers(endpoint(servers_variable)).front().second;
+    auto s = store_for(endpoint(servers_variable) + ",127.0.0.1:" + std::to_string(port));
+    int on_shared = 0, on_private = 0;
+    for (int n = 0; n < 16; ++n) {
+        const std::string name = test::unique_resource("spread");
+        const auto base = base_of(name);
+        std::vector<named_semaphore> permits;
+        for (int i = 0; i < 3; ++i) {
+            permits.push_back(make_permit(s, name, 3));
+            BOOST_REQUIRE(permits.back().try_acquire());
+        }
+        const bool here = present(base + ".limit", shared_port);
+        BOOST_TEST(here != present(base + ".limit", port));
+        for (int i = 1; i <= 3; ++i) {
+            const auto item = base + ".permit." + std::to_string(i);
+            BOOST_TEST(present(item, here ? shared_port : port));
+            BOOST_TEST(!present(item, here ? port : shared_port));
+        }
+        ++(here ? on_shared : on_private);
+        for (auto& p : permits) p.release();
+    }
+    // 16 names: both servers get some but once in 32768 runs.
+    BOOST_TEST(on_shared > 0, on_private << " of 16 names on the private server");
+    BOOST_TEST(on_private > 0, on_shared << " of 16 names on the shared server");
 }
 
 // What a restart leaves (README): every permit and the limit are gone. The holder learns it at
