@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Uncontended acquire+release pairs per second of a counting semaphore's permit (issue 27) on
 // each local strategy with `counting`, beside the same strategy's lock, in one run: the loops
-// alternate round by round (7 rounds), one object each, in one process. Then etcd and
-// zookeeper, by name through the registry, when their servers are given as the tests take them
-// (LOCKSMITH_TEST_ETCD, LOCKSMITH_TEST_ZOOKEEPER: scripts/services.sh env), with fewer pairs.
+// alternate round by round (7 rounds), one object each, in one process. Then etcd, zookeeper
+// and memcached, by name through the registry, when their servers are given as the tests take
+// them (LOCKSMITH_TEST_ETCD, LOCKSMITH_TEST_ZOOKEEPER, LOCKSMITH_TEST_MEMCACHED:
+// scripts/services.sh env), with fewer pairs.
 //
 //   bench_permits [iterations per round] [remote iterations]     (default 100000, 300)
 //
@@ -130,5 +131,9 @@ int main(int argc, char** argv) {
     if (const char* hosts = std::getenv("LOCKSMITH_TEST_ZOOKEEPER"))
         if (auto d = locksmith::default_registry().find("zookeeper"))
             run("zookeeper", d->create({{"hosts", hosts}, {"root", "/" + where}}), remote);
+    if (const char* servers = std::getenv("LOCKSMITH_TEST_MEMCACHED"))
+        if (auto d = locksmith::default_registry().find("memcached"))
+            run("memcached", d->create({{"servers", servers}, {"key_prefix", where + ":"}}),
+                remote);
     return 0;
 }

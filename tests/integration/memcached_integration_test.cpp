@@ -775,6 +775,55 @@ BOOST_AUTO_TEST_CASE(garbage_cut_or_missing_replies_are_backend_errors_not_hangs
     }
 }
 
+// The permit path (issue 27) on a server that grants the permit's add, then misbehaves when the
+// limit item is read or added: a backend_error in bounded time, no grant, and the permit just
+// added is given back (on a fresh connection when the first one failed).
+BOOST_AUTO_TEST_CASE(a_hostile_server_on_the_permit_path_grants_nothing) {
+    struct fault {
+        const char* what;
+        fake_reply limit_read;
+        fake_reply limit_add;
+        const char* code;
+    };
+    const std::vector<fault> faults = {
+        {"nonsense in the limit item", {"VA 3\r\nxyz\r\n"}, {"HD\r\n"}, "foreign"},
+        {"a huge limit", {"VA 11\r\n99999999999\r\n"}, {"HD\r\n"}, "foreign"},
+        {"a garbage line for the limit", {"HTTP/1.1 200 OK\r\n"}, {"HD\r\n"}, "protocol"},
+        {"a limit value cut short, then close", {"VA 5\r\n12", true}, {"HD\r\n"}, "eof"},
+        {"a limit item neither there nor addable", {"EN\r\n"}, {"NS\r\n"}, "cas_race"},
+        {"silence for the limit", {}, {"HD\r\n"}, "timeout"},
+    };
+    for (const auto& f : faults) {
+        BOOST_TEST_CONTEXT(f.what) {
+            std::atomic<int> given_back{0};
+            fake_memcached server([&](const std::string& r) {
+                if (auto check = fake_memcached::connection_check(r)) return *check;
+                if (r.starts_with("ms ") && r.find(".permit.") != std::string::npos)
+                    return fake_reply{"HD c7\r\n"};
+                if (r.starts_with("mg ") && r.find(".limit ") != std::string::npos)
+                    return f.limit_read;
+                if (r.starts_with("ms ") && r.find(".limit ") != std::string::npos)
+                    return f.limit_add;
+                if (r.starts_with("md ") && r.find(".permit.1 C7") != std::string::npos) {
+                    ++given_back;
+                    return fake_reply{"HD\r\n"};
+                }
+                return fake_reply{"EN\r\n"};  // the other permits: free
+            });
+            auto s = strategies::make_memcached_store(options_for(server.endpoint()));
+            key k(test::unique_resource("hostile-permit"));
+            k.set_limit(3);
+            const auto started = clock_type::now();
+            auto e = backend_error_of([&] { s->try_acquire(k, lock_mode::exclusive, 30s); });
+            BOOST_TEST(ms_since(started) < hang_limit_ms);
+            BOOST_TEST(e.code == f.code);
+            BOOST_TEST(e.message.find(server.endpoint()) != std::string::npos, e.message);
+            BOOST_TEST(given_back.load() == 1);
+            BOOST_TEST(!k.portable_state().contains("permit"));
+        }
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(server_list_parsing) {

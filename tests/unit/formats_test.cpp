@@ -218,7 +218,16 @@ BOOST_AUTO_TEST_CASE(redis_keys_are_pinned) {
 BOOST_AUTO_TEST_CASE(memcached_keys_and_servers_are_pinned) {
     for (const auto& p : names) {
         pin(p, "memcached item key", memcached_item_key("locksmith:", p.name), p.memcached);
+        // A semaphore's items: <base>.limit and <base>.permit.<i>.
+        pin(p, "memcached semaphore base", memcached_semaphore_key("locksmith:", p.name),
+            p.memcached);
     }
+    // A name that fits an item key but not with ".permit.NNNN" after it: hashed.
+    const std::string fits_a_lock_only(235, 'y');
+    BOOST_TEST(memcached_item_key("locksmith:", fits_a_lock_only) ==
+               "locksmith:" + fits_a_lock_only);
+    BOOST_TEST(memcached_semaphore_key("locksmith:", fits_a_lock_only) ==
+               "locksmith:#" + sha256_hex(fits_a_lock_only));
     // Which of two servers holds an item: the higher weight.
     BOOST_TEST(memcached_server_weight("10.0.0.1:11211", "locksmith:nightly-backup") ==
                16266320370169891104u);

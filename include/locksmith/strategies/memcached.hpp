@@ -36,6 +36,27 @@
 //    (`-M` makes memcached refuse writes instead of evicting).
 //  - Exclusive only (a shared request takes the exclusive lock); waiting is done by polling in
 //    named_lock. No fencing tokens.
+//  - Counting (a key with a limit N, named_semaphore; N <= 1000): permit i (1..N) of NAME is the
+//    item `<base>.permit.<i>` (base: memcached_semaphore_key), holding `<token> <N>`, added
+//    (`ms ... ME`, one holder each) with the permit's TTL; a grant adds the first free one of
+//    1..N, so a free permit costs two round trips (the add, then a read of the limit item) and
+//    a full semaphore N + 1. Refresh, release and holds act on that item as on a lock's, by CAS
+//    and only while it holds the owner's value; the permit's number is in the key's portable
+//    state ("permit"), so a serialized key releases it elsewhere. LOCKSMITH_PERMIT is i.
+//    The limit is the item `<base>.limit` (decimal, no expiry), added by the name's first
+//    grant; another limit is an invalid_argument_error naming both (delete that item to change
+//    it), a value locksmith did not write a backend_error. All of a name's items live on the
+//    server of its base. Waiting is polled (named_lock) as for locks.
+//    What memcached can lose: an evicted or flushed permit item is a permit given again while
+//    its holder believes it holds (as a lock item; a restart drops them all, and the limit).
+//    A limit item lost (evicted, deleted) is written again by the next grant, after the add of
+//    its permit, only when no permit item of 1..N holds another limit; holders under a larger
+//    limit, whose permits lie beyond N, keep them until they release or expire: never more
+//    holders than the larger limit. The limit is read after the add, never before, so no owner
+//    keeps a permit taken on a limit that was replaced meanwhile. A value another program
+//    writes in a permit item takes that permit out of use (fewer holders, never more); its
+//    holder loses it at the next refresh. A lock named `NAME.limit` or `NAME.permit.<i>`
+//    shares an item with semaphore NAME.
 //  - Keys: `<key_prefix><name>` when the name is short printable ASCII without spaces; any other
 //    name (binary, spaces, longer than the 250-byte key limit allows) becomes
 //    `<key_prefix>#<sha256 of the name>`.
@@ -68,7 +89,7 @@ namespace locksmith::strategies {
 // What the memcached strategy offers (its registry entry and its store agree on this).
 inline constexpr capability memcached_capabilities =
     capability::exclusive | capability::noblock | capability::expiring | capability::distributed |
-    capability::serializable;
+    capability::serializable | capability::counting;
 
 struct memcached_options {
     // host:port pairs (IPv6 as [addr]:port); at least one. Port defaults to 11211.
@@ -96,6 +117,10 @@ std::vector<std::pair<std::string, int>> parse_memcached_servers(const std::stri
 
 // The item key of `name` (see Keys above): a frozen format (doc/FORMATS.md), for admins.
 std::string memcached_item_key(std::string_view key_prefix, std::string_view name);
+
+// The base of the items of counting semaphore `name` (see Counting above): like
+// memcached_item_key, but hashed when `.permit.NNNN` would not fit; a frozen format.
+std::string memcached_semaphore_key(std::string_view key_prefix, std::string_view name);
 
 // The weight of server `address` ("host:port" as listed) for the item `item_key` in the
 // rendezvous hashing over several servers: the item lives on the server of highest weight.
