@@ -507,6 +507,16 @@ CFG
 # in 16 minutes (issue 28); a leader change renews every lease by the election timeout.
 etcd_timing=(--heartbeat-interval 50 --election-timeout 500)
 
+# An etcd of ours left running by an older version of this script keeps etcd's default timing,
+# and with it 2 s leases: the tests' 1 s ones would outlive what they expect. Said, not restarted.
+etcd_timing_check() {
+  local pid
+  pid=$(pid_of "$1")
+  alive "$pid" etcd || return 0
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--election-timeout ${etcd_timing[3]} " ||
+    log "$1 (pid $pid) runs without ${etcd_timing[*]}: the etcd tests expect it (stop and start it)"
+}
+
 start_etcd() {
   need etcd etcd-server && need etcdctl etcd-client || return 1
   start_one etcd etcd etcd_ping "$etcd_port" \
@@ -518,6 +528,7 @@ start_etcd() {
     --initial-cluster "locksmith-test=http://127.0.0.1:$((etcd_port + 1))" \
     --initial-cluster-state new --log-level warn "${etcd_timing[@]}" \
     --auto-compaction-mode revision --auto-compaction-retention 10000
+  etcd_timing_check etcd
   # Compaction: every grant makes a key of its own, and etcd keeps an index entry per deleted key
   # until it compacts, which slows the queue reads of a busy name down over a long run.
 }
@@ -537,6 +548,7 @@ start_etcd_cluster() {
   for i in 0 1 2; do
     etcd_member_peer_port=$((etcd_cluster_port + 3 + i))
     start_one "etcd-cluster-$i" etcd etcd_member_listening "$((etcd_cluster_port + i))"       etcd --name "etcd-cluster-$i" --data-dir "$state_dir/etcd-cluster-$i/data"       --listen-client-urls "https://127.0.0.1:$((etcd_cluster_port + i))"       --advertise-client-urls "https://127.0.0.1:$((etcd_cluster_port + i))"       --listen-peer-urls "https://127.0.0.1:$etcd_member_peer_port"       --initial-advertise-peer-urls "https://127.0.0.1:$etcd_member_peer_port"       --initial-cluster "$initial" --initial-cluster-state new       --initial-cluster-token locksmith-test-cluster       --cert-file "$tls/server.pem" --key-file "$tls/server.key"       --client-cert-auth --trusted-ca-file "$tls/ca.pem"       --peer-cert-file "$tls/server.pem" --peer-key-file "$tls/server.key"       --peer-client-cert-auth --peer-trusted-ca-file "$tls/ca.pem"       --log-level warn "${etcd_timing[@]}" --auto-compaction-mode revision --auto-compaction-retention 10000 || rc=1
+    etcd_timing_check "etcd-cluster-$i"
   done
   [ $rc -eq 0 ] || return 1
   for i in $(seq 1 150); do
