@@ -503,7 +503,7 @@ CFG
 # defaults: 100 ms, 1 s). etcd's shortest lease is 1.5 election timeouts, rounded up to whole
 # seconds: 1 s here instead of 2 s, so that the tests that wait for a lease to expire wait half
 # as long (tests/support/entries/etcd.cpp). Under two CPU burners the cluster elected about as
-# often as with the defaults: 2 leader changes in 12 minutes of its tests and loops, against 3
+# often as with the defaults: 3 leader changes in 17 minutes of its tests and loops, against 3
 # in 16 minutes (issue 28); a leader change renews every lease by the election timeout.
 etcd_timing=(--heartbeat-interval 50 --election-timeout 500)
 
