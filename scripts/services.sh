@@ -504,7 +504,8 @@ CFG
 # seconds: 1 s here instead of 2 s, so that the tests that wait for a lease to expire wait half
 # as long (tests/support/entries/etcd.cpp). Under two CPU burners the cluster elected about as
 # often as with the defaults: 3 leader changes in 17 minutes of its tests and loops, against 3
-# in 16 minutes (issue 28); a leader change renews every lease by the election timeout.
+# in 16 minutes (issue 28). A new leader renews every lease to its TTL plus the election
+# timeout: an expiry case that meets one sees its lease outlive the TTL, with either timing.
 etcd_timing=(--heartbeat-interval 50 --election-timeout 500)
 
 # An etcd of ours left running by an older version of this script keeps etcd's default timing,
