@@ -94,28 +94,35 @@ void test_counter(const strategy_under_test& entry) {
     byte_pipe ready;
     std::vector<pid_t> children;
     for (int p = 0; p < process_count; ++p) {
-        children.push_back(fork_child([&]() -> int {
-            go.close_write();
-            ready.close_read();
-            auto lock = make_lock(entry, resource);
-            ready.put('R');
-            (void)go.get(20s);  // EOF: go
-            for (int i = 0; i < increments; ++i) {
-                lock.lock();
-                long value = counter.read();
-                if (value < 0) return 3;
-                std::this_thread::sleep_for(50us);  // widen the race window
-                if (!counter.write(value + 1)) return 4;
-                lock.unlock();
-            }
-            return 0;
-        }));
+        // The limit the other counter cases have: 800 grants one after another took a
+        // three-member etcd cluster over TLS 30 s, fork_child's default, on a loaded machine.
+        children.push_back(fork_child(
+            [&]() -> int {
+                go.close_write();
+                ready.close_read();
+                auto lock = make_lock(entry, resource);
+                ready.put('R');
+                (void)go.get(20s);  // EOF: go
+                for (int i = 0; i < increments; ++i) {
+                    lock.lock();
+                    long value = counter.read();
+                    if (value < 0) return 3;
+                    std::this_thread::sleep_for(50us);  // widen the race window
+                    if (!counter.write(value + 1)) return 4;
+                    lock.unlock();
+                }
+                return 0;
+            },
+            120s));
     }
     ready.close_write();
     for (int p = 0; p < process_count; ++p)
         BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
     go.close_write();
-    for (auto pid : children) BOOST_TEST(wait_child(pid, 60s) == 0, "child " << pid);
+    for (auto pid : children) {
+        const int status = wait_child(pid, 120s);
+        BOOST_TEST(status == 0, "child " << pid << ": " << exit_text(status));
+    }
     BOOST_TEST(counter.read() == long(process_count) * increments);
 }
 
@@ -156,7 +163,10 @@ void test_counter_with_fresh_lock_objects(const strategy_under_test& entry) {
     for (int p = 0; p < process_count; ++p)
         BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
     go.close_write();
-    for (auto pid : children) BOOST_TEST(wait_child(pid, 120s) == 0, "child " << pid);
+    for (auto pid : children) {
+        const int status = wait_child(pid, 120s);
+        BOOST_TEST(status == 0, "child " << pid << ": " << exit_text(status));
+    }
     BOOST_TEST(counter.read() == long(process_count) * fresh_increments,
                "lost updates: " << long(process_count) * fresh_increments - counter.read());
 }
@@ -239,7 +249,10 @@ void test_counter_with_a_holder_killed_midway(const strategy_under_test& entry) 
     BOOST_REQUIRE_MESSAGE(held.get(60s) == 'H', "the victim did not get the lock");
     BOOST_REQUIRE(::kill(victim, SIGKILL) == 0);
     BOOST_TEST(wait_child(victim, 10s) == 128 + SIGKILL);
-    for (auto pid : workers) BOOST_TEST(wait_child(pid, 120s) == 0, "worker " << pid);
+    for (auto pid : workers) {
+        const int status = wait_child(pid, 120s);
+        BOOST_TEST(status == 0, "worker " << pid << ": " << exit_text(status));
+    }
     BOOST_TEST(counter.read() == long(process_count) * increments,
                "lost updates: " << long(process_count) * increments - counter.read());
 }
@@ -281,9 +294,11 @@ void test_fencing_tokens_across_processes(const strategy_under_test& entry) {
     for (int p = 0; p < process_count; ++p)
         BOOST_REQUIRE_MESSAGE(ready.get(20s) == 'R', "child " << p << " did not get ready");
     go.close_write();
-    for (auto pid : children)
-        BOOST_TEST(wait_child(pid, 120s) == 0,
-                   "child " << pid << " (exit 6: a token not larger than the one before)");
+    for (auto pid : children) {
+        const int status = wait_child(pid, 120s);
+        BOOST_TEST(status == 0, "child " << pid << ": " << exit_text(status)
+                                         << " (exit 6: a token not larger than the one before)");
+    }
     BOOST_TEST(last.read() >= long(process_count) * grants);
 }
 

@@ -248,4 +248,15 @@ int wait_child(pid_t pid, std::chrono::milliseconds timeout) {
     }
 }
 
+std::string exit_text(int status) {
+    if (status < 0) return "still running at the wait's end (killed then)";
+    if (status == 120) return "exit 120 (an exception: see its stderr)";
+    if (status <= 128) return "exit " + std::to_string(status);
+    const int sig = status - 128;
+    std::string text = "signal " + std::to_string(sig);
+    if (sig == SIGALRM) return text + " (SIGALRM: fork_child's time limit passed)";
+    if (const char* name = ::strsignal(sig)) text += std::string(" (") + name + ")";
+    return text;
+}
+
 }  // namespace locksmith::test

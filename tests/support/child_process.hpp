@@ -83,4 +83,8 @@ std::optional<int> run_unprivileged(const std::function<int()>& body, std::strin
 // Returns its exit status, 128+signal when a signal ended it, or -1 on timeout or error.
 int wait_child(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+// wait_child's status in words, for a failed check: "exit 3", "exit 120 (an exception: see
+// its stderr)", "signal 14 (SIGALRM: fork_child's time limit passed)", "signal 9 (Killed)".
+std::string exit_text(int status);
+
 }  // namespace locksmith::test

@@ -8,7 +8,7 @@
 // Contract:
 //  - Owner: the lock object's key, bound to this process (not serializable). Each grant has a
 //    lease of its own (TTL = the lock's TTL in whole seconds, rounded up; etcd raises TTLs below
-//    its minimum, about 2 s, to that minimum); the lock is the etcd key
+//    its minimum, 1.5 election timeouts: 2 s by default, to that minimum); the lock is the etcd key
 //    `<prefix><stable_name_hash(name) hex>/<lease id hex>`, created with the lease in a
 //    transaction that checks it does not exist yet (create_revision == 0). The name itself never
 //    reaches etcd, so any name (`/`, `..`, NUL, 1 MiB) is safe.
