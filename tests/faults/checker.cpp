@@ -194,11 +194,17 @@ verdict check_history(const std::string& path) {
             }
         open.push_back(&s);
     }
-    // A refused write of a section that nobody entered: its holder held the lock alone, with a
-    // token below one accepted earlier, which only an earlier grant can have drawn (a holder that
-    // lost its lock is one that another section began inside). The lock's fault, not a loss.
+    // A refused write of a section that nobody entered, whose holder was never told of a loss:
+    // it held the lock alone, with a token below one accepted earlier, which only an earlier
+    // grant can have drawn. The lock's fault, not a loss. (Told, it is a loss after all: a grant
+    // that lapsed before its holder, stalled for a TTL, logged the section's beginning.)
     for (const auto& id : refused)
-        if (!lost.count(id)) ++v.stale_grants;
+        if (!lost.count(id)) {
+            if (told.count(id))
+                lost.insert(id);
+            else
+                ++v.stale_grants;
+        }
     v.lost_locks = long(lost.size());
     for (const auto& [id, at] : lost_at)
         if (auto t = told.find(id); t != told.end() && t->second > at) {
