@@ -9,7 +9,7 @@
 #       grants); -e  the seed of every cell's schedule (default: the date's seconds, printed);
 #   -o  where to write (default bench/results): <date>-faults.json (one object per cell, with
 #       its command) and <date>-faults.md (strategy × nemesis → (a)-(e));
-#   -n  the nemeses, comma-separated (default none,pause,kill,restart,partition,stall,cut);
+#   -n  the nemeses, comma-separated (default none,pause,kill,restart,partition,stall,cut,clock);
 #   -v  library (default: workers use the library), run (workers take the lock through
 #       `locksmith run`, how admins use it), or both;
 #   STRATEGY  ids of tests/support/strategies_under_test (default: file simple semaphore shm
@@ -21,7 +21,9 @@
 # through `locksmith run`, pause stops locksmith and its command, kill SIGKILLs locksmith.
 # partition, stall and cut (the strategies with a TCP server, through the library only): one
 # worker in a long critical section is cut off from its server by a TCP proxy of its own (every
-# byte dropped, every byte held, or its connections closed).
+# byte dropped, every byte held, or its connections closed). clock (redis, through the library):
+# a private redis-server's wall clock, the one its TTLs run on, jumps forward past the TTL while
+# such a worker holds (tests/faults/clock_shift.cpp, preloaded into the server).
 # Pause and kill use the servers of `scripts/services.sh env` (LOCKSMITH_TEST_*): start them
 # first. Needs a build with tests (BUILD_DIR, default build). Fails when a cell breaks an
 # invariant (the table says which), never on figures but one: after a restart, the next grant
@@ -32,7 +34,7 @@ build=${BUILD_DIR:-$root/build}
 seconds=60
 seed=$(date +%s)
 out=$root/bench/results
-nemeses=none,pause,kill,restart,partition,stall,cut
+nemeses=none,pause,kill,restart,partition,stall,cut,clock
 via=library
 while getopts "s:e:o:n:v:h" opt; do
   case $opt in
@@ -67,12 +69,13 @@ for s in "${strategies[@]}"; do
   for n in "${nemesis_list[@]}"; do
     case "$n:$s" in
       restart:redis|restart:memcached|restart:pg_advisory|restart:sql.postgresql|restart:zookeeper|restart:etcd) ;;
+      clock:redis) ;;
       partition:*|stall:*|cut:*)
         case $s in redis|memcached|pg_advisory|sql.postgresql|zookeeper|etcd) ;; *) continue ;; esac ;;
-      restart:*) continue ;;
+      restart:*|clock:*) continue ;;
     esac
     for v in "${vias[@]}"; do
-      case "$n:$v" in partition:run|stall:run|cut:run) continue ;; esac
+      case "$n:$v" in partition:run|stall:run|cut:run|clock:run) continue ;; esac
       echo "faults: $s under $n (via $v)" >&2
       rc=0
       "$program" run --strategy "$s" --nemesis "$n" --seconds "$seconds" --seed "$seed" \

@@ -478,6 +478,12 @@ class redis_store final : public store {
         outcome o{integer_at(r.get(), 0) == 1, integer_at(r.get(), 1)};
         if (o.granted) confirm_grant(c, k);
         if (o.granted && o.value > 0) k.set_fencing_token(std::uint64_t(o.value));
+        // {1, 0}: the lock holds our token already. The grant this key holds when it is alive
+        // here (a re-acquire keeps its token); else a new one, handed over to a place in the
+        // queue whose message we have not read (it came late, or the wait that queued us gave
+        // up): its token is drawn on request, as for a hand-over read, never an earlier grant's.
+        if (o.granted && o.value == 0 && (!k.expires_at() || k.is_expired()))
+            k.set_fencing_token(std::nullopt);
         return o;
     }
 

@@ -15,11 +15,14 @@ struct verdict {
     long overlaps = 0;         // (a) critical sections that another process's section began in
     long stale_accepted = 0;   // (b) accepted writes with a token lower than one accepted before
     long stale_refused = 0;    //     writes the fenced resource refused
+    long stale_grants = 0;     //     ... of sections no other process entered, their holder
+                               //     never told of a loss: the lock granted a token below an
+                               //     earlier grant's (not a lost lock)
     long lost_increments = 0;  // (c) increments an accepted write overwrote (or repeated)
     long accepted_writes = 0;
     std::int64_t final_value = 0;  //     the register after the last accepted write
-    long lost_locks = 0;           // (d) critical sections another process entered while open,
-                                   //     or whose write was refused as stale
+    long lost_locks = 0;           // (d) critical sections another process entered while open
+                                   //     (or whose write was refused and whose holder was told)
     long lost_untold = 0;          //     ... whose holder was never told (no L record)
     long acted_untold = 0;         //     ... and that read or wrote after the other's grant
                                    //     (a loss after the last action, released without a

@@ -32,6 +32,7 @@
 #include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/tcp_fault_proxy.hpp"
 #include "support/test_environment.hpp"
 #include "support/test_helpers.hpp"
 
@@ -108,6 +109,23 @@ bool readers_wait(const std::string& name) {
     if (r) freeReplyObject(r);
     redisFree(c);
     return there;
+}
+
+// The last fencing token drawn for `name` (the store's P fence:N counter), 0 when none.
+unsigned long long last_fence(const std::string& name) {
+    const auto o = options_for(endpoint(url_variable));
+    redisContext* c = redisConnect(o.endpoint.host.c_str(), o.endpoint.port);
+    if (c == nullptr || c->err) {
+        if (c) redisFree(c);
+        return 0;
+    }
+    const std::string fence = test_prefix() + "fence:" + name;
+    auto* r = static_cast<redisReply*>(redisCommand(c, "GET %s", fence.c_str()));
+    const unsigned long long n =
+        r && r->type == REDIS_REPLY_STRING ? std::strtoull(r->str, nullptr, 10) : 0;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
 }
 
 bool eventually_queue_length(const std::string& name, long n) {
@@ -510,6 +528,62 @@ BOOST_AUTO_TEST_CASE(fencing_token_on_request) {
     BOOST_CHECK_THROW(lost.fencing_token(), expired_error);
     BOOST_TEST(*b.fencing_token() > *again);
     b.unlock();
+}
+
+// A waiter whose wake-up message comes late (a network that held its bytes) learns of the
+// hand-over from its next retry, which finds its own token in the lock. That is a new grant:
+// its fencing token is drawn for it, above the last holder's, not the one the waiter's key kept
+// from its grant before. (It was that old one: in the faults run's stall cell, a holder's write
+// was refused as stale, and it was never told why: issue 25.)
+BOOST_AUTO_TEST_CASE(a_hand_over_learned_from_a_retry_carries_a_new_fencing_token) {
+    const std::string name = test::unique_resource("late_hand_over");
+    const std::string url = endpoint(url_variable);
+    test::byte_pipe go, held, release;
+    const pid_t holder = test::fork_child(
+        [&] {
+            auto lock = make_lock(strategies::make_redis_store(options_for(url)), name);
+            if (go.get(must_happen) != 'g' || !lock.try_lock() || !lock.fencing_token()) return 2;
+            held.put('h');
+            if (release.get(must_happen) != 'r') return 3;
+            lock.unlock();
+            return 0;
+        },
+        120s);
+    // The waiter reaches the server through a proxy that can hold its bytes (after the fork:
+    // the proxy is a thread). Its commands outlast the stall below.
+    auto o = options_for(url);
+    test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
+    o.endpoint.port = proxy.port();
+    o.command_timeout = 10s;
+    auto waiter = make_lock(strategies::make_redis_store(o), name);
+    BOOST_REQUIRE(waiter.try_lock());
+    const auto first = waiter.fencing_token();
+    BOOST_REQUIRE(first.has_value());
+    waiter.unlock();
+
+    go.put('g');
+    BOOST_REQUIRE(held.get(must_happen) == 'h');
+    const auto holders = last_fence(name);
+    BOOST_REQUIRE(holders > *first);
+    auto waited = std::async(std::launch::async, [&] { return waiter.try_lock_for(must_happen); });
+    BOOST_REQUIRE(eventually_queue_length(name, 1));
+    // The release hands the lock over while the waiter's bytes are held: the message on its wake
+    // channel waits in the proxy, and so does the retry it sends after its sleep (a second at
+    // most, waiter_renewal), which the server answers with "you hold it" once the stall ends.
+    proxy.set_mode(test::tcp_fault_proxy::mode::stall);
+    release.put('r');
+    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
+    BOOST_TEST(queue_length(name) == 0);  // handed over
+    std::this_thread::sleep_for(1500ms);
+    proxy.set_mode(test::tcp_fault_proxy::mode::pass);
+    BOOST_REQUIRE(waited.get());
+    const auto token = waiter.fencing_token();
+    BOOST_REQUIRE(token.has_value());
+    BOOST_TEST(*token > holders);
+    // Asked again while held, "you hold it" is the same grant, with the same token.
+    BOOST_TEST(waiter.try_lock());
+    BOOST_TEST(waiter.fencing_token().value_or(0) == *token);
+    waiter.unlock();
 }
 
 BOOST_AUTO_TEST_CASE(promote_and_demote) {
