@@ -89,9 +89,9 @@
 namespace locksmith::strategies {
 
 // Everything the sql strategy can offer; a SQLite-backed store lacks `distributed`.
-inline constexpr capability sql_capabilities = capability::exclusive | capability::noblock |
-                                               capability::expiring | capability::distributed |
-                                               capability::serializable | capability::fencing;
+inline constexpr capability sql_capabilities =
+    capability::exclusive | capability::noblock | capability::expiring | capability::distributed |
+    capability::serializable | capability::fencing | capability::counting;
 
 struct sql_dsn {
     enum class kind { sqlite, postgresql, mysql };
