@@ -65,7 +65,7 @@ class connection {
     // the lowest slot nobody holds (free, released or expired), else 0.
     virtual std::int64_t pick_slot(const std::string& prefix, const std::string& token,
                                    std::int64_t limit) = 0;
-    // How many of those slots are held (unexpired, with a token).
+    // How many of those slots take_slot could not take now (held, or a foreign row).
     virtual std::int64_t count_held(const std::string& prefix, std::int64_t limit) = 0;
     // The name's next fencing token: the limit row's fence, incremented.
     virtual std::int64_t next_fence(const std::string& limit_id) = 0;

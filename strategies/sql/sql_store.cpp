@@ -265,7 +265,8 @@ class sql_store final : public store {
             throw invalid_argument_error(
                 "sql: semaphore '" + k.resource() + "' has a limit of " + std::to_string(got.kept) +
                 " in table '" + table_shown(options_) + "', and " + std::to_string(got.held) +
-                " of its permits are held; this owner asks for " + std::to_string(limit) +
+                (got.held == 1 ? " of its permits is" : " of its permits are") +
+                " held; this owner asks for " + std::to_string(limit) +
                 ". One name has one limit: ask for " + std::to_string(got.kept) +
                 ", or wait until no permit is held (the next grant then keeps the new limit)");
         if (got.slot == 0) return false;
