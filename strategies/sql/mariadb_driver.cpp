@@ -118,12 +118,13 @@ class mariadb_connection final : public connection {
         target_.init_command = "SET time_zone = '+00:00'";
         target_.client_flags = CLIENT_FOUND_ROWS;
         session_.emplace(target_);
-        // A semaphore's transaction reads what other transactions committed before each
-        // statement (InnoDB's default, REPEATABLE READ, would read one snapshot).
-        plain("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-              "setting up the connection");
     }
 
+    // InnoDB's REPEATABLE READ, the server's default: the transaction's snapshot is taken at its
+    // first plain read (read_limit), after the limit row is locked, so it holds every grant of
+    // the name committed before; the writes (next_fence, take_slot) read the latest rows. Not
+    // READ COMMITTED for the session: with binlog_format=STATEMENT, InnoDB refuses writes under
+    // it, and the lock's statements would fail too.
     void begin() override { plain("START TRANSACTION", "starting a transaction"); }
     void commit() override { plain("COMMIT", "committing a transaction"); }
     void rollback() noexcept override {

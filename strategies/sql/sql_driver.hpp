@@ -48,9 +48,10 @@ class connection {
     // Time left of the row's current grant; nullopt when nobody holds it.
     virtual std::optional<milliseconds> remaining(const std::string& id) = 0;
     // --- counting semaphores (sql.hpp, Counting): rows `<prefix>/limit` and `<prefix>/<slot>` ---
-    // A transaction in which every statement sees what was committed before it started (PostgreSQL
-    // and MariaDB: READ COMMITTED; SQLite: BEGIN IMMEDIATE, the file's write lock). rollback()
-    // never throws: a connection it cannot roll back is no longer usable().
+    // A transaction whose reads after lock_limit see every grant of the name committed before
+    // (PostgreSQL: READ COMMITTED; MariaDB: REPEATABLE READ, whose snapshot the first plain read
+    // takes, after lock_limit's lock; SQLite: BEGIN IMMEDIATE, the file's write lock).
+    // rollback() never throws: a connection it cannot roll back is no longer usable().
     virtual void begin() = 0;
     virtual void commit() = 0;
     virtual void rollback() noexcept = 0;
