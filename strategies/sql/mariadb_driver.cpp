@@ -89,9 +89,8 @@ class mariadb_connection final : public connection {
         sql_[set_limit_id] =
             "UPDATE " + table + " SET token = 'limit', expires_ms = ? WHERE key_id = ?";
         const std::string slots =
-            "WITH RECURSIVE s (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?), taken "
-            "AS "
-            "(SELECT s.g, l.token FROM s JOIN " +
+            "WITH RECURSIVE s (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?), "
+            "taken AS (SELECT s.g, l.token FROM s JOIN " +
             table +
             " AS l ON l.key_id = CONCAT(?, s.g) WHERE NOT IFNULL(l.expires_ms <= " LS_NOW ", 0)) ";
         sql_[pick_slot_id] = slots +
