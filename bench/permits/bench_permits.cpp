@@ -4,7 +4,8 @@
 // alternate round by round (7 rounds), one object each, in one process. Then etcd, zookeeper
 // and memcached, by name through the registry, when their servers are given as the tests take
 // them (LOCKSMITH_TEST_ETCD, LOCKSMITH_TEST_ZOOKEEPER, LOCKSMITH_TEST_MEMCACHED:
-// scripts/services.sh env), with fewer pairs.
+// scripts/services.sh env), and sql (a SQLite file; PostgreSQL and MariaDB at
+// LOCKSMITH_TEST_POSTGRES_DSN, LOCKSMITH_TEST_MARIADB_DSN), with fewer pairs.
 //
 //   bench_permits [iterations per round] [remote iterations]     (default 100000, 300)
 //
@@ -135,5 +136,17 @@ int main(int argc, char** argv) {
         if (auto d = locksmith::default_registry().find("memcached"))
             run("memcached", d->create({{"servers", servers}, {"key_prefix", where + ":"}}),
                 remote);
+    // sql: a SQLite file of this run's own, and the servers of the tests when given
+    // (LOCKSMITH_TEST_POSTGRES_DSN, LOCKSMITH_TEST_MARIADB_DSN), in a table of the bench's own.
+    if (auto d = locksmith::default_registry().find("sql")) {
+        const auto sqlite_dir = std::filesystem::temp_directory_path() / (where + "-sql");
+        run("sql (SQLite)", d->create({{"dsn", "sqlite://" + (sqlite_dir / "bench.db").string()}}),
+            remote);
+        std::filesystem::remove_all(sqlite_dir);
+        for (const char* variable : {"LOCKSMITH_TEST_POSTGRES_DSN", "LOCKSMITH_TEST_MARIADB_DSN"})
+            if (const char* dsn = std::getenv(variable))
+                run(variable[15] == 'P' ? "sql (PostgreSQL)" : "sql (MariaDB)",
+                    d->create({{"dsn", dsn}, {"table", "locksmith_bench_permits"}}), remote);
+    }
     return 0;
 }

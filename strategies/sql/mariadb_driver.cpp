@@ -20,10 +20,34 @@ using namespace locksmith::mariadb;
 // for the whole statement.
 #define LS_NOW "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
 
-enum statement_id { acquire_id, refresh_id, release_id, holds_id, remaining_id, statement_count };
-constexpr std::array<const char*, statement_count> what = {"acquiring a lock", "refreshing a lock",
-                                                           "releasing a lock", "checking a lock",
-                                                           "reading a lock's status"};
+enum statement_id {
+    acquire_id,
+    refresh_id,
+    release_id,
+    holds_id,
+    remaining_id,
+    create_limit_id,
+    read_limit_id,
+    set_limit_id,
+    pick_slot_id,
+    count_held_id,
+    next_fence_id,
+    take_slot_id,
+    statement_count
+};
+static_assert(statement_count <= mariadb_session::max_statements);
+constexpr std::array<const char*, statement_count> what = {"acquiring a lock",
+                                                           "refreshing a lock",
+                                                           "releasing a lock",
+                                                           "checking a lock",
+                                                           "reading a lock's status",
+                                                           "locking a semaphore's limit",
+                                                           "reading a semaphore's limit",
+                                                           "setting a semaphore's limit",
+                                                           "looking for a free permit",
+                                                           "counting held permits",
+                                                           "drawing a permit's fencing token",
+                                                           "taking a permit"};
 
 bool wrong_shape(unsigned code) {
     return code == 1054 || code == 1364 || code == 1406 || code == 1366 || code == 1265;
@@ -53,6 +77,35 @@ class mariadb_connection final : public connection {
             "SELECT 1 FROM " + table + " WHERE key_id = ? AND token = ? AND expires_ms > " LS_NOW;
         sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
                              " WHERE key_id = ? AND token <> '' AND expires_ms > " LS_NOW;
+        // Counting semaphores. The insert (or its update of nothing) locks the limit row until
+        // the transaction ends. Slot rows are looked up by their key; the slot numbers come from
+        // a recursive CTE (MariaDB >= 10.2, MySQL >= 8.0). A slot is taken unless take_slot could
+        // take it: a row of NULLs keeps its slot out of use, never lets one more in.
+        sql_[create_limit_id] = "INSERT INTO " + table +
+                                " (key_id, token, expires_ms, fence) VALUES (?, 'limit', ?, 0) ON "
+                                "DUPLICATE KEY UPDATE fence = fence";
+        sql_[read_limit_id] = "SELECT IFNULL(IF(token = 'limit', expires_ms, -1), -1) FROM " +
+                              table + " WHERE key_id = ?";
+        sql_[set_limit_id] =
+            "UPDATE " + table + " SET token = 'limit', expires_ms = ? WHERE key_id = ?";
+        const std::string slots =
+            "WITH RECURSIVE s (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?), "
+            "taken AS (SELECT s.g, l.token FROM s JOIN " +
+            table +
+            " AS l ON l.key_id = CONCAT(?, s.g) WHERE NOT IFNULL(l.expires_ms <= " LS_NOW ", 0)) ";
+        sql_[pick_slot_id] = slots +
+                             "SELECT COALESCE((SELECT -MIN(g) FROM taken WHERE token = ?), (SELECT "
+                             "MIN(g) FROM s WHERE g NOT IN (SELECT g FROM taken)), 0)";
+        sql_[count_held_id] = slots + "SELECT COUNT(*) FROM taken";
+        sql_[next_fence_id] =
+            "UPDATE " + table + " SET fence = LAST_INSERT_ID(fence + 1) WHERE key_id = ?";
+        sql_[take_slot_id] =
+            "INSERT INTO " + table +
+            " (key_id, token, expires_ms, fence) VALUES (?, ?, " LS_NOW
+            " + ?, LAST_INSERT_ID(?)) ON DUPLICATE KEY UPDATE fence = IF(expires_ms <= " LS_NOW
+            ", LAST_INSERT_ID(VALUES(fence)), fence + LAST_INSERT_ID(0)), token = IF(expires_ms "
+            "<= " LS_NOW ", VALUES(token), token), expires_ms = IF(expires_ms <= " LS_NOW
+            ", VALUES(expires_ms), expires_ms)";
         // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only those it changed,
         // so a refresh within the same millisecond still counts. Expiry is computed in UTC, so
         // that no DST jump moves it.
@@ -64,6 +117,66 @@ class mariadb_connection final : public connection {
         target_.init_command = "SET time_zone = '+00:00'";
         target_.client_flags = CLIENT_FOUND_ROWS;
         session_.emplace(target_);
+    }
+
+    // InnoDB's REPEATABLE READ, the server's default: the transaction's snapshot is taken at its
+    // first plain read (read_limit), after the limit row is locked, so it holds every grant of
+    // the name committed before; the writes (next_fence, take_slot) read the latest rows. Not
+    // READ COMMITTED for the session: with binlog_format=STATEMENT, InnoDB refuses writes under
+    // it, and the lock's statements would fail too.
+    void begin() override { plain("START TRANSACTION", "starting a transaction"); }
+    void commit() override { plain("COMMIT", "committing a transaction"); }
+    void rollback() noexcept override {
+        try {
+            if (session_->usable()) session_->run("ROLLBACK", "rolling back a transaction");
+        } catch (...) {
+            unusable_ = true;
+        }
+    }
+    std::int64_t lock_limit(const std::string& limit_id, std::int64_t limit) override {
+        long long value = limit;
+        execute(create_limit_id, {text_param(limit_id), integer_param(value)});
+        auto kept = read_limit(limit_id);
+        if (!kept) missing_row(limit_id);
+        return *kept;
+    }
+    std::optional<std::int64_t> read_limit(const std::string& limit_id) override {
+        auto v = fetch(read_limit_id, {text_param(limit_id)});
+        if (!v.row) return std::nullopt;
+        return v.null ? -1 : v.value;
+    }
+    void set_limit(const std::string& limit_id, std::int64_t limit) override {
+        long long value = limit;
+        execute(set_limit_id, {integer_param(value), text_param(limit_id)});
+    }
+    std::int64_t pick_slot(const std::string& prefix, const std::string& token,
+                           std::int64_t limit) override {
+        long long n = limit;
+        return fetch(pick_slot_id, {integer_param(n), text_param(prefix), text_param(token)}).value;
+    }
+    std::int64_t count_held(const std::string& prefix, std::int64_t limit) override {
+        long long n = limit;
+        return fetch(count_held_id, {integer_param(n), text_param(prefix)}).value;
+    }
+    std::int64_t next_fence(const std::string& limit_id) override {
+        auto* s = execute(next_fence_id, {text_param(limit_id)});
+        const auto fence = std::int64_t(session_->insert_id(s));
+        if (session_->affected_rows(s) != 1) missing_row(limit_id);
+        if (fence <= 0)
+            throw backend_error("sql", "protocol",
+                                "sql: the fence of row '" + limit_id + "' of table '" +
+                                    table_shown(o_) + "' in " + o_.dsn.redacted() +
+                                    " is not a number; delete the row to reset the semaphore",
+                                error_kind::permanent);
+        return fence;
+    }
+    bool take_slot(const std::string& slot_id, const std::string& token, milliseconds ttl,
+                   std::int64_t fence) override {
+        long long ttl_ms = ttl.count();
+        long long f = fence;
+        auto* s = execute(take_slot_id, {text_param(slot_id), text_param(token),
+                                         integer_param(ttl_ms), integer_param(f)});
+        return std::int64_t(session_->insert_id(s)) == fence;
     }
 
     std::optional<std::int64_t> acquire(const std::string& id, const std::string& token,
@@ -102,7 +215,7 @@ class mariadb_connection final : public connection {
             refine(e);
         }
     }
-    bool usable() const override { return session_->usable(); }
+    bool usable() const override { return session_->usable() && !unusable_; }
     bool still_open() const override { return !session_->hung_up(); }
 
   private:
@@ -126,6 +239,20 @@ class mariadb_connection final : public connection {
         throw e;
     }
 
+    [[noreturn]] void missing_row(const std::string& id) const {
+        throw backend_error("sql", "protocol",
+                            "sql: row '" + id + "' of table '" + table_shown(o_) + "' in " +
+                                o_.dsn.redacted() + " went away inside a transaction",
+                            error_kind::transient);
+    }
+    void plain(const char* sql, const char* doing) {
+        try {
+            session_->run(sql, doing);
+        } catch (const mariadb_error& e) {
+            refine(e);
+        }
+    }
+
     MYSQL_STMT* execute(statement_id id, std::initializer_list<MYSQL_BIND> params) {
         try {
             return session_->execute(id, sql_[id], params, what[id]);
@@ -145,6 +272,7 @@ class mariadb_connection final : public connection {
     mariadb_target target_;
     std::optional<mariadb_session> session_;
     std::array<std::string, statement_count> sql_;
+    bool unusable_ = false;  // a transaction that could not be rolled back
 };
 
 }  // namespace

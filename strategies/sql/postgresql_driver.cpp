@@ -4,6 +4,7 @@
 // command_timeout even when the server stops answering. Statements are prepared once per
 // connection.
 #include <array>
+#include <charconv>
 #include <string>
 
 #include "pg_session.hpp"
@@ -15,7 +16,21 @@ namespace {
 // The database's clock in ms. statement_timestamp() is one value for the whole statement.
 #define LS_NOW "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint"
 
-enum statement_id { acquire_id, refresh_id, release_id, holds_id, remaining_id, statement_count };
+enum statement_id {
+    acquire_id,
+    refresh_id,
+    release_id,
+    holds_id,
+    remaining_id,
+    lock_limit_id,
+    read_limit_id,
+    set_limit_id,
+    pick_slot_id,
+    count_held_id,
+    next_fence_id,
+    take_slot_id,
+    statement_count
+};
 
 struct statement {
     const char* name;
@@ -28,6 +43,13 @@ constexpr std::array<statement, statement_count> statements = {{
     {"locksmith_release", "releasing a lock", 2},
     {"locksmith_holds", "checking a lock", 2},
     {"locksmith_remaining", "reading a lock's status", 1},
+    {"locksmith_lock_limit", "locking a semaphore's limit", 2},
+    {"locksmith_read_limit", "reading a semaphore's limit", 1},
+    {"locksmith_set_limit", "setting a semaphore's limit", 2},
+    {"locksmith_pick_slot", "looking for a free permit", 3},
+    {"locksmith_count_held", "counting held permits", 2},
+    {"locksmith_next_fence", "drawing a permit's fencing token", 1},
+    {"locksmith_take_slot", "taking a permit", 4},
 }};
 
 // SQLSTATEs that mean the table is not the one the strategy creates.
@@ -66,6 +88,81 @@ class pg_connection final : public connection {
             "SELECT 1 FROM " + table + " WHERE key_id = $1 AND token = $2 AND expires_ms > " LS_NOW;
         sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
                              " WHERE key_id = $1 AND token <> '' AND expires_ms > " LS_NOW;
+        // Counting semaphores. DO UPDATE (of nothing) locks an existing limit row until the
+        // transaction ends.
+        const std::string kept = "COALESCE(CASE WHEN l.token = 'limit' THEN l.expires_ms END, -1)";
+        sql_[lock_limit_id] = "INSERT INTO " + table +
+                              " AS l (key_id, token, expires_ms, fence) VALUES ($1, 'limit', "
+                              "$2::bigint, 0) ON CONFLICT (key_id) DO UPDATE SET fence = l.fence "
+                              "RETURNING " +
+                              kept;
+        sql_[read_limit_id] = "SELECT " + kept + " FROM " + table + " AS l WHERE key_id = $1";
+        sql_[set_limit_id] =
+            "UPDATE " + table + " SET token = 'limit', expires_ms = $2::bigint WHERE key_id = $1";
+        // Slot rows are looked up by their key (equality, whatever the column's collation). A
+        // slot is taken unless take_slot could take it (expired, released, or no row): a row of
+        // NULLs another program wrote keeps its slot out of use, never lets one more in.
+        const std::string taken =
+            "WITH taken AS (SELECT s.g, l.token FROM generate_series(1, "
+            "$2::int) AS s(g) JOIN " +
+            table +
+            " AS l ON l.key_id = $1::text || s.g::text WHERE NOT "
+            "COALESCE(l.expires_ms <= " LS_NOW ", false)) ";
+        sql_[pick_slot_id] = taken +
+                             "SELECT COALESCE((SELECT -min(g) FROM taken WHERE token = $3::text), "
+                             "(SELECT min(g) FROM generate_series(1, $2::int) AS f(g) WHERE g NOT "
+                             "IN (SELECT g FROM taken)), 0)";
+        sql_[count_held_id] = taken + "SELECT count(*) FROM taken";
+        sql_[next_fence_id] =
+            "UPDATE " + table + " SET fence = fence + 1 WHERE key_id = $1 RETURNING fence";
+        sql_[take_slot_id] = "INSERT INTO " + table +
+                             " AS l (key_id, token, expires_ms, fence) VALUES ($1, $2, " LS_NOW
+                             " + $3::bigint, $4::bigint) ON CONFLICT (key_id) DO UPDATE SET token "
+                             "= EXCLUDED.token, expires_ms = EXCLUDED.expires_ms, fence = "
+                             "EXCLUDED.fence WHERE l.expires_ms <= " LS_NOW " RETURNING 1";
+    }
+
+    void begin() override { session_.query("BEGIN", "starting a transaction"); }
+    void commit() override { session_.query("COMMIT", "committing a transaction"); }
+    void rollback() noexcept override {
+        try {
+            if (!session_.broken()) session_.query("ROLLBACK", "rolling back a transaction");
+        } catch (...) {
+            unusable_ = true;
+        }
+    }
+    std::int64_t lock_limit(const std::string& limit_id, std::int64_t limit) override {
+        const auto limit_text = std::to_string(limit);
+        return integer(exec(lock_limit_id, {limit_id.c_str(), limit_text.c_str()}));
+    }
+    std::optional<std::int64_t> read_limit(const std::string& limit_id) override {
+        auto r = exec(read_limit_id, {limit_id.c_str()});
+        if (pg::pg_rows(r.get()) == 0) return std::nullopt;
+        return integer(std::move(r));
+    }
+    void set_limit(const std::string& limit_id, std::int64_t limit) override {
+        const auto limit_text = std::to_string(limit);
+        exec(set_limit_id, {limit_id.c_str(), limit_text.c_str()});
+    }
+    std::int64_t pick_slot(const std::string& prefix, const std::string& token,
+                           std::int64_t limit) override {
+        const auto limit_text = std::to_string(limit);
+        return integer(exec(pick_slot_id, {prefix.c_str(), limit_text.c_str(), token.c_str()}));
+    }
+    std::int64_t count_held(const std::string& prefix, std::int64_t limit) override {
+        const auto limit_text = std::to_string(limit);
+        return integer(exec(count_held_id, {prefix.c_str(), limit_text.c_str()}));
+    }
+    std::int64_t next_fence(const std::string& limit_id) override {
+        return integer(exec(next_fence_id, {limit_id.c_str()}));
+    }
+    bool take_slot(const std::string& slot_id, const std::string& token, milliseconds ttl,
+                   std::int64_t fence) override {
+        const auto ttl_text = std::to_string(ttl.count());
+        const auto fence_text = std::to_string(fence);
+        return pg::pg_rows(exec(take_slot_id, {slot_id.c_str(), token.c_str(), ttl_text.c_str(),
+                                               fence_text.c_str()})
+                               .get()) == 1;
     }
 
     std::optional<std::int64_t> acquire(const std::string& id, const std::string& token,
@@ -104,7 +201,7 @@ class pg_connection final : public connection {
         }
         prepared_.fill(false);
     }
-    bool usable() const override { return !session_.broken(); }
+    bool usable() const override { return !session_.broken() && !unusable_; }
     bool still_open() const override { return !session_.hung_up(); }
 
   private:
@@ -122,6 +219,26 @@ class pg_connection final : public connection {
                                 " TO each of them, or name a schema they share with the "
                                 "option 'table' (schema.table)",
                             error_kind::permanent);
+    }
+
+    // The one value of a statement that returns one row.
+    std::int64_t integer(pg::pg_result r) const {
+        if (pg::pg_rows(r.get()) != 1)
+            throw backend_error("sql", "protocol",
+                                "sql: a statement on table '" + table_shown(o_) + "' in " +
+                                    where() + " returned " + std::to_string(pg::pg_rows(r.get())) +
+                                    " rows instead of one (is the row changed meanwhile?)",
+                                error_kind::transient);
+        const auto text = pg::pg_value(r.get(), 0, 0);
+        std::int64_t value = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+            throw backend_error("sql", "protocol",
+                                "sql: a statement on table '" + table_shown(o_) + "' in " +
+                                    where() + " returned '" + std::string(text.substr(0, 40)) +
+                                    "' where a number belongs (a NULL fence or limit?)",
+                                error_kind::permanent);
+        return value;
     }
 
     pg::pg_result exec(statement_id id, std::initializer_list<const char*> params) {
@@ -156,6 +273,7 @@ class pg_connection final : public connection {
     pg::pg_session session_;
     std::array<std::string, statement_count> sql_;
     std::array<bool, statement_count> prepared_{};
+    bool unusable_ = false;  // a transaction that could not be rolled back
 };
 
 }  // namespace

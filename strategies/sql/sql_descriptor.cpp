@@ -25,7 +25,7 @@ strategy_descriptor sql_metadata() {
     d.name = "sql";
     d.description =
         "SQL table (SQLite file, PostgreSQL, MariaDB/MySQL): one-statement grants, expiry by the "
-        "database's clock, fencing";
+        "database's clock, fencing, counting semaphores (a row per permit)";
     d.default_priority = 80;
     d.capabilities = sql_capabilities;
     d.capabilities_for = sql_capabilities_for;

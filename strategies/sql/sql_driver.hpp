@@ -47,6 +47,35 @@ class connection {
     virtual bool holds(const std::string& id, const std::string& token) = 0;
     // Time left of the row's current grant; nullopt when nobody holds it.
     virtual std::optional<milliseconds> remaining(const std::string& id) = 0;
+    // --- counting semaphores (sql.hpp, Counting): rows `<prefix>/limit` and `<prefix>/<slot>` ---
+    // A transaction whose reads after lock_limit see every grant of the name committed before
+    // (PostgreSQL: READ COMMITTED; MariaDB: REPEATABLE READ, whose snapshot the first plain read
+    // takes, after lock_limit's lock; SQLite: BEGIN IMMEDIATE, the file's write lock).
+    // rollback() never throws: a connection it cannot roll back is no longer usable().
+    virtual void begin() = 0;
+    virtual void commit() = 0;
+    virtual void rollback() noexcept = 0;
+    // Creates the limit row with `limit` when missing and locks it until the transaction ends
+    // (grants of one name run one at a time). Returns the limit it keeps; -1 when the row is not
+    // a limit row (token 'limit', expires_ms the limit).
+    virtual std::int64_t lock_limit(const std::string& limit_id, std::int64_t limit) = 0;
+    // The limit row's limit without locking or creating it (-1: not a limit row); nullopt: none.
+    virtual std::optional<std::int64_t> read_limit(const std::string& limit_id) = 0;
+    virtual void set_limit(const std::string& limit_id, std::int64_t limit) = 0;
+    // Among the slot rows `<prefix>1` .. `<prefix><limit>`: -s when `token` holds slot s, else
+    // the lowest slot nobody holds (free, released or expired), else 0.
+    virtual std::int64_t pick_slot(const std::string& prefix, const std::string& token,
+                                   std::int64_t limit) = 0;
+    // How many of those slots take_slot could not take now (held, or a foreign row).
+    virtual std::int64_t count_held(const std::string& prefix, std::int64_t limit) = 0;
+    // The name's next fencing token: the limit row's fence, incremented.
+    virtual std::int64_t next_fence(const std::string& limit_id) = 0;
+    // Takes the slot row `slot_id` for `token` until now + ttl with `fence` when it is missing,
+    // released or expired; false when it is held.
+    virtual bool take_slot(const std::string& slot_id, const std::string& token, milliseconds ttl,
+                           std::int64_t fence) = 0;
+    // A slot row's refresh, release and check are a lock row's (refresh, release, holds).
+
     // CREATE TABLE IF NOT EXISTS.
     virtual void create_table() = 0;
     // False after an error that may have left the connection unusable: it is then dropped.

@@ -27,10 +27,51 @@ using clock = std::chrono::steady_clock;
 // The database's clock in ms; 'now' is one value for the whole statement.
 #define LS_NOW "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
 
-enum statement_id { acquire_id, refresh_id, release_id, holds_id, remaining_id, statement_count };
-constexpr std::array<const char*, statement_count> what = {"acquiring a lock", "refreshing a lock",
-                                                           "releasing a lock", "checking a lock",
-                                                           "reading a lock's status"};
+enum statement_id {
+    acquire_id,
+    refresh_id,
+    release_id,
+    holds_id,
+    remaining_id,
+    lock_limit_id,
+    read_limit_id,
+    set_limit_id,
+    pick_slot_id,
+    count_held_id,
+    next_fence_id,
+    take_slot_id,
+    begin_id,
+    commit_id,
+    rollback_id,
+    statement_count
+};
+constexpr std::array<const char*, statement_count> what = {"acquiring a lock",
+                                                           "refreshing a lock",
+                                                           "releasing a lock",
+                                                           "checking a lock",
+                                                           "reading a lock's status",
+                                                           "locking a semaphore's limit",
+                                                           "reading a semaphore's limit",
+                                                           "setting a semaphore's limit",
+                                                           "looking for a free permit",
+                                                           "counting held permits",
+                                                           "drawing a permit's fencing token",
+                                                           "taking a permit",
+                                                           "starting a transaction",
+                                                           "committing a transaction",
+                                                           "rolling back a transaction"};
+
+// A statement parameter: text (when `text` is set) or an integer.
+struct param {
+    const std::string* text = nullptr;
+    long long number = 0;
+};
+param text_param(const std::string& value) {
+    return {&value, 0};
+}
+param integer_param(long long value) {
+    return {nullptr, value};
+}
 
 // Whether retrying may help after the (extended) result code `rc`: only when another connection
 // held the database (SQLITE_BUSY, SQLITE_LOCKED); a missing or unreadable file, a full disk or a
@@ -92,6 +133,38 @@ class sqlite_connection final : public connection {
             "SELECT 1 FROM " + table + " WHERE key_id = ?1 AND token = ?2 AND expires_ms > " LS_NOW;
         sql_[remaining_id] = "SELECT expires_ms - " LS_NOW " FROM " + table +
                              " WHERE key_id = ?1 AND token <> '' AND expires_ms > " LS_NOW;
+        // Counting semaphores, inside BEGIN IMMEDIATE (the file's write lock: grants run one at
+        // a time). Slot rows are looked up by their key; the slot numbers come from a recursive
+        // CTE. A slot is taken unless take_slot could take it: a row of NULLs keeps its slot out
+        // of use, never lets one more in.
+        const std::string kept = "COALESCE(CASE WHEN token = 'limit' THEN expires_ms END, -1)";
+        sql_[lock_limit_id] = "INSERT INTO " + table +
+                              " (key_id, token, expires_ms, fence) VALUES (?1, 'limit', ?2, 0) ON "
+                              "CONFLICT (key_id) DO UPDATE SET fence = fence RETURNING " +
+                              kept;
+        sql_[read_limit_id] = "SELECT " + kept + " FROM " + table + " WHERE key_id = ?1";
+        sql_[set_limit_id] =
+            "UPDATE " + table + " SET token = 'limit', expires_ms = ?2 WHERE key_id = ?1";
+        const std::string slots =
+            "WITH RECURSIVE s (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?3), taken "
+            "AS (SELECT s.g, l.token FROM s JOIN " +
+            table +
+            " AS l ON l.key_id = ?1 || s.g WHERE NOT coalesce(l.expires_ms <= " LS_NOW ", 0)) ";
+        sql_[pick_slot_id] =
+            slots +
+            "SELECT COALESCE((SELECT -min(g) FROM taken WHERE token = ?2), (SELECT "
+            "min(g) FROM s WHERE g NOT IN (SELECT g FROM taken)), 0)";
+        sql_[count_held_id] = slots + "SELECT count(*) FROM taken";
+        sql_[next_fence_id] =
+            "UPDATE " + table + " SET fence = fence + 1 WHERE key_id = ?1 RETURNING fence";
+        sql_[take_slot_id] = "INSERT INTO " + table +
+                             " (key_id, token, expires_ms, fence) VALUES (?1, ?2, " LS_NOW
+                             " + ?3, ?4) ON CONFLICT (key_id) DO UPDATE SET token = "
+                             "excluded.token, expires_ms = excluded.expires_ms, fence = "
+                             "excluded.fence WHERE expires_ms <= " LS_NOW " RETURNING 1";
+        sql_[begin_id] = "BEGIN IMMEDIATE";
+        sql_[commit_id] = "COMMIT";
+        sql_[rollback_id] = "ROLLBACK";
         // NOFOLLOW: never through a symlink (prepare_sqlite_file checked the real file).
         int rc = sqlite3_open_v2(o.dsn.path.c_str(), &db_,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
@@ -134,6 +207,43 @@ class sqlite_connection final : public connection {
             [&](sqlite3_stmt* s) { left = milliseconds(sqlite3_column_int64(s, 0)); });
         return left;
     }
+    void begin() override { exec(begin_id, {}, nullptr); }
+    void commit() override { exec(commit_id, {}, nullptr); }
+    void rollback() noexcept override {
+        try {
+            if (sqlite3_get_autocommit(db_) == 0) exec(rollback_id, {}, nullptr);
+        } catch (...) {
+            unusable_ = true;
+        }
+    }
+    std::int64_t lock_limit(const std::string& limit_id, std::int64_t limit) override {
+        return integer(lock_limit_id, {text_param(limit_id), integer_param(limit)}).value_or(-1);
+    }
+    std::optional<std::int64_t> read_limit(const std::string& limit_id) override {
+        return integer(read_limit_id, {text_param(limit_id)});
+    }
+    void set_limit(const std::string& limit_id, std::int64_t limit) override {
+        exec(set_limit_id, {text_param(limit_id), integer_param(limit)}, nullptr);
+    }
+    std::int64_t pick_slot(const std::string& prefix, const std::string& token,
+                           std::int64_t limit) override {
+        return integer(pick_slot_id, {text_param(prefix), text_param(token), integer_param(limit)})
+            .value_or(0);
+    }
+    std::int64_t count_held(const std::string& prefix, std::int64_t limit) override {
+        // ?2 (the token) is not used here: the CTE is pick_slot's.
+        return integer(count_held_id, {text_param(prefix), param{}, integer_param(limit)})
+            .value_or(0);
+    }
+    std::int64_t next_fence(const std::string& limit_id) override {
+        return integer(next_fence_id, {text_param(limit_id)}).value_or(0);
+    }
+    bool take_slot(const std::string& slot_id, const std::string& token, milliseconds ttl,
+                   std::int64_t fence) override {
+        return integer(take_slot_id, {text_param(slot_id), text_param(token),
+                                      integer_param(ttl.count()), integer_param(fence)})
+            .has_value();
+    }
     void create_table() override {
         const std::string sql =
             "CREATE TABLE IF NOT EXISTS " + table_sql(o_, '"') +
@@ -142,7 +252,7 @@ class sqlite_connection final : public connection {
         const int rc = exec_retrying_while_busy(db_, sql.c_str(), o_.command_timeout);
         if (rc != SQLITE_OK) fail("creating the table", rc);
     }
-    bool usable() const override { return db_ != nullptr; }
+    bool usable() const override { return db_ != nullptr && !unusable_; }
 
   private:
     std::string where() const { return o_.dsn.redacted(); }
@@ -184,16 +294,38 @@ class sqlite_connection final : public connection {
     template <class Row>
     void run(statement_id id, const std::string& key_id, const std::string& token, long long ttl_ms,
              Row on_row) {
+        if (id == remaining_id)
+            exec(id, {text_param(key_id)}, on_row);
+        else if (ttl_ms >= 0)
+            exec(id, {text_param(key_id), text_param(token), integer_param(ttl_ms)}, on_row);
+        else
+            exec(id, {text_param(key_id), text_param(token)}, on_row);
+    }
+
+    // The first column of the last row as an integer (NULL: 0); nullopt without a row.
+    std::optional<std::int64_t> integer(statement_id id, std::initializer_list<param> params) {
+        std::optional<std::int64_t> value;
+        exec(id, params, [&](sqlite3_stmt* s) { value = sqlite3_column_int64(s, 0); });
+        return value;
+    }
+
+    // Runs statement `id` with `params` as ?1, ?2, ..., calling on_row for each row.
+    template <class Row>
+    void exec(statement_id id, std::initializer_list<param> params, Row on_row) {
         if (!prepared_[id]) {
             int rc = sqlite3_prepare_v3(db_, sql_[id].c_str(), int(sql_[id].size()),
                                         SQLITE_PREPARE_PERSISTENT, &prepared_[id], nullptr);
             if (rc != SQLITE_OK) fail(what[id], rc);
         }
         sqlite3_stmt* s = prepared_[id];
-        sqlite3_bind_text(s, 1, key_id.data(), int(key_id.size()), SQLITE_STATIC);
-        if (id != remaining_id)
-            sqlite3_bind_text(s, 2, token.data(), int(token.size()), SQLITE_STATIC);
-        if (ttl_ms >= 0) sqlite3_bind_int64(s, 3, ttl_ms);
+        int index = 0;
+        for (const auto& p : params) {
+            ++index;
+            if (p.text)
+                sqlite3_bind_text(s, index, p.text->data(), int(p.text->size()), SQLITE_STATIC);
+            else
+                sqlite3_bind_int64(s, index, p.number);
+        }
         // The busy handler waits for other writers; a snapshot that went stale meanwhile (WAL)
         // is reported at once instead, and the statement simply runs again.
         const auto until = clock::now() + o_.command_timeout;
@@ -220,6 +352,7 @@ class sqlite_connection final : public connection {
     sqlite3* db_ = nullptr;
     std::array<std::string, statement_count> sql_;
     std::array<sqlite3_stmt*, statement_count> prepared_{};
+    bool unusable_ = false;  // a transaction that could not be rolled back
 };
 
 }  // namespace

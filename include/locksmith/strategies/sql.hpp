@@ -42,9 +42,32 @@
 //  - Fencing: `fence` counts the grants of the row, incremented in the granting statement
 //    (a re-acquire by the holder keeps its token). Release clears the token and keeps the row,
 //    so the counter survives and tokens strictly increase across release, expiry and re-grant.
-//    The table therefore keeps one small row per name ever locked.
+//    The table therefore keeps one small row per name ever locked (a semaphore: its limit row
+//    and one row per permit ever held at once).
 //  - Exclusive only (a shared request takes the exclusive lock); waiting is polled by
 //    named_lock with the core's backoff (no native_wait).
+//  - Counting semaphores (capability counting; a key with limit() = N, 1..1000): in the same table,
+//    a name's permit rows share a prefix, the first 24 hex digits of its key_id and '/' (a lock's
+//    key_id has no '/': a semaphore and the lock of one name are separate rows). Permit i is the
+//    row `<prefix><i>` (i = 1..N; the key's portable_state "permit", which LOCKSMITH_PERMIT shows),
+//    a lock row in all but its key: taken for an owner token by one conditional upsert on the
+//    unique key_id when it is missing, released or expired (by the database's clock), refreshed and
+//    released by that token only. Only rows 1..N are ever offered, so owners that agree on N never
+//    exceed N whatever the isolation; owners of two limits (an administrator deleted the limit row)
+//    never exceed the larger. The row `<prefix>limit` keeps the limit (token 'limit', expires_ms =
+//    N: never a holder) and the name's fencing counter (fence). Each grant is a transaction that
+//    locks that row first (PostgreSQL READ COMMITTED and MariaDB REPEATABLE READ, the servers'
+//    defaults, with INSERT .. ON CONFLICT/ON DUPLICATE KEY; SQLite: BEGIN IMMEDIATE), so grants of
+//    one name run one at a time: the limit is checked exactly, the lowest slot nobody holds is
+//    taken and fencing tokens increase across the name's permits in grant order. Another limit is
+//    refused (invalid_argument_error naming both) while any permit of either is held; with none
+//    held, the next grant keeps its own limit. A limit row that is not one (another token, a limit
+//    outside 1..1000, a NULL fence) is a permanent backend_error ("foreign") naming the row and the
+//    DELETE that resets it; a slot row that cannot be taken (a live foreign token, NULLs) keeps its
+//    slot out of use: fewer holders, never more. Waits are polled like the lock's. Crash: a holder
+//    that dies keeps its permit until its TTL runs out. status() of a name whose lock is free and
+//    that has a limit row counts its held permits. MariaDB needs recursive CTEs (>= 10.2; MySQL >=
+//    8.0).
 //  - The table is created on first use when missing (`create_table`, default true), detected by
 //    each driver's own error (PostgreSQL SQLSTATE 42P01, MariaDB error 1146, SQLite "no such
 //    table"). A table without the expected columns is a backend_error naming them.
@@ -89,9 +112,9 @@
 namespace locksmith::strategies {
 
 // Everything the sql strategy can offer; a SQLite-backed store lacks `distributed`.
-inline constexpr capability sql_capabilities = capability::exclusive | capability::noblock |
-                                               capability::expiring | capability::distributed |
-                                               capability::serializable | capability::fencing;
+inline constexpr capability sql_capabilities =
+    capability::exclusive | capability::noblock | capability::expiring | capability::distributed |
+    capability::serializable | capability::fencing | capability::counting;
 
 struct sql_dsn {
     enum class kind { sqlite, postgresql, mysql };

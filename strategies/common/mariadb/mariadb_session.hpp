@@ -95,7 +95,7 @@ struct first_value {
 class mariadb_session {
   public:
     // The most prepared statements a session keeps (slots 0 .. max_statements - 1).
-    static constexpr std::size_t max_statements = 8;
+    static constexpr std::size_t max_statements = 16;
 
     // Connects within target.connect_timeout; `target` must outlive the session. A DSN with a
     // port connects over TCP (to localhost too); localhost or no host without a port uses the

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: MIT
+// Counting semaphores on the sql strategy (issue 27), on each driver: a SQLite file of the
+// test's own and the PostgreSQL and MariaDB of scripts/services.sh (LOCKSMITH_TEST_POSTGRES_DSN,
+// LOCKSMITH_TEST_MARIADB_DSN). Permits are rows `<prefix>/<slot>` beside the name's limit row
+// (include/locksmith/strategies/sql.hpp); the hostile cases write rows as another program
+// would. Each case names the path it guards (tests/mutants/faults.txt).
+#define BOOST_TEST_MODULE sql_semaphore_integration
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <locksmith/locksmith.hpp>
+#include <locksmith/strategies/sql.hpp>
+
+#ifdef LOCKSMITH_TEST_SQLITE
+#include <sqlite3.h>
+#endif
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+#include <libpq-fe.h>
+#endif
+#ifdef LOCKSMITH_TEST_MARIADB
+#include <mysql.h>
+#endif
+
+#include "integration/integration_support.hpp"
+#include "support/child_process.hpp"
+#include "support/permit_helpers.hpp"
+#include "support/printers.hpp"
+#include "support/suite_helpers.hpp"
+#include "support/test_helpers.hpp"
+
+using namespace locksmith;
+using namespace std::chrono_literals;
+using locksmith::test::endpoint;
+using locksmith::test::make_permit;
+using strategies::sql_options;
+
+namespace {
+
+constexpr const char* postgres_variable = "LOCKSMITH_TEST_POSTGRES_DSN";
+constexpr const char* mariadb_variable = "LOCKSMITH_TEST_MARIADB_DSN";
+
+std::string sqlite_dsn() {
+    static const std::filesystem::path dir = [] {
+        auto d = std::filesystem::temp_directory_path() /
+                 ("locksmith-sql-sem-" + std::to_string(::getpid()));
+        std::filesystem::create_directories(d);
+        std::filesystem::permissions(d, std::filesystem::perms::owner_all,
+                                     std::filesystem::perm_options::replace);
+        return d;
+    }();
+    return "sqlite://" + (dir / "sem.db").string();
+}
+
+sql_options options_for(const std::string& dsn, const std::string& table) {
+    sql_options o;
+    o.dsn = strategies::parse_sql_dsn(dsn);
+    o.table = table;
+    o.connect_timeout = 5s;  // a loaded CI machine
+    o.command_timeout = 5s;
+    return o;
+}
+
+std::shared_ptr<store> store_for(const std::string& dsn,
+                                 const std::string& table = "locksmith_sem_keys") {
+    return strategies::make_sql_store(options_for(dsn, table));
+}
+
+// The name's permit rows: `<prefix>limit` and `<prefix><slot>` (sql.hpp, Counting).
+std::string prefix_of(const std::string& name) {
+    return strategies::sql_key_id(name).substr(0, 24) + "/";
+}
+
+// The database's clock in ms, in each dialect, for rows planted by hand.
+std::string now_ms(const sql_options& o) {
+    switch (o.dsn.driver) {
+        case strategies::sql_dsn::kind::sqlite:
+            return "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+        case strategies::sql_dsn::kind::postgresql:
+            return "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint";
+        case strategies::sql_dsn::kind::mysql:
+            return "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+    }
+    return "0";
+}
+
+// Runs one statement on the database directly, as another program would.
+void admin_exec(const sql_options& o, const std::string& sql) {
+    switch (o.dsn.driver) {
+        case strategies::sql_dsn::kind::sqlite: {
+#ifdef LOCKSMITH_TEST_SQLITE
+            sqlite3* db = nullptr;
+            BOOST_REQUIRE(sqlite3_open(o.dsn.path.c_str(), &db) == SQLITE_OK);
+            sqlite3_busy_timeout(db, 5000);
+            char* error = nullptr;
+            int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+            std::string message = error ? error : "";
+            sqlite3_free(error);
+            sqlite3_close(db);
+            BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, sql << ": " << message);
+#endif
+            return;
+        }
+        case strategies::sql_dsn::kind::postgresql: {
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+            PGconn* c = PQconnectdb(o.dsn.text.c_str());
+            BOOST_REQUIRE(PQstatus(c) == CONNECTION_OK);
+            PGresult* r = PQexec(c, sql.c_str());
+            const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+            std::string message = PQresultErrorMessage(r);
+            PQclear(r);
+            PQfinish(c);
+            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
+#endif
+            return;
+        }
+        case strategies::sql_dsn::kind::mysql: {
+#ifdef LOCKSMITH_TEST_MARIADB
+            MYSQL* c = mysql_init(nullptr);
+            BOOST_REQUIRE(mysql_real_connect(c, o.dsn.host.c_str(), o.dsn.user.c_str(),
+                                             o.dsn.password.c_str(), o.dsn.database.c_str(),
+                                             unsigned(o.dsn.port), nullptr, 0));
+            const bool ok = mysql_query(c, sql.c_str()) == 0;
+            std::string message = mysql_error(c);
+            mysql_close(c);
+            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
+#endif
+            return;
+        }
+    }
+}
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// Guards: grant beyond the limit; the permits' numbers and fencing tokens; a re-acquire.
+void permits_are_numbered_and_the_limit_is_kept(const std::string& dsn) {
+    const std::string name = test::unique_resource("three");
+    auto s = store_for(dsn);
+    BOOST_TEST(has(s->capabilities(), capability::counting));
+    auto a = make_permit(s, name, 3), b = make_permit(s, name, 3), c = make_permit(s, name, 3),
+         d = make_permit(s, name, 3);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(b.try_acquire());
+    BOOST_TEST(c.try_acquire());
+    BOOST_TEST(!d.try_acquire());
+    const auto fa = a.fencing_token().value_or(0), fb = b.fencing_token().value_or(0),
+               fc = c.fencing_token().value_or(0);
+    BOOST_TEST((fa > 0 && fa < fb && fb < fc), fa << " " << fb << " " << fc);
+    BOOST_TEST(a.try_acquire());  // held already: the same permit, renewed
+    BOOST_TEST(a.permit() == "1");
+    std::set<std::string> numbers{a.permit(), b.permit(), c.permit()};
+    BOOST_TEST((numbers == std::set<std::string>{"1", "2", "3"}));
+    auto st = s->status(name);
+    BOOST_TEST(st.limit.value_or(0) == 3u);
+    BOOST_TEST(st.permits_held.value_or(0) == 3u);
+    BOOST_TEST(st.held == lock_status::state::held_exclusive);
+    a.refresh(30s);
+    BOOST_TEST(a.is_acquired());
+    b.release();
+    BOOST_TEST(!b.is_acquired());
+    BOOST_TEST(s->status(name).held == lock_status::state::free);
+    BOOST_TEST(d.try_acquire());
+    BOOST_TEST(d.permit() == "2");  // the one given back
+    BOOST_TEST(d.fencing_token().value_or(0) > fc);
+    // A lock of the same name is another object.
+    named_lock lock(s, std::make_shared<key>(name));
+    BOOST_TEST(lock.try_lock());
+    lock.unlock();
+    a.release();
+    c.release();
+    d.release();
+    BOOST_TEST(s->status(name).permits_held.value_or(9) == 0u);
+}
+
+// Guards: grant beyond the limit, across processes (N + 2 of them, waits polled).
+void processes_never_exceed_the_limit(const std::string& dsn) {
+    const std::string name = test::unique_resource("pool");
+    test::permit_page page;
+    auto* c = page.counter;
+    BOOST_TEST(test::hold_permits_in_processes([&] { return store_for(dsn); }, name, 3, 5, 30, *c,
+                                               3ms) == 0);
+    BOOST_TEST(c->grants.load() == 150);
+    BOOST_TEST(c->most.load() <= 3);
+    BOOST_TEST(c->most.load() == 3);
+}
+
+// Guards: a second limit accepted while permits are held.
+void a_second_limit_is_refused_naming_both(const std::string& dsn) {
+    const std::string name = test::unique_resource("mismatch");
+    auto s = store_for(dsn);
+    auto three = make_permit(s, name, 3);
+    BOOST_REQUIRE(three.try_acquire());
+    auto five = make_permit(store_for(dsn), name, 5);
+    try {
+        (void)five.try_acquire();
+        BOOST_ERROR("a second limit was accepted");
+    } catch (const invalid_argument_error& e) {
+        BOOST_TEST(contains(e.what(), "limit of 3"), e.what());
+        BOOST_TEST(contains(e.what(), "asks for 5"), e.what());
+        BOOST_TEST(contains(e.what(), "wait until no permit is held"), e.what());
+    }
+    BOOST_TEST(!five.held());
+    BOOST_TEST(s->status(name).limit.value_or(0) == 3u);
+    three.release();
+    BOOST_TEST(five.try_acquire());  // none held: the limit changes
+    BOOST_TEST(s->status(name).limit.value_or(0) == 5u);
+    auto again = make_permit(s, name, 3);
+    BOOST_CHECK_THROW((void)again.try_acquire(), invalid_argument_error);
+    five.release();
+    auto huge = make_permit(s, name, 5000);
+    BOOST_CHECK_THROW((void)huge.try_acquire(), invalid_argument_error);
+}
+
+// Guards: an expired permit never reclaimed; a stale holder's refresh or release touching the
+// new holder's row.
+void an_expired_permit_is_reclaimed(const std::string& dsn) {
+    const std::string name = test::unique_resource("expired");
+    auto s = store_for(dsn);
+    lock_options o;
+    o.ttl = 300ms;
+    o.auto_refresh = false;
+    auto stale = make_permit(s, name, 1, o);
+    BOOST_REQUIRE(stale.try_acquire());
+    auto next = make_permit(store_for(dsn), name, 1);
+    BOOST_TEST(!next.try_acquire());
+    BOOST_TEST(next.try_acquire_for(10s));  // by the database's clock, after 300 ms
+    BOOST_TEST(next.permit() == "1");
+    BOOST_TEST(!stale.is_acquired());
+    BOOST_CHECK_THROW(stale.refresh(30s), error);
+    try {
+        stale.release();
+    } catch (const error&) {
+    }
+    auto probe = make_permit(s, name, 1);
+    BOOST_TEST(!probe.try_acquire(), "the stale holder freed the new holder's permit");
+    BOOST_TEST(next.is_acquired());
+    next.release();
+    BOOST_TEST(probe.try_acquire());
+    probe.release();
+}
+
+// Rows another program wrote: a live row beyond the limit, an expired one, and a limit row of
+// nonsense. Never N + 1 holders; a clear error naming the row and how to reset it.
+void foreign_rows_never_make_room_for_more(const std::string& dsn) {
+    const std::string name = test::unique_resource("hostile");
+    const std::string table = "locksmith_sem_keys";
+    const auto o = options_for(dsn, table);
+    auto s = store_for(dsn, table);
+    const auto p = prefix_of(name);
+    {
+        auto first = make_permit(s, name, 2);  // creates the limit row
+        BOOST_REQUIRE(first.try_acquire());
+        first.release();
+    }
+    const std::string far = now_ms(o) + " + 3600000";
+    // Slot 3 of a limit of 2, held for an hour; slot 1 "held" until an hour ago; a
+    // negative expiry on slot 2.
+    admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "3', 'intruder', " + far + ", 1)");
+    admin_exec(o, "UPDATE " + table + " SET token = 'zombie', expires_ms = " + now_ms(o) +
+                      " - 3600000 WHERE key_id = '" + p + "1'");
+    admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "2', 'ghost', -5, 7)");
+    auto a = make_permit(s, name, 2), b = make_permit(s, name, 2), c = make_permit(s, name, 2);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(b.try_acquire());
+    BOOST_TEST(!c.try_acquire(), "a row beyond the limit made room for a third holder");
+    BOOST_TEST(s->status(name).permits_held.value_or(0) == 2u);
+    a.release();
+    b.release();
+    // A live foreign row inside the limit takes a slot: fewer holders, never more.
+    admin_exec(o, "UPDATE " + table + " SET token = 'squatter', expires_ms = " + far +
+                      " WHERE key_id = '" + p + "1'");
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(a.permit() == "2");
+    BOOST_TEST(!b.try_acquire());
+    a.release();
+    // Limit rows of nonsense: refused with the row, the table and the way out.
+    for (const std::string& bad :
+         {std::string("token = 'limit', expires_ms = 0"), std::string("expires_ms = -3"),
+          std::string("token = 'limit', expires_ms = 99999999"),
+          std::string("token = 'garbage', expires_ms = 2")}) {
+        admin_exec(o, "UPDATE " + table + " SET " + bad + " WHERE key_id = '" + p + "limit'");
+        try {
+            (void)c.try_acquire();
+            BOOST_ERROR("a limit row with " << bad << " was accepted");
+        } catch (const backend_error& e) {
+            BOOST_TEST(!e.transient());
+            BOOST_TEST(contains(e.what(), p + "limit"), e.what());
+            BOOST_TEST(contains(e.what(), "DELETE FROM"), e.what());
+        }
+        BOOST_TEST(!c.held());
+        BOOST_CHECK_THROW((void)s->status(name), backend_error);
+    }
+    admin_exec(o, "DELETE FROM " + table + " WHERE key_id = '" + p + "limit'");
+    BOOST_TEST(c.try_acquire());  // the limit row comes back with c's limit
+    BOOST_TEST(s->status(name).limit.value_or(0) == 2u);
+    c.release();
+}
+
+// A table another program created without NOT NULL: NULLs in a slot row keep that slot out of
+// use (fewer holders), and in the limit row give a clear error.
+void nulls_never_make_room_for_more(const std::string& dsn) {
+    const std::string name = test::unique_resource("nulls");
+    const std::string table = "locksmith_sem_nullable";
+    const auto o = options_for(dsn, table);
+    admin_exec(o, "CREATE TABLE IF NOT EXISTS " + table +
+                      " (key_id VARCHAR(32) PRIMARY KEY, token VARCHAR(32), expires_ms BIGINT, "
+                      "fence BIGINT)");
+    auto s = store_for(dsn, table);
+    const auto p = prefix_of(name);
+    admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "1', NULL, NULL, NULL)");
+    auto a = make_permit(s, name, 2), b = make_permit(s, name, 2);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(a.permit() == "2");
+    BOOST_TEST(!b.try_acquire(), "a slot row of NULLs made room for another holder");
+    a.release();
+    admin_exec(o, "UPDATE " + table + " SET expires_ms = NULL WHERE key_id = '" + p + "limit'");
+    BOOST_CHECK_THROW((void)b.try_acquire(), backend_error);
+    admin_exec(
+        o, "UPDATE " + table + " SET expires_ms = 2, fence = NULL WHERE key_id = '" + p + "limit'");
+    BOOST_CHECK_THROW((void)b.try_acquire(), backend_error);
+    BOOST_TEST(!b.held());
+    admin_exec(o, "DELETE FROM " + table + " WHERE key_id = '" + p + "limit'");
+    BOOST_TEST(b.try_acquire());
+    b.release();
+}
+
+}  // namespace
+
+#ifdef LOCKSMITH_TEST_SQLITE
+BOOST_AUTO_TEST_SUITE(sqlite)
+BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
+    ::permits_are_numbered_and_the_limit_is_kept(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
+    ::processes_never_exceed_the_limit(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
+    ::a_second_limit_is_refused_naming_both(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(an_expired_permit_is_reclaimed) {
+    ::an_expired_permit_is_reclaimed(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(foreign_rows_never_make_room_for_more) {
+    ::foreign_rows_never_make_room_for_more(sqlite_dsn());
+}
+BOOST_AUTO_TEST_CASE(nulls_never_make_room_for_more) {
+    ::nulls_never_make_room_for_more(sqlite_dsn());
+}
+BOOST_AUTO_TEST_SUITE_END()
+#endif
+
+#ifdef LOCKSMITH_TEST_POSTGRESQL
+BOOST_AUTO_TEST_SUITE(postgresql,
+                      *boost::unit_test::precondition(test::server_precondition{postgres_variable}))
+BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
+    ::permits_are_numbered_and_the_limit_is_kept(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
+    ::processes_never_exceed_the_limit(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
+    ::a_second_limit_is_refused_naming_both(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(an_expired_permit_is_reclaimed) {
+    ::an_expired_permit_is_reclaimed(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(foreign_rows_never_make_room_for_more) {
+    ::foreign_rows_never_make_room_for_more(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_CASE(nulls_never_make_room_for_more) {
+    ::nulls_never_make_room_for_more(endpoint(postgres_variable));
+}
+BOOST_AUTO_TEST_SUITE_END()
+#endif
+
+#ifdef LOCKSMITH_TEST_MARIADB
+BOOST_AUTO_TEST_SUITE(mariadb,
+                      *boost::unit_test::precondition(test::server_precondition{mariadb_variable}))
+BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
+    ::permits_are_numbered_and_the_limit_is_kept(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
+    ::processes_never_exceed_the_limit(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
+    ::a_second_limit_is_refused_naming_both(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(an_expired_permit_is_reclaimed) {
+    ::an_expired_permit_is_reclaimed(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(foreign_rows_never_make_room_for_more) {
+    ::foreign_rows_never_make_room_for_more(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(nulls_never_make_room_for_more) {
+    ::nulls_never_make_room_for_more(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_SUITE_END()
+#endif
