@@ -323,7 +323,8 @@ class pg_advisory_store final : public store {
         pin(k, std::move(session), lock_mode::exclusive);
         auto* held = k.local_state_of<pinned_session>(instance_id());
         held->slot = slot;
-        k.portable_state()["permit"] = std::uint64_t(slot);
+        // Shown as 1..N (LOCKSMITH_PERMIT), as every counting strategy numbers its permits.
+        k.portable_state()["permit"] = std::uint64_t(slot + 1);
         return true;
     }
 

@@ -224,9 +224,11 @@ BOOST_AUTO_TEST_CASE(explain_counting_names_the_strategies_that_count) {
 }
 
 // `run --limit 3` on a server's strategy: six runs of 0.4 s, never more than three inside at
-// once and three at some point; the command's permit is its owner's token; `status` counts the
-// permits while one is held; a second limit is refused.
-static void run_with_a_limit_on(const std::string& strategy, const json& options) {
+// once and three at some point; the command's permit is its owner's token, or with `numbered`
+// the permit's number 1..3; `status` counts the permits while one is held; a second limit is
+// refused.
+static void run_with_a_limit_on(const std::string& strategy, const json& options,
+                                bool numbered = false) {
     cli_sandbox box(json{{"strategies", {{strategy, {{"options", options}}}}}});
     const std::string inside = box.path("inside");
     std::filesystem::create_directory(inside);
@@ -249,11 +251,19 @@ static void run_with_a_limit_on(const std::string& strategy, const json& options
     BOOST_TEST(most == 3);
     std::istringstream permits(box.read_file("permits"));
     std::set<std::string> distinct;
-    for (std::string p; permits >> p;) {
-        BOOST_TEST(p.size() == 32u, p);  // the owner's token
+    int permits_read = 0;
+    for (std::string p; permits >> p; ++permits_read) {
+        if (numbered)
+            BOOST_TEST((p == "1" || p == "2" || p == "3"), p);
+        else
+            BOOST_TEST(p.size() == 32u, p);  // the owner's token
         distinct.insert(p);
     }
-    BOOST_TEST(distinct.size() == 6u);
+    BOOST_TEST(permits_read == 6);
+    if (numbered)
+        BOOST_TEST(distinct.size() == 3u);  // three at once: each number in use
+    else
+        BOOST_TEST(distinct.size() == 6u);
 
     auto holder =
         box.start(box.with_config("run", {"--strategy", strategy, "--limit", "3", "held", "-c",
@@ -306,6 +316,35 @@ BOOST_AUTO_TEST_CASE(run_with_a_limit_on_zookeeper) {
     }
     const std::string root = "/locksmith-cli-sem-" + std::to_string(::getpid());
     run_with_a_limit_on("zookeeper", {{"hosts", *hosts}, {"root", root}});
+}
+
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_memcached) {
+    const auto servers = locksmith::test::env("LOCKSMITH_TEST_MEMCACHED");
+    if (!servers) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_MEMCACHED is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    const std::string prefix = "locksmith-cli-sem:" + std::to_string(::getpid()) + ":";
+    run_with_a_limit_on("memcached", {{"servers", *servers}, {"key_prefix", prefix}}, true);
+}
+
+// sql and pg_advisory on the tests' PostgreSQL: numbered permits.
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_postgresql) {
+    const auto dsn = locksmith::test::env("LOCKSMITH_TEST_POSTGRES_DSN");
+    if (!dsn) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_POSTGRES_DSN is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    BOOST_TEST_CONTEXT("sql") {
+        run_with_a_limit_on("sql", {{"dsn", *dsn}, {"table", "locksmith_cli_permits"}}, true);
+    }
+    BOOST_TEST_CONTEXT("pg_advisory") {
+        run_with_a_limit_on("pg_advisory", {{"dsn", *dsn}}, true);
+    }
 }
 
 // shm and file count too: at most 3 of 6 runs at once, LOCKSMITH_PERMIT their permit's number,
