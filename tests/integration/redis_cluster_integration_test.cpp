@@ -30,6 +30,7 @@
 #include <hiredis/hiredis.h>
 
 #include "integration/integration_support.hpp"
+#include "support/child_process.hpp"
 #include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
@@ -693,6 +694,206 @@ BOOST_AUTO_TEST_CASE(a_slot_migrated_while_its_lock_is_held_and_awaited_keeps_on
                                         << " errors");
     BOOST_CHECK_LT(ms.count(), 5000);  // woken, not its 20 s retry
     BOOST_CHECK_GT(rival_tries.load(), 10);
+}
+
+namespace {
+
+// A line of text through a byte_pipe (a fencing token, a rival's counts), '\n'-terminated.
+void put_line(test::byte_pipe& p, const std::string& s) {
+    for (const char c : s + "\n") p.put(c);
+}
+std::string get_line(test::byte_pipe& p, std::chrono::milliseconds timeout) {
+    std::string out;
+    while (auto c = p.get(timeout)) {
+        if (*c == '\n') return out;
+        out += *c;
+    }
+    return out + "(no answer)";
+}
+
+// Moves `slot` from the master on `from` to the one on `to` as redis-cli --cluster reshard
+// does: IMPORTING on the target, MIGRATING on the source, the keys moved (`keys`, or every key
+// of the slot when empty), then the new owner told to every master. Steps after `stop_after`
+// are left for a later call (1: states only; 2: the keys moved too). Returns what failed ("":
+// nothing), so that a failed case can still give the slot back.
+std::string move_slot(int slot, int from, int to, const std::vector<std::string>& keys = {},
+                      int stop_after = 3, bool states = true) {
+    const auto slot_text = std::to_string(slot);
+    const auto from_id = private_cluster::id_of(from), to_id = private_cluster::id_of(to);
+    const auto step = [](int port, const std::vector<std::string>& args) {
+        const auto said = ask(port, args);
+        return said == "OK" ? std::string()
+                            : std::to_string(port) + " said to " + args.at(0) + " " + args.at(1) +
+                                  " " + args.back() + ": " + said;
+    };
+    std::string failed;
+    if (states) {
+        failed += step(to, {"CLUSTER", "SETSLOT", slot_text, "IMPORTING", from_id});
+        failed += step(from, {"CLUSTER", "SETSLOT", slot_text, "MIGRATING", to_id});
+    }
+    if (stop_after < 2) return failed;
+    std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(to), "",    "0",
+                                     "5000",    "AUTH",      password,           "KEYS"};
+    if (keys.empty()) {
+        auto all = ask_raw(from, {"CLUSTER", "GETKEYSINSLOT", slot_text, "1000"});
+        if (all && all->type == REDIS_REPLY_ARRAY)
+            for (std::size_t i = 0; i < all->elements; ++i)
+                migrate.emplace_back(all->element[i]->str, all->element[i]->len);
+    } else {
+        migrate.insert(migrate.end(), keys.begin(), keys.end());
+    }
+    if (migrate.size() > 9) failed += step(from, migrate);
+    if (stop_after < 3) return failed;
+    for (int port : rig().masters())
+        failed += step(port, {"CLUSTER", "SETSLOT", slot_text, "NODE", to_id});
+    return failed;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_slot_resharded_key_by_key_keeps_one_holder_across_processes) {
+    // As an admin adding a node reshards: the slot of a held name moves one key at a time, so
+    // that for a while its lock key is on the target and its fencing counter still on the
+    // source (one-key commands follow ASK; scripts naming several keys get TRYAGAIN while the
+    // slot migrates). A waiter and a rival in processes of their own; the holder releases
+    // inside the migration window (its release gets TRYAGAIN until the slot is the target's,
+    // and is retried). The slot goes back at the end, the same way.
+    auto& r = rig();
+    const auto o = options_for(r.nodes());
+    const auto name = test::unique_resource("resharded");
+    lock_options lo;
+    lo.ttl = 60s;
+    // Children first: this process must run no other thread when it forks.
+    test::byte_pipe to_waiter, from_waiter, to_rival, from_rival;
+    const pid_t waiter = test::fork_child(
+        [&] {
+            if (!to_waiter.get(must_happen)) return 2;  // go
+            auto w = make_lock(strategies::make_redis_store(o), name, lo);
+            const bool got = w.try_lock_for(must_happen);
+            if (!got) return 3;
+            // The token for the parent, which checks it came after its own release.
+            put_line(from_waiter, std::to_string(w.fencing_token().value_or(0)));
+            const bool held = w.is_acquired();
+            if (!to_waiter.get(must_happen)) return 4;  // may release
+            w.unlock();
+            return held ? 0 : 5;
+        },
+        90s);
+    const pid_t rival = test::fork_child(
+        [&] {
+            if (!to_rival.get(must_happen)) return 2;
+            auto l = make_lock(strategies::make_redis_store(o), name, lo);
+            int tries = 0, errors = 0, grants = 0;
+            std::string last_error;
+            while (!to_rival.get(20ms)) {  // until told to stop
+                ++tries;
+                try {
+                    if (l.try_lock()) {
+                        ++grants;
+                        l.unlock();
+                    }
+                } catch (const std::exception& e) {
+                    ++errors;
+                    last_error = e.what();
+                }
+            }
+            put_line(from_rival, std::to_string(tries) + " " + std::to_string(errors) + " " +
+                                     std::to_string(grants) + " " + last_error.substr(0, 200));
+            return grants == 0 ? 0 : 6;
+        },
+        90s);
+
+    auto s = strategies::make_redis_store(o);
+    auto holder = make_lock(s, name, lo);
+    BOOST_REQUIRE(holder.try_lock());
+    const auto first = holder.fencing_token();
+    BOOST_REQUIRE(first);
+    to_waiter.put('g');
+    to_rival.put('g');
+    const auto lock_key = strategies::redis_key(prefix, "lock:", name, true);
+    const auto fence_key = strategies::redis_key(prefix, "fence:", name, true);
+    const int slot = slot_of(lock_key);
+    BOOST_REQUIRE_EQUAL(slot_of(fence_key), slot);
+    const int source = r.master_of(slot, r.port(0));
+    int target = 0;
+    for (int m : r.masters())
+        if (m != source) target = m;
+    BOOST_REQUIRE(source != 0 && target != 0);
+    BOOST_TEST_MESSAGE("resharding slot " << slot << " from " << source << " to " << target);
+    // Whatever fails below, the slot goes back to its master for the cases after this one.
+    struct give_back {
+        int slot, source, target;
+        bool done = false;
+        ~give_back() {
+            if (done) return;
+            try {  // a migration left half done is finished first
+                if (rig().master_of(slot, source) != target) move_slot(slot, source, target);
+                move_slot(slot, target, source);
+            } catch (...) {
+            }
+        }
+    } guard{slot, source, target};
+    std::this_thread::sleep_for(300ms);  // the waiter subscribes, the rival tries
+
+    const auto holds = [&](const char* when) {
+        try {
+            BOOST_CHECK_MESSAGE(holder.is_acquired(), "the holder lost the lock " << when);
+            holder.refresh();
+        } catch (const std::exception& e) {
+            BOOST_ERROR("is_acquired or refresh " << when << ": " << e.what());
+        }
+        BOOST_CHECK_MESSAGE(!from_waiter.get(0ms), "the waiter was granted " << when);
+    };
+    BOOST_REQUIRE_EQUAL(move_slot(slot, source, target, {}, 1), "");
+    holds("once the slot was migrating");
+    // The lock key alone: the ASK window (source: ASK for it; target: the key after ASKING).
+    BOOST_REQUIRE_EQUAL(move_slot(slot, source, target, {lock_key}, 2, false), "");
+    const auto of_name = [&](int port) {
+        std::string out;  // the keys of the name on the node at `port`, joined
+        for (const auto& k : keys_at(port))
+            if (k.find(name) != std::string::npos) out += (out.empty() ? "" : " ") + k;
+        return out;
+    };
+    BOOST_CHECK_EQUAL(of_name(target), lock_key);
+    // The rest (the fence, the waiter's queue entry) still on the source.
+    BOOST_CHECK(of_name(source).find(fence_key) != std::string::npos);
+    std::this_thread::sleep_for(300ms);  // the rival meets the split
+    holds("with its lock key moved and its fence not");
+    // Released inside the window: the release script's keys are split, then all on an
+    // importing node (TRYAGAIN): it is retried until the migration ends.
+    auto released = std::async(std::launch::async, [&] { holder.unlock(); });
+    std::this_thread::sleep_for(300ms);
+    BOOST_CHECK_MESSAGE(released.wait_for(0ms) == std::future_status::timeout,
+                        "the release returned inside the migration window");
+    BOOST_CHECK(!from_waiter.get(0ms));
+    to_rival.put('s');  // before the waiter may get it
+    const auto rival_said = get_line(from_rival, must_happen);
+    BOOST_TEST_MESSAGE("rival (tries errors grants last-error): " << rival_said);
+    const int rival_status = test::wait_child(rival, must_happen);
+    BOOST_CHECK_MESSAGE(rival_status == 0, "the rival was granted the held lock: " << rival_said);
+    // The fence and the queue entry, then every master told the slot is the target's.
+    BOOST_REQUIRE_EQUAL(move_slot(slot, source, target, {}, 3, false), "");
+    BOOST_CHECK_EQUAL(r.master_of(slot, source), target);
+    BOOST_CHECK_NO_THROW(released.get());
+
+    const auto token = get_line(from_waiter, must_happen);
+    BOOST_TEST_MESSAGE("waiter's token " << token << ", the holder's " << *first);
+    BOOST_CHECK_GT(std::atoll(token.c_str()), static_cast<long long>(*first));
+    to_waiter.put('r');
+    BOOST_CHECK_EQUAL(test::wait_child(waiter, must_happen), 0);
+
+    // Back, as it came (the move back hits no lock: nothing is held now).
+    BOOST_REQUIRE_EQUAL(move_slot(slot, target, source), "");
+    guard.done = true;
+    BOOST_CHECK_EQUAL(r.master_of(slot, target), source);
+    BOOST_CHECK(of_name(target).empty());
+    BOOST_CHECK_EQUAL(of_name(source), fence_key);  // the counter
+    BOOST_CHECK(ask(source, {"CLUSTER", "NODES"}).find("->-") == std::string::npos);
+    BOOST_CHECK(ask(target, {"CLUSTER", "NODES"}).find("-<-") == std::string::npos);
+    auto next = make_lock(s, name, lo);
+    BOOST_REQUIRE(next.try_lock());
+    BOOST_CHECK_GT(*next.fencing_token(), static_cast<long long>(*first) + 1);
+    next.unlock();
 }
 
 namespace {
