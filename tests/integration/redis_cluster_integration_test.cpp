@@ -692,7 +692,10 @@ BOOST_AUTO_TEST_CASE(a_slot_migrated_while_its_lock_is_held_and_awaited_keeps_on
     BOOST_TEST_MESSAGE("waiter served " << ms.count() << " ms after the release; the rival tried "
                                         << rival_tries.load() << " times, " << rival_errors.load()
                                         << " errors");
-    BOOST_CHECK_LT(ms.count(), 5000);  // woken, not its 20 s retry
+    // Served after the release: woken by it on the new master, or at worst by its next retry
+    // (a waiting writer retries every second at least, renewing its place in the queue), which
+    // is why a subscription left on the old master costs latency, not a grant.
+    BOOST_CHECK_LT(ms.count(), 5000);
     BOOST_CHECK_GT(rival_tries.load(), 10);
 }
 
