@@ -2,7 +2,7 @@
 // The state behind a named_lock handle. Private to the library.
 //
 // It lives in a shared_ptr so that the renewal thread can hold a weak reference: a handle may
-// move, and may die while a renewal is queued. Every member is guarded by `mutex`.
+// move, and may die while a renewal is queued. Every member but lease_end is guarded by `mutex`.
 #pragma once
 
 #include <algorithm>

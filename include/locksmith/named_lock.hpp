@@ -143,7 +143,9 @@ class named_lock {
     // longer ours, expired_error when the renewal came back too late.
     void refresh();
     void refresh(std::chrono::milliseconds ttl);
-    // Asks the store whether this owner holds the lock now.
+    // Asks the store whether this owner holds the lock now. While another thread is in a call
+    // on this lock (a renewal stuck on a dead network), waits for it only until the lease's end
+    // (less 1% of the TTL and 2 ms) and answers false then, reporting the loss.
     bool is_acquired();
     // For strategies whose backend can end a grant while it is held (a session or connection the
     // server closes: pg_advisory, zookeeper), so that an event loop learns of it when the
