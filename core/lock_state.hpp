@@ -2,9 +2,11 @@
 // The state behind a named_lock handle. Private to the library.
 //
 // It lives in a shared_ptr so that the renewal thread can hold a weak reference: a handle may
-// move, and may die while a renewal is queued. Every member is guarded by `mutex`.
+// move, and may die while a renewal is queued. Every member but lease_end is guarded by `mutex`.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,9 +24,21 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
     const std::shared_ptr<locksmith::store> store;
     const std::shared_ptr<key> owner;
     lock_options options;
-    std::mutex mutex;
+    // Timed: is_acquired() waits for it no longer than the lease lasts (see lease_end).
+    std::timed_mutex mutex;
     std::optional<lock_mode> held;
     bool renewal_queued = false;
+
+    // The end of the current grant's lease on the owner's clock (ticks since the clock's epoch;
+    // no_lease: none; lease_told: it ran out and the owner was told). The one member read
+    // without `mutex`: a refresh stuck on a dead network holds the mutex for up to the store's
+    // command timeout, which may outlast the lease, and the holder must hear of the loss before
+    // the server can grant the lock again (issue 25). The lease watchdog (renewal.cpp) takes it
+    // from an end that passed to lease_told, and calls on_lost; whoever would tell the owner
+    // later (the renewal, is_acquired) sees that it was told.
+    static constexpr clock::rep no_lease = 0;
+    static constexpr clock::rep lease_told = 1;
+    std::atomic<clock::rep> lease_end{no_lease};
 
     bool expiring() const noexcept { return has(store->capabilities(), capability::expiring); }
 
@@ -34,10 +48,49 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
 
     // The owner's lifetime after a grant or refresh whose request left at `started`: the server
     // started the TTL no earlier; less the margin the store asked for (key::lifetime_margin).
-    void restart_lifetime(clock::time_point started, std::chrono::milliseconds ttl) {
+    // Returns false, changing nothing, when the owner was already told that the lease ran out.
+    bool restart_lifetime(clock::time_point started, std::chrono::milliseconds ttl) {
+        auto before = lease_end.load();
+        const auto end = started + ttl - owner->lifetime_margin();
+        const auto ticks = std::max(end.time_since_epoch().count(), lease_told + 1);
+        do {
+            if (before == lease_told) return false;
+        } while (!lease_end.compare_exchange_weak(before, ticks));
         owner->reset_lifetime();
-        owner->reduce_lifetime(started + ttl - owner->lifetime_margin());
+        owner->reduce_lifetime(end);
+        return true;
     }
+
+    // The grant ended (released, or its loss reported): nothing for the watchdog to watch.
+    void drop_lease() noexcept { lease_end = no_lease; }
+
+    // How long before the lease's end its holder is told it is lost, when no refresh was
+    // confirmed by then: the server's clock may run a little faster (Redlock's drift allowance,
+    // 1% of the TTL plus 2 ms).
+    clock::duration tell_early() const noexcept {
+        return options.ttl / 100 + std::chrono::milliseconds(2);
+    }
+
+    // When the holder of a lease ending at `end` (ticks) is told it is lost.
+    clock::time_point tell_at(clock::rep end) const noexcept {
+        return clock::time_point(clock::duration(end)) - tell_early();
+    }
+
+    // Takes the lease to lease_told if its tell_at passed; true if this call did it (the caller
+    // then tells the owner). Safe without `mutex`.
+    bool claim_lapsed_lease() noexcept {
+        auto end = lease_end.load();
+        while (end != no_lease && end != lease_told && tell_at(end) <= clock::now())
+            if (lease_end.compare_exchange_weak(end, lease_told)) return true;
+        return false;
+    }
+
+    // Called by the lease watchdog at a lease's end: tells the owner if the lease ran out
+    // without a confirmed refresh, without waiting for `mutex`. Returns nullopt (once only).
+    std::optional<clock::time_point> check_lease();
+
+    // Logs `lost` and calls on_lost (or report without one); the caller does not hold `mutex`.
+    void tell_lost(const error& lost) const noexcept;
 
     void report(const error& e) const noexcept;
 
@@ -48,5 +101,8 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
 
 // Queues a renewal of `lock` at `when` on the process's renewal thread (started on first use).
 void schedule_renewal(std::weak_ptr<named_lock::state> lock, deadline::clock::time_point when);
+
+// Queues a check_lease of `lock` at `when` on the process's lease watchdog thread.
+void watch_lease(std::weak_ptr<named_lock::state> lock, deadline::clock::time_point when);
 
 }  // namespace locksmith

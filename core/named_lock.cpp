@@ -167,6 +167,7 @@ bool wait_riding_out(named_lock::state& s, lock_mode mode, std::chrono::millisec
 void release_locked(named_lock::state& s) {
     s.store->release(*s.owner);
     s.held.reset();
+    s.drop_lease();
     s.owner->reset_lifetime();
     if (!s.store->waits_natively(*s.owner)) detail::notify_local_waiters(s.owner->resource());
 }
@@ -178,6 +179,7 @@ void after_grant(named_lock::state& s, lock_mode mode, clock::time_point started
         s.owner->mark_unserializable("strategy '" + s.store->strategy() +
                                      "' binds its locks to this process");
     if (!s.expiring()) return;
+    s.drop_lease();  // a new grant: a loss told of the last one is not this one's
     s.restart_lifetime(started, s.options.ttl);
     if (s.owner->is_expired()) {
         try {
@@ -254,11 +256,14 @@ bool store_says_ended(named_lock::state& s) noexcept {
 // logged as lock_lost, on_lost called without the mutex (the caller's `guard`, taken again
 // after). What a store whose backend ended the grant still keeps of it (a closed session) is
 // dropped, so that the next acquire is a fresh request and not this report again.
-void report_lost(named_lock::state& s, std::unique_lock<std::mutex>& guard) {
+void report_lost(named_lock::state& s, std::unique_lock<std::timed_mutex>& guard) {
     s.held.reset();
+    // The lease watchdog may have told the holder already (renewal.cpp): once is enough.
+    const bool told =
+        s.lease_end.exchange(named_lock::state::no_lease) == named_lock::state::lease_told;
     const acquire_error lost("lock '" + s.owner->resource() + "' (" + s.store->strategy() +
                              ") was lost: it is no longer held, though it was not released");
-    s.log(log_level::error, "lock_lost", lost.what(), lost.what());
+    if (!told) s.log(log_level::error, "lock_lost", lost.what(), lost.what());
     if (s.store->loss_fd(*s.owner)) {
         try {
             s.store->release(*s.owner);
@@ -266,10 +271,11 @@ void report_lost(named_lock::state& s, std::unique_lock<std::mutex>& guard) {
             // The grant is gone; what is left goes with its session.
         }
     }
+    if (told) return;
     auto on_lost = s.options.on_lost;
     guard.unlock();
     struct relock {
-        std::unique_lock<std::mutex>& guard;
+        std::unique_lock<std::timed_mutex>& guard;
         ~relock() { guard.lock(); }
     } again{guard};
     if (on_lost) on_lost(lost);
@@ -282,8 +288,11 @@ void report_lost(named_lock::state& s, std::unique_lock<std::mutex>& guard) {
 // (report_lost: on_lost once, without the mutex). The caller holds the mutex in `guard`.
 class lapse_report {
   public:
-    lapse_report(named_lock::state& s, std::unique_lock<std::mutex>& guard)
-        : s_(s), guard_(guard), lapsed_(s.held && s.expiring() && s.owner->is_expired()) {}
+    lapse_report(named_lock::state& s, std::unique_lock<std::timed_mutex>& guard)
+        : s_(s),
+          guard_(guard),
+          lapsed_(s.held && s.expiring() && s.owner->is_expired() &&
+                  s.lease_end != named_lock::state::lease_told) {}
     ~lapse_report() {
         if (!lapsed_) return;
         try {
@@ -297,7 +306,7 @@ class lapse_report {
 
   private:
     named_lock::state& s_;
-    std::unique_lock<std::mutex>& guard_;
+    std::unique_lock<std::timed_mutex>& guard_;
     bool lapsed_;
 };
 
@@ -327,6 +336,11 @@ named_lock& named_lock::operator=(named_lock&& other) noexcept {
 bool named_lock::acquire_until(lock_mode wanted, deadline until) {
     auto& s = *state_;
     std::unique_lock guard(s.mutex);
+    if (s.held && s.lease_end == named_lock::state::lease_told) {
+        // Its holder was told that its lease ran out: what the acquire gets is a new grant.
+        s.held.reset();
+        s.drop_lease();
+    }
     try {
         // A grant the backend ended meanwhile is reported first: what the acquire gets is a new
         // grant, and the owner must not take it for the one it held.
@@ -450,12 +464,21 @@ void refresh_locked(named_lock::state& s, std::chrono::milliseconds ttl) {
     s.owner->clear_attempt_started();
     if (!s.store->refresh(*s.owner, ttl)) {
         s.held.reset();
+        s.drop_lease();
         s.owner->reset_lifetime();
         throw acquire_error("lock '" + name +
                             "' is no longer held by this owner: it expired or was taken over");
     }
     if (!s.held) s.held = lock_mode::exclusive;  // continued from a serialized key
-    s.restart_lifetime(started, ttl);
+    if (!s.restart_lifetime(started, ttl)) {
+        // The lease watchdog told the holder that the lease ran out while this refresh was on
+        // its way: lost to it, whatever the server says now.
+        s.held.reset();
+        s.drop_lease();
+        throw acquire_error("lock '" + name +
+                            "' was lost: its lease ran out before its refresh "
+                            "was confirmed");
+    }
     if (s.owner->is_expired()) {
         try {
             release_locked(s);
@@ -484,7 +507,20 @@ void named_lock::refresh(std::chrono::milliseconds ttl) {
 
 bool named_lock::is_acquired() {
     auto& s = *state_;
-    std::unique_lock guard(s.mutex);
+    // A refresh stuck on a dead network holds the mutex, maybe for longer than the lease lasts:
+    // waited for only until the lease's end, the answer then coming from the lease's clock
+    // (issue 25: the holder must hear of the loss before the server can grant the lock again).
+    std::unique_lock guard(s.mutex, std::defer_lock);
+    for (;;) {
+        const auto end = s.lease_end.load();
+        if (end == state::no_lease) {
+            guard.lock();
+            break;
+        }
+        if (end == state::lease_told) return false;
+        if (guard.try_lock_until(s.tell_at(end))) break;
+        s.check_lease();  // tells the holder, unless the lease was renewed or released meanwhile
+    }
     const bool holds = !s.owner->is_expired() && s.store->holds(*s.owner);
     if (holds) {
         if (!s.held) s.held = lock_mode::exclusive;  // continued from a serialized key

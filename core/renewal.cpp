@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The renewal thread: one per process, renewing every auto_refresh lock at a third of its TTL.
 // One thread rather than one per lock, because a process may hold thousands of leases
-// (Redisson's watchdog makes the same choice).
+// (Redisson's watchdog makes the same choice). Beside it, the lease watchdog: a renewal may be
+// stuck in a store call on a dead network past the lease's end, and the holder must be told then,
+// not when the call gives up (issue 25), so the watchdog, which never calls a store, checks each
+// lease at the end it had when its renewal began.
 #include <pthread.h>
 #include <condition_variable>
 #include <map>
@@ -16,15 +19,14 @@
 namespace locksmith {
 namespace {
 
-void the_renewal_thread_after_fork();
+void the_threads_after_fork();
 
 class renewal_thread {
   public:
-    renewal_thread() {
-        // A fork()ed child has our memory but not our thread: start afresh there, with none of
-        // the parent's locks (the child does not own them).
-        ::pthread_atfork(nullptr, nullptr, [] { the_renewal_thread_after_fork(); });
-    }
+    // `work` is called at the time a lock was queued for, and returns when to call it next.
+    using work = std::optional<deadline::clock::time_point> (named_lock::state::*)();
+
+    explicit renewal_thread(work w) : work_(w) {}
 
     void reset_in_child() {
         new (&mutex_) std::mutex();  // another thread may have held it at the fork
@@ -63,33 +65,78 @@ class renewal_thread {
             queue_.erase(first);
             guard.unlock();
             std::optional<deadline::clock::time_point> next;
-            if (auto alive = lock.lock()) next = alive->renew();
+            if (auto alive = lock.lock()) next = ((*alive).*work_)();
             guard.lock();
             if (next) queue_.emplace(*next, std::move(lock));
         }
     }
 
+    const work work_;
     std::mutex mutex_;
     std::condition_variable wakeup_;
     std::multimap<deadline::clock::time_point, std::weak_ptr<named_lock::state>> queue_;
     bool started_ = false;
 };
 
-renewal_thread* instance = nullptr;
+// Never destroyed: see the detach.
+renewal_thread* renewals = nullptr;
+renewal_thread* watchdog = nullptr;
+
+void register_fork_handler() {
+    // A fork()ed child has our memory but not our threads: start afresh there, with none of
+    // the parent's locks (the child does not own them).
+    static const bool once = [] {
+        ::pthread_atfork(nullptr, nullptr, [] { the_threads_after_fork(); });
+        return true;
+    }();
+    (void)once;
+}
 
 renewal_thread& the_renewal_thread() {
-    static auto* thread = instance = new renewal_thread();  // never destroyed: see the detach
+    static auto* thread = renewals =
+        (register_fork_handler(), new renewal_thread(&named_lock::state::renew));
     return *thread;
 }
 
-void the_renewal_thread_after_fork() {
-    if (instance != nullptr) instance->reset_in_child();
+renewal_thread& the_watchdog() {
+    static auto* thread = watchdog =
+        (register_fork_handler(), new renewal_thread(&named_lock::state::check_lease));
+    return *thread;
+}
+
+void the_threads_after_fork() {
+    if (renewals != nullptr) renewals->reset_in_child();
+    if (watchdog != nullptr) watchdog->reset_in_child();
 }
 
 }  // namespace
 
 void schedule_renewal(std::weak_ptr<named_lock::state> lock, deadline::clock::time_point when) {
     the_renewal_thread().schedule(std::move(lock), when);
+}
+
+void watch_lease(std::weak_ptr<named_lock::state> lock, deadline::clock::time_point when) {
+    the_watchdog().schedule(std::move(lock), when);
+}
+
+std::optional<named_lock::state::clock::time_point> named_lock::state::check_lease() {
+    if (claim_lapsed_lease())  // not refreshed meanwhile, nor released, nor told already
+        tell_lost(acquire_error("lock '" + owner->resource() + "' (" + store->strategy() +
+                                ") was lost: its lease ran out before a renewal was confirmed"));
+    return std::nullopt;
+}
+
+void named_lock::state::tell_lost(const error& lost) const noexcept {
+    log(log_level::error, "lock_lost", lost.what(), lost.what());
+    if (options.on_lost) {
+        try {
+            options.on_lost(lost);
+        } catch (...) {
+            // The thread that tells must survive a throwing callback.
+        }
+    } else {
+        report(lost);
+    }
 }
 
 std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
@@ -103,26 +150,36 @@ std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
         renewal_queued = false;
         return std::nullopt;
     }
+    // The watchdog tells the holder at the lease's end if this renewal is still stuck then.
+    if (const auto end = lease_end.load(); end != no_lease && end != lease_told)
+        watch_lease(weak_from_this(), tell_at(end));
     std::optional<error> lost;
+    bool renewed = false;
     try {
         const auto started = clock::now();
         owner->clear_attempt_started();
         if (store->refresh(*owner, ttl)) {
-            restart_lifetime(started, ttl);
-            if (options.logger) {
-                const auto took = clock::now() - started;
-                log(log_level::debug, "renewed",
-                    "renewed lock '" + owner->resource() + "' (" + store->strategy() + ") for " +
-                        seconds_text(ttl),
-                    {}, took);
+            renewed = true;
+            // False when the watchdog told the holder meanwhile: the lock is lost to it then,
+            // whatever the server says now.
+            if (restart_lifetime(started, ttl)) {
+                if (options.logger) {
+                    const auto took = clock::now() - started;
+                    log(log_level::debug, "renewed",
+                        "renewed lock '" + owner->resource() + "' (" + store->strategy() +
+                            ") for " + seconds_text(ttl),
+                        {}, took);
+                }
+                return started + ttl / 3;
             }
-            return started + ttl / 3;
+        } else {
+            lost.emplace(
+                acquire_error("lock '" + owner->resource() +
+                              "' was lost: it expired or was taken over before its renewal"));
         }
-        lost.emplace(acquire_error("lock '" + owner->resource() +
-                                   "' was lost: it expired or was taken over before its renewal"));
     } catch (const std::exception& e) {
         // A backend hiccup: retry while the grant still has time left.
-        if (!owner->is_expired()) {
+        if (!owner->is_expired() && lease_end.load() != lease_told) {
             log(log_level::warning, "renewal_failed",
                 "renewing lock '" + owner->resource() + "' (" + store->strategy() +
                     ") failed; retrying while it has time left: " + e.what(),
@@ -137,18 +194,18 @@ std::optional<named_lock::state::clock::time_point> named_lock::state::renew() {
     }
     held.reset();
     renewal_queued = false;
-    log(log_level::error, "lock_lost", lost->what(), lost->what());
-    auto on_lost = options.on_lost;
-    guard.unlock();
-    if (on_lost) {
+    const bool told = lease_end.exchange(no_lease) == lease_told;
+    if (renewed) {
+        // Renewed after the holder was told it lost the lock: handed back, so that nobody
+        // waits for a lease its holder no longer uses.
         try {
-            on_lost(*lost);
-        } catch (...) {
-            // The renewal thread must survive a throwing callback.
+            store->release(*owner);
+        } catch (const std::exception&) {
+            // The lease runs out on the server.
         }
-    } else {
-        report(*lost);
     }
+    guard.unlock();
+    if (!told && lost) tell_lost(*lost);
     return std::nullopt;
 }
 

@@ -68,12 +68,14 @@ struct lock_options {
     // with `expiring` only; ignored by others). unlock() stops the renewal.
     bool auto_refresh = false;
     // Called once when a lock this object holds turns out to be lost: from the renewal thread
-    // when a renewal finds it gone or keeps failing until the TTL runs out; from is_acquired()
-    // when the store no longer has it (expired; a pg_advisory or zookeeper session the server
-    // ended); from an acquire while held that finds the backend ended the grant, before it
-    // asks for a fresh one (a lock is never re-granted silently); or from unlock(), release()
-    // or the destructor when the lock's TTL ran out while held, unrenewed (its holder stopped
-    // past the TTL), after the release. Must not call back into the lock object.
+    // when a renewal finds it gone or keeps failing until the TTL runs out; from the process's
+    // lease watchdog thread at the lease's end (less 1% of the TTL and 2 ms) when a renewal is
+    // still unanswered then (a dead network), before the server can grant it again; from
+    // is_acquired() when the store no longer has it (expired; a pg_advisory or zookeeper session
+    // the server ended); from an acquire while held that finds the backend ended the grant, before
+    // it asks for a fresh one (a lock is never re-granted silently); or from unlock(), release() or
+    // the destructor when the lock's TTL ran out while held, unrenewed (its holder stopped past the
+    // TTL), after the release. Must not call back into the lock object.
     error_handler on_lost{};
     // Where this lock logs failures, renewals and slow waits (logger.hpp); null = nowhere.
     // lock_factory::set_logger sets it for the locks a factory creates.
@@ -141,7 +143,9 @@ class named_lock {
     // longer ours, expired_error when the renewal came back too late.
     void refresh();
     void refresh(std::chrono::milliseconds ttl);
-    // Asks the store whether this owner holds the lock now.
+    // Asks the store whether this owner holds the lock now. While another thread is in a call
+    // on this lock (a renewal stuck on a dead network), waits for it only until the lease's end
+    // (less 1% of the TTL and 2 ms) and answers false then, reporting the loss.
     bool is_acquired();
     // For strategies whose backend can end a grant while it is held (a session or connection the
     // server closes: pg_advisory, zookeeper), so that an event loop learns of it when the

@@ -586,6 +586,54 @@ BOOST_AUTO_TEST_CASE(a_hand_over_learned_from_a_retry_carries_a_new_fencing_toke
     waiter.unlock();
 }
 
+// A holder whose renewal is stuck on a dead network (a proxy that holds every byte; its command
+// timeout far longer than its lease) is told that it lost the lock by its lease's end, not when
+// the renewal gives up: before the server lets the key expire and grants the next owner (issue
+// 25: holders were told up to 1.3 s after that grant). The holder marks the moment it is told in
+// a file, which must exist when the next owner is granted.
+BOOST_AUTO_TEST_CASE(a_holder_whose_renewal_is_stuck_is_told_before_the_next_grant) {
+    const std::string name = test::unique_resource("stuck_renewal");
+    const std::string url = endpoint(url_variable);
+    const auto marker = std::filesystem::temp_directory_path() / (name + ".told");
+    std::filesystem::remove(marker);
+    test::byte_pipe held, granted;
+    const pid_t holder = test::fork_child(
+        [&] {
+            auto o = options_for(url);
+            test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
+            o.endpoint.port = proxy.port();
+            o.command_timeout = 10s;
+            lock_options lo;
+            lo.ttl = 1500ms;
+            lo.auto_refresh = true;
+            std::atomic<int> told{0};
+            lo.on_lost = [&](const error&) {
+                std::ofstream{marker};
+                ++told;
+            };
+            named_lock lock(strategies::make_redis_store(o), std::make_shared<key>(name), lo);
+            if (!lock.try_lock()) return 2;
+            proxy.set_mode(test::tcp_fault_proxy::mode::stall);
+            held.put('h');
+            if (granted.get(must_happen) != 'g') return 6;
+            // Answered from the lease's clock, not after the stuck renewal.
+            const auto asked = clock_type::now();
+            if (lock.is_acquired()) return 3;
+            if (clock_type::now() - asked > 2s) return 4;
+            return told == 1 ? 0 : 5;
+        },
+        120s);
+    BOOST_REQUIRE(held.get(must_happen) == 'h');
+    auto waiter = make_lock(shared_store(), name);
+    BOOST_REQUIRE(waiter.try_lock_for(must_happen));
+    const bool told_before_the_grant = std::filesystem::exists(marker);
+    BOOST_TEST(told_before_the_grant);
+    granted.put('g');
+    waiter.unlock();
+    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
+    std::filesystem::remove(marker);
+}
+
 BOOST_AUTO_TEST_CASE(promote_and_demote) {
     const std::string name = test::unique_resource("promote");
     auto s = shared_store();
