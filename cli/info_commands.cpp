@@ -372,12 +372,10 @@ class strategies_cli : public command {
     int run(const invocation& in) override { return strategies_command(in.config, json_); }
 
   protected:
-    CLI::App* add_to(CLI::App& app) override {
-        auto* cmd =
-            app.add_subcommand("strategies", "List every registered strategy and its settings");
-        cmd->add_flag("--json", json_, "One JSON document");
-        return cmd;
+    CLI::App* add_subcommand(CLI::App& app) override {
+        return app.add_subcommand("strategies", "List every registered strategy and its settings");
     }
+    void add_options(CLI::App& cmd) override { cmd.add_flag("--json", json_, "One JSON document"); }
 
   private:
     bool json_ = false;
@@ -391,19 +389,20 @@ class explain_cli : public command {
     }
 
   protected:
-    CLI::App* add_to(CLI::App& app) override {
-        auto* cmd = app.add_subcommand(
+    CLI::App* add_subcommand(CLI::App& app) override {
+        return app.add_subcommand(
             "explain", "Which strategy would serve lock NAME or CAPS, and why not the others");
-        cmd->add_option("name", name_,
-                        "A lock name: as run NAME would decide (its lock rule, then selection)")
+    }
+    void add_options(CLI::App& cmd) override {
+        cmd.add_option("name", name_,
+                       "A lock name: as run NAME would decide (its lock rule, then selection)")
             ->type_name("NAME");
-        cmd->add_option("--require", require_,
-                        "Required capabilities (with NAME: instead of its rule's)")
+        cmd.add_option("--require", require_,
+                       "Required capabilities (with NAME: instead of its rule's)")
             ->type_name("CAPS");
-        cmd->add_flag("--json", json_, "One JSON document");
-        cmd->add_flag("--start", start_,
-                      "Also start the chosen strategy (connect to its server), as run would");
-        return cmd;
+        cmd.add_flag("--json", json_, "One JSON document");
+        cmd.add_flag("--start", start_,
+                     "Also start the chosen strategy (connect to its server), as run would");
     }
 
   private:
@@ -426,14 +425,15 @@ class config_cli : public command {
     }
 
   protected:
-    CLI::App* add_to(CLI::App& app) override {
-        auto* cmd = app.add_subcommand("config", "Configuration files");
-        cmd->require_subcommand(1);
-        check_ = cmd->add_subcommand(
+    CLI::App* add_subcommand(CLI::App& app) override {
+        return app.add_subcommand("config", "Configuration files");
+    }
+    void add_options(CLI::App& cmd) override {
+        cmd.require_subcommand(1);
+        check_ = cmd.add_subcommand(
             "check", "Validate FILE; print each error with its JSON pointer or line and column");
         check_->add_option("file", file_, "The configuration file")->required();
         check_->add_flag("--json", json_, "One JSON document");
-        return cmd;
     }
 
   private:
@@ -450,20 +450,21 @@ class status_cli : public command {
     }
 
   protected:
-    CLI::App* add_to(CLI::App& app) override {
-        auto* cmd = app.add_subcommand(
+    CLI::App* add_subcommand(CLI::App& app) override {
+        return app.add_subcommand(
             "status",
             "Is NAME free or held, and by whom (exit 0 free, 1 held), without taking it; for a "
             "counting semaphore, how many of its permits are held (exit 1 when none is left)");
-        cmd->add_option("NAME", name_, "Lock name")->required()->type_name("");
-        auto* strategy = cmd->add_option("--strategy", selection_.strategy, "Ask this strategy")
+    }
+    void add_options(CLI::App& cmd) override {
+        cmd.add_option("NAME", name_, "Lock name")->required()->type_name("");
+        auto* strategy = cmd.add_option("--strategy", selection_.strategy, "Ask this strategy")
                              ->type_name("NAME");
-        auto* require = cmd->add_option("--require", selection_.require,
-                                        "Ask the strategy chosen for these capabilities")
+        auto* require = cmd.add_option("--require", selection_.require,
+                                       "Ask the strategy chosen for these capabilities")
                             ->type_name("CAPS");
         strategy->excludes(require);
-        cmd->add_flag("--json", json_, "One JSON document");
-        return cmd;
+        cmd.add_flag("--json", json_, "One JSON document");
     }
 
   private:

@@ -384,16 +384,19 @@ class run_cli : public command {
     }
 
   protected:
-    CLI::App* add_to(CLI::App& app) override {
-        auto* run_cmd =
-            options_.hold
-                ? app.add_subcommand(word_,
-                                     "Hold the lock NAME across several commands of a "
-                                     "script, until its input ends or it gets SIGTERM")
-                : app.add_subcommand(word_,
-                                     "Run a command while holding the lock NAME: run NAME "
-                                     "-- COMMAND [ARGS...]");
-        run_cmd->footer(options_.hold ? hold_footer : run_footer);
+    CLI::App* add_subcommand(CLI::App& app) override {
+        auto* cmd = options_.hold ? app.add_subcommand(word_,
+                                                       "Hold the lock NAME across several commands "
+                                                       "of a script, until its input ends or it "
+                                                       "gets SIGTERM")
+                                  : app.add_subcommand(word_,
+                                                       "Run a command while holding the lock "
+                                                       "NAME: run NAME -- COMMAND [ARGS...]");
+        cmd->footer(options_.hold ? hold_footer : run_footer);
+        return cmd;
+    }
+    void add_options(CLI::App& cmd) override {
+        CLI::App* run_cmd = &cmd;
         run_cmd->add_option("NAME", options_.name, "Lock name (any bytes)")
             ->required()
             ->type_name("");
@@ -450,7 +453,6 @@ class run_cli : public command {
         run_cmd->add_flag("--json", options_.json,
                           "At the end, one JSON line on stderr: strategy, waited, held, fencing "
                           "token, exit status, lost or not");
-        return run_cmd;
     }
 
   private:
