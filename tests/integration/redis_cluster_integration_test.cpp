@@ -650,6 +650,15 @@ BOOST_AUTO_TEST_CASE(a_slot_migrated_while_its_lock_is_held_and_awaited_keeps_on
         return std::make_tuple(got, after_release, token.value_or(0), clock_type::now());
     });
     std::this_thread::sleep_for(300ms);
+    // Each phase of the migration must see the rival try, however slow a loaded machine makes
+    // its attempts (a fixed count over fixed sleeps failed under load in CI: 8 tries of 10).
+    auto the_rival_tries_again = [&] {
+        const int from = rival_tries.load();
+        for (auto until = clock_type::now() + must_happen;
+             rival_tries.load() < from + 3 && clock_type::now() < until;)
+            std::this_thread::sleep_for(10ms);
+        BOOST_CHECK_GE(rival_tries.load(), from + 3);
+    };
 
     const auto source_id = private_cluster::id_of(source);
     const auto target_id = private_cluster::id_of(target);
@@ -669,11 +678,13 @@ BOOST_AUTO_TEST_CASE(a_slot_migrated_while_its_lock_is_held_and_awaited_keeps_on
         migrate.emplace_back(keys->element[i]->str, keys->element[i]->len);
     BOOST_REQUIRE_EQUAL(ask(source, migrate), "OK");
     std::this_thread::sleep_for(300ms);  // the rival and the holder follow ASK
+    the_rival_tries_again();
     BOOST_CHECK_NO_THROW(holder.refresh());
     BOOST_CHECK(holder.is_acquired());
     for (int port : r.masters())
         BOOST_REQUIRE_EQUAL(ask(port, {"CLUSTER", "SETSLOT", slot_text, "NODE", target_id}), "OK");
     std::this_thread::sleep_for(300ms);  // the rival and the holder follow MOVED
+    the_rival_tries_again();
     BOOST_CHECK_NO_THROW(holder.refresh());
     BOOST_CHECK(holder.is_acquired());
     BOOST_CHECK_EQUAL(r.master_of(slot, source), target);
@@ -696,7 +707,6 @@ BOOST_AUTO_TEST_CASE(a_slot_migrated_while_its_lock_is_held_and_awaited_keeps_on
     // (a waiting writer retries every second at least, renewing its place in the queue), which
     // is why a subscription left on the old master costs latency, not a grant.
     BOOST_CHECK_LT(ms.count(), 5000);
-    BOOST_CHECK_GT(rival_tries.load(), 10);
 }
 
 namespace {

@@ -20,6 +20,7 @@
 
 #include "support/child_process.hpp"
 #include "support/loopback_listener.hpp"
+#include "support/thread_signals.hpp"
 
 namespace locksmith::test {
 
@@ -280,6 +281,7 @@ int hostile_server::trickles_ended() const noexcept {
 }
 
 void hostile_server::run() {
+    block_sigpipe_in_this_thread();
     std::vector<connection> conns;
     SSL_CTX* tls = nullptr;
     if (!how_.tls_dir.empty() && (tls = server_context(how_.tls_dir)) == nullptr) return;

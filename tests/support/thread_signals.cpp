@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "support/thread_signals.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -32,6 +35,13 @@ std::vector<std::uint64_t> masks_of_threads_started_by(const std::function<void(
                 masks.push_back(std::stoull(line.substr(7), nullptr, 16));
     }
     return masks;
+}
+
+void block_sigpipe_in_this_thread() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
 }
 
 }  // namespace locksmith::test
