@@ -100,9 +100,8 @@ std::shared_ptr<store> lock_factory::store_for(const std::string& strategy) {
 }
 
 std::shared_ptr<store> lock_factory::select_store(capability required, bool fallback) {
-    auto candidates = registry_->candidates(required);
-    const auto& winner = candidates.front().descriptor.name;
     if (!fallback) {
+        const auto winner = registry_->best(required).descriptor.name;
         // One name, one mechanism: a process that cannot start the winner must not lock the
         // name somewhere the others do not look.
         try {
@@ -119,6 +118,7 @@ std::shared_ptr<store> lock_factory::select_store(capability required, bool fall
                 "the config's defaults or lock rule allows falling back");
         }
     }
+    const auto candidates = registry_->candidates(required);
     const bool distributed = has(candidates.front().capabilities, capability::distributed);
     std::string failures;  // for the sentence
     std::string errors;    // the errors alone, for the log record's `error`
@@ -251,7 +251,7 @@ selection_report lock_factory::explain_and_start(capability required) {
 std::string lock_factory::strategy_for(std::string_view name, const lock_request& request) const {
     auto r = resolve(name, request);
     if (!r.strategy.empty()) return r.strategy;
-    return registry_->candidates(r.require).front().descriptor.name;
+    return registry_->best(r.require).descriptor.name;
 }
 
 }  // namespace locksmith

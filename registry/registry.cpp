@@ -172,39 +172,67 @@ std::vector<strategy_info> strategy_registry::list() const {
     return out;
 }
 
-selection_report strategy_registry::explain(capability required) const {
+strategy_registry::verdict strategy_registry::judge(const strategy_info& info,
+                                                    capability required) const {
+    if ((required & ~info.capabilities) != capability::none) return verdict::lacks;
+    if (!info.enabled) return verdict::disabled;
+    if (info.descriptor.needs_configuration && !info.configured) return verdict::not_configured;
+    // Probed last: only the strategies that pass every other rule.
+    if (!probe_support(info.descriptor).supported) return verdict::unsupported;
+    return verdict::candidate;
+}
+
+// Highest effective priority first; ties by name (a snapshot is in name order).
+static void by_priority(std::vector<strategy_info>& infos) {
+    std::stable_sort(infos.begin(), infos.end(), [](const auto& a, const auto& b) {
+        return a.effective_priority > b.effective_priority;
+    });
+}
+
+static void require_some(capability required) {
     if (required == capability::none)
         throw invalid_argument_error("a lock request must name at least one capability");
+}
+
+selection_report strategy_registry::explain(capability required) const {
+    require_some(required);
     selection_report report;
     report.requested = required;
-    for (auto& info : snapshot()) {
-        // Probe only the strategies that pass every other rule.
-        complete(info, false);
+    auto infos = snapshot();
+    for (auto& info : infos) complete(info, false);
+    by_priority(infos);
+    for (const auto& info : infos) {
         selection_report::entry e;
         e.strategy = info.descriptor.name;
         e.priority = info.effective_priority;
-        const capability missing = required & ~info.capabilities;
-        if (missing != capability::none)
-            e.passed_over = "lacks " + to_string(missing) +
-                            (has(info.descriptor.capabilities, missing) ? " with its options" : "");
-        else if (!info.enabled)
-            e.passed_over = info.descriptor.enabled_by_default
-                                ? "disabled by the config"
-                                : "disabled by default (enable it in the config)";
-        else if (info.descriptor.needs_configuration && !info.configured)
-            e.passed_over = not_configured_hint(info.descriptor);
-        else if (auto status = probe_support(info.descriptor); !status.supported)
-            e.passed_over = "not supported here: " + status.reason;
-        else
-            e.candidate = true;
+        switch (judge(info, required)) {
+            case verdict::candidate:
+                e.candidate = true;
+                break;
+            case verdict::lacks: {
+                const capability missing = required & ~info.capabilities;
+                e.passed_over =
+                    "lacks " + to_string(missing) +
+                    (has(info.descriptor.capabilities, missing) ? " with its options" : "");
+                break;
+            }
+            case verdict::disabled:
+                e.passed_over = info.descriptor.enabled_by_default
+                                    ? "disabled by the config"
+                                    : "disabled by default (enable it in the config)";
+                break;
+            case verdict::not_configured:
+                e.passed_over = not_configured_hint(info.descriptor);
+                break;
+            case verdict::unsupported:
+                e.passed_over = "not supported here: " + probe_support(info.descriptor).reason;
+                break;
+        }
         report.entries.push_back(std::move(e));
     }
-    // Candidates first, best first; ties by name (the list is already in name order).
-    std::stable_sort(report.entries.begin(), report.entries.end(),
-                     [](const auto& a, const auto& b) {
-                         if (a.candidate != b.candidate) return a.candidate;
-                         return a.priority > b.priority;
-                     });
+    // Candidates first (the rest keep their order: best first).
+    std::stable_partition(report.entries.begin(), report.entries.end(),
+                          [](const auto& e) { return e.candidate; });
     return report;
 }
 
@@ -215,6 +243,21 @@ std::vector<strategy_info> strategy_registry::candidates(capability required) co
         if (e.candidate) out.push_back(info(e.strategy));
     if (out.empty()) throw no_strategy_error(report.to_string());
     return out;
+}
+
+strategy_info strategy_registry::best(capability required) const {
+    require_some(required);
+    auto infos = snapshot();
+    for (auto& info : infos) complete(info, false);
+    by_priority(infos);
+    // Judged best first, so that the strategies below the winner are never probed (a probe
+    // creates and removes a semaphore, a /dev/shm file: work on every `locksmith run`).
+    for (auto& info : infos)
+        if (judge(info, required) == verdict::candidate) {
+            info.support = probe_support(info.descriptor);
+            return info;
+        }
+    throw no_strategy_error(explain(required).to_string());
 }
 
 void strategy_registry::configure(const config& cfg) {

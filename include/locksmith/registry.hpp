@@ -177,8 +177,14 @@ class strategy_registry {
     // The candidates of explain(), best first. Throws no_strategy_error (with the report's
     // explanation) when there is none.
     std::vector<strategy_info> candidates(capability required) const;
+    // The first of candidates(), probing no strategy below it. Throws as candidates() does.
+    strategy_info best(capability required) const;
 
   private:
+    enum class verdict { candidate, lacks, disabled, not_configured, unsupported };
+    // The first selection rule `info` fails for `required`; probes only when every other
+    // rule passes.
+    verdict judge(const strategy_info& info, capability required) const;
     // Under the mutex: the descriptor and its settings; the rest is computed after, outside it.
     strategy_info settings_locked(const strategy_descriptor& d) const;
     std::vector<strategy_info> snapshot() const;

@@ -157,6 +157,20 @@ BOOST_AUTO_TEST_CASE(unsupported_strategies_are_passed_over_with_the_probe_reaso
     BOOST_TEST(broken.probes() == 1);
 }
 
+BOOST_AUTO_TEST_CASE(the_best_is_chosen_without_probing_the_strategies_below_it) {
+    strategy_registry r;
+    test_strategy broken("broken", 90, ex), winner("winner", 60, ex), below("below", 50, ex);
+    broken.unsupported("no such kernel feature");
+    for (auto* t : {&broken, &winner, &below}) r.add(t->descriptor());
+    BOOST_TEST(r.best(ex).descriptor.name == "winner");
+    BOOST_TEST(r.best(ex).support.supported);
+    BOOST_TEST(broken.probes() == 1);
+    BOOST_TEST(below.probes() == 0);  // every `locksmith run` probed them all (semget, /dev/shm)
+    BOOST_TEST(r.best(ex).descriptor.name == r.candidates(ex).front().descriptor.name);
+    BOOST_CHECK_THROW(r.best(capability::none), invalid_argument_error);
+    BOOST_CHECK_THROW(r.best(capability::shared), no_strategy_error);
+}
+
 BOOST_AUTO_TEST_CASE(disabled_strategies_are_never_selected) {
     strategy_registry r;
     r.add(test_strategy("off", 90, ex).disabled_by_default().descriptor());
