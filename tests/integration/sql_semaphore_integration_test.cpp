@@ -94,18 +94,6 @@ void permits_are_numbered_and_the_limit_is_kept(const std::string& dsn) {
     BOOST_TEST(s->status(name).permits_held.value_or(9) == 0u);
 }
 
-// Guards: grant beyond the limit, across processes (N + 2 of them, waits polled).
-void processes_never_exceed_the_limit(const std::string& dsn) {
-    const std::string name = test::unique_resource("pool");
-    test::permit_page page;
-    auto* c = page.counter;
-    BOOST_TEST(test::hold_permits_in_processes([&] { return store_for(dsn); }, name, 3, 5, 30, *c,
-                                               3ms) == 0);
-    BOOST_TEST(c->grants.load() == 150);
-    BOOST_TEST(c->most.load() <= 3);
-    BOOST_TEST(c->most.load() == 3);
-}
-
 // Guards: a second limit accepted while permits are held.
 void a_second_limit_is_refused_naming_both(const std::string& dsn) {
     const std::string name = test::unique_resource("mismatch");
@@ -254,9 +242,6 @@ BOOST_AUTO_TEST_SUITE(sqlite)
 BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
     ::permits_are_numbered_and_the_limit_is_kept(sqlite_dsn());
 }
-BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
-    ::processes_never_exceed_the_limit(sqlite_dsn());
-}
 BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
     ::a_second_limit_is_refused_naming_both(sqlite_dsn());
 }
@@ -278,9 +263,6 @@ BOOST_AUTO_TEST_SUITE(postgresql,
 BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
     ::permits_are_numbered_and_the_limit_is_kept(endpoint(postgres_variable));
 }
-BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
-    ::processes_never_exceed_the_limit(endpoint(postgres_variable));
-}
 BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
     ::a_second_limit_is_refused_naming_both(endpoint(postgres_variable));
 }
@@ -301,9 +283,6 @@ BOOST_AUTO_TEST_SUITE(mariadb,
                       *boost::unit_test::precondition(test::server_precondition{mariadb_variable}))
 BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
     ::permits_are_numbered_and_the_limit_is_kept(endpoint(mariadb_variable));
-}
-BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
-    ::processes_never_exceed_the_limit(endpoint(mariadb_variable));
 }
 BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
     ::a_second_limit_is_refused_naming_both(endpoint(mariadb_variable));

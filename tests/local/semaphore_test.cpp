@@ -358,15 +358,6 @@ union test_semun {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(n_plus_one_processes_never_hold_more_than_n_permits, permits_fixture) {
-    permit_page page;
-    BOOST_TEST(hold_permits_in_processes(maker(), name("pool"), 3, 4, 100, *page.counter) == 0);
-    BOOST_TEST(page.counter->grants.load() == 400);
-    BOOST_TEST(page.counter->most.load() <= 3);
-    // Four processes that hold 1 ms each fill every permit.
-    BOOST_TEST(page.counter->most.load() == 3);
-}
-
 BOOST_FIXTURE_TEST_CASE(a_released_permit_is_free_for_the_next_owner, permits_fixture) {
     const auto n = name("handover");
     auto s = make();

@@ -585,15 +585,6 @@ struct permits_fixture : segment_fixture {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(four_processes_never_hold_more_than_three_permits, permits_fixture) {
-    permit_page page;
-    BOOST_TEST(hold_permits_in_processes(maker(), permit_name("pool"), 3, 4, 100, *page.counter) ==
-               0);
-    BOOST_TEST(page.counter->grants.load() == 400);
-    BOOST_TEST(page.counter->most.load() <= 3);
-    BOOST_TEST(page.counter->most.load() == 3);  // four holders of 1 ms fill every permit
-}
-
 BOOST_FIXTURE_TEST_CASE(permits_are_numbered_and_given_back, permits_fixture) {
     const auto n = permit_name("numbered");
     auto s = make();
