@@ -363,26 +363,6 @@ void unreachable_server(const std::string& scheme) {
         (kind_of([&] { strategies::make_sql_store(options_for(dsn)); }) == error_kind::transient));
 }
 
-// Different processes exclude each other through the database (one store each).
-void processes_exclude(const std::string& dsn) {
-    const auto name = test::unique_resource("processes");
-    test::shared_counter counter;
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(test::fork_child([&]() -> int {
-            auto s = strategies::make_sql_store(options_for(dsn));
-            auto lock = make_lock(s, name);
-            for (int i = 0; i < 100; ++i) {
-                if (!lock.try_lock_for(60s)) return 2;
-                counter.increment();
-                lock.unlock();
-            }
-            return 0;
-        }));
-    for (auto pid : children) BOOST_TEST(test::wait_child(pid, 120s) == 0);
-    BOOST_TEST(counter.read() == 400);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -583,10 +563,6 @@ BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
 BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
     wrong_shape(sqlite_dsn());
 }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(sqlite_dsn());
-}
-
 // Processes that meet a new file at once all set it up: one of them turns on WAL and creates the
 // table while the others wait for it. A connection whose read of the schema went stale while it
 // waited gets SQLITE_BUSY at once, not after its busy timeout; that failed the set-up of some of
@@ -718,9 +694,6 @@ BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
 }
 BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
     unknown_database(endpoint(postgres_variable));
-}
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(postgres_variable));
 }
 // `dsn` (postgresql://[user@]host...) connecting as `user`, without password (the test server
 // trusts 127.0.0.1).
@@ -881,10 +854,6 @@ BOOST_AUTO_TEST_CASE(localhost_with_a_port_is_that_port) {
     BOOST_TEST(test::wait_child(child, 60s) == 0, "1: both held; 2: localhost was not reached");
     held.unlock();
 }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(mariadb_variable));
-}
-
 BOOST_AUTO_TEST_SUITE_END()
 
 constexpr const char* postgres_tls_variable = "LOCKSMITH_TEST_POSTGRES_TLS_DSN";
@@ -900,9 +869,6 @@ BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
     const auto plain = dsn.substr(0, dsn.find('?')) + "?sslmode=disable";
     const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@wrong.invalid:") + "&hostaddr=127.0.0.1";
     tls_refusals(dsn, "locktest-tls-pw", plain, wrong_host, "wrong.invalid");
-}
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(postgres_tls_variable));
 }
 BOOST_AUTO_TEST_CASE(the_password_from_a_file_or_the_environment) {
     password_from_outside(endpoint(postgres_tls_variable), "locktest-tls-pw", "sql");
@@ -923,9 +889,6 @@ BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
     const auto plain = dsn.substr(0, dsn.find('?'));
     const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@127.1:");
     tls_refusals(dsn, "locktest-tls-pw", plain, wrong_host, "127.1:");
-}
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(mariadb_tls_variable));
 }
 BOOST_AUTO_TEST_CASE(the_password_from_a_file_or_the_environment) {
     password_from_outside(endpoint(mariadb_tls_variable), "locktest-tls-pw", "sql");

@@ -78,28 +78,8 @@ std::string hex_key(int key) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, set_fixture) {
-    temp_dir dir("sem");
-    counter_file counter(dir.path() / "counter");
-    make();
-    BOOST_TEST(increment_in_processes(maker(), "counter", counter, 4, 200) == 0);
-    BOOST_TEST(counter.value() == 800);
-}
-
 BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, set_fixture) {
     BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
-}
-
-// How fast the next waiter gets the lock is measured by bench/harness (scenario 6, recovery).
-BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released, set_fixture) {
-    auto s = make();
-    pid_t holder = fork_holder(maker(), "crash");
-    BOOST_REQUIRE(holder > 0);
-    auto lock = make_lock(s, "crash");
-    BOOST_TEST(!lock.try_lock());
-    ::kill(holder, SIGKILL);
-    BOOST_TEST(lock.try_lock_for(30s));  // at once; the bound is only a safety net
-    wait_child(holder, 30s);
 }
 
 BOOST_FIXTURE_TEST_CASE(ten_thousand_names_use_one_kernel_set, set_fixture) {

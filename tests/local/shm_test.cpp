@@ -68,14 +68,6 @@ bool wait_until_sleeping(pid_t pid) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, segment_fixture) {
-    temp_dir dir("shm");
-    counter_file counter(dir.path() / "counter");
-    make();  // create the segment before the children race to
-    BOOST_TEST(increment_in_processes(maker(), "counter", counter, 4, 200) == 0);
-    BOOST_TEST(counter.value() == 800);
-}
-
 BOOST_FIXTURE_TEST_CASE(processes_racing_to_create_the_segment_agree_on_one_table,
                         segment_fixture) {
     temp_dir dir("shm-race");
