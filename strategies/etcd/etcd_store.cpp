@@ -766,26 +766,57 @@ class etcd_store final : public store {
         return field(r, "succeeded").is_boolean() && r["succeeded"].get<bool>();
     }
 
+    // A waiter's lease (a permit or queue key's), kept alive at a third of it as the renewal
+    // thread does for holders.
+    struct waiting_lease {
+        milliseconds ttl, every;
+        steady_clock::time_point valid_until, next_keep_alive;
+        waiting_lease(const etcd_key_state& s, milliseconds ttl)
+            : ttl(ttl),
+              every(std::max(milliseconds(500), milliseconds(s.ttl_s * 1000) / 3)),
+              valid_until(s.renewed + ttl),
+              next_keep_alive(s.renewed + every) {}
+    };
+
+    void keep_alive_if_due(etcd_key_state& s, waiting_lease& lease) {
+        if (steady_clock::now() < lease.next_keep_alive) return;
+        const auto sent = steady_clock::now();
+        if (!keep_alive(s.lease)) lost_while_waiting(s);
+        s.renewed = sent;
+        lease.valid_until = sent + lease.ttl;
+        lease.next_keep_alive = sent + lease.every;
+    }
+
+    // A waiter's answer to the backend_error it is handling (called from its catch block:
+    // `throw;` rethrows that error). A server that restarts (or a member that fails over) is
+    // waited for: etcd keeps leases across restarts (and renews each when it starts), so our key
+    // keeps its place; the keep-alive that comes first once it answers says whether it did.
+    // Until the waiter's deadline: giving up earlier would leave a key that nobody revokes when
+    // this process is gone by the server's return (`locksmith run`), and that blocks the queue
+    // for a TTL after it. Without a deadline, until the lease could have expired (a lock() must
+    // not wait forever for a dead server). False when `until` passes first; true after a pause
+    // when the wait goes on.
+    static bool wait_out(const backend_error& e, const waiting_lease& lease, deadline until) {
+        if (e.kind() == error_kind::permanent) throw;
+        const auto pause = milliseconds(200);
+        if (until == deadline::max() && steady_clock::now() + pause >= lease.valid_until) throw;
+        if (steady_clock::now() + pause >= until) return false;
+        std::this_thread::sleep_for(pause);
+        return true;
+    }
+
     // Waits until our permit key is among the first `limit`, keeping its lease alive (as
     // wait_for_turn does). `known` is the place the enqueuing transaction read. False when
     // `until` passed first.
     bool wait_for_permit(const key& k, etcd_key_state& s, std::optional<permit_place> known,
                          milliseconds ttl, deadline until) {
         const std::uint32_t limit = k.limit();
-        const auto keep_alive_every = std::max(milliseconds(500), milliseconds(s.ttl_s * 1000) / 3);
-        auto lease_valid_until = s.renewed + ttl;
-        auto next_keep_alive = s.renewed + keep_alive_every;
+        waiting_lease lease(s, ttl);
         permit_watch watch;
         for (;;) {
             if (steady_clock::now() >= until) return false;
             try {
-                if (steady_clock::now() >= next_keep_alive) {
-                    const auto sent = steady_clock::now();
-                    if (!keep_alive(s.lease)) lost_while_waiting(s);
-                    s.renewed = sent;
-                    lease_valid_until = sent + ttl;
-                    next_keep_alive = sent + keep_alive_every;
-                }
+                keep_alive_if_due(s, lease);
                 permit_place place;
                 if (known) {
                     place = std::move(*known);
@@ -804,7 +835,8 @@ class etcd_store final : public store {
                     // Written meanwhile: look again (the watch stays if it covers what we see).
                     if (place.revision < watch.created) continue;
                 }
-                const auto events = next_permit_events(watch, std::min(until, next_keep_alive));
+                const auto events =
+                    next_permit_events(watch, std::min(until, lease.next_keep_alive));
                 if (events.is_null()) continue;  // keep-alive due, or the watch ended: look again
                 bool look_again = false, before_ours_went = false;
                 for (const auto& e : events) {
@@ -821,21 +853,14 @@ class etcd_store final : public store {
                 // A key before ours went (none can be created before it later): `limit` - 1
                 // are left before ours, so ours is among the first `limit`.
                 if (before_ours_went && watch.previous.empty() &&
-                    steady_clock::now() < lease_valid_until) {
+                    steady_clock::now() < lease.valid_until) {
                     if (!announce_grant(k, s)) lost_while_waiting(s);
                     return true;
                 }
                 if (!look_again && !before_ours_went) known = std::move(place);
             } catch (const backend_error& e) {
                 watch = {};
-                // As wait_for_turn: a restarting server is waited for until the deadline (or,
-                // without one, until the lease could have expired).
-                if (e.kind() == error_kind::permanent) throw;
-                const auto pause = milliseconds(200);
-                if (until == deadline::max() && steady_clock::now() + pause >= lease_valid_until)
-                    throw;
-                if (steady_clock::now() + pause >= until) return false;
-                std::this_thread::sleep_for(pause);
+                if (!wait_out(e, lease, until)) return false;
             }
         }
     }
@@ -890,21 +915,12 @@ class etcd_store final : public store {
         const queue_names names(s.key.substr(0, s.key.rfind('/') + 1));
         const json ahead = names.last(2, s.revision);
         const json own = {{"key", base64(s.key)}, {"keys_only", true}};
-        // Keep-alives at a third of the lease, as the renewal thread does for holders.
-        const auto keep_alive_every = std::max(milliseconds(500), milliseconds(s.ttl_s * 1000) / 3);
-        auto lease_valid_until = s.renewed + ttl;
-        auto next_keep_alive = s.renewed + keep_alive_every;
+        waiting_lease lease(s, ttl);
         deletion_watch watch;
         for (;;) {
             if (steady_clock::now() >= until) return false;
             try {
-                if (steady_clock::now() >= next_keep_alive) {
-                    const auto sent = steady_clock::now();
-                    if (!keep_alive(s.lease)) lost_while_waiting(s);
-                    s.renewed = sent;
-                    lease_valid_until = sent + ttl;
-                    next_keep_alive = sent + keep_alive_every;
-                }
+                keep_alive_if_due(s, lease);
                 queue_place place;
                 if (known) {
                     place = std::move(*known);
@@ -934,7 +950,7 @@ class etcd_store final : public store {
                     // it covers what we then see).
                     if (watch.created > place.revision) continue;
                 }
-                const auto gone = next_deletion(watch, std::min(until, next_keep_alive));
+                const auto gone = next_deletion(watch, std::min(until, lease.next_keep_alive));
                 if (gone.revision == 0) continue;  // keep-alive due, or the watch ended: look again
                 const auto at = std::find(place.before.begin(), place.before.end(), gone.key_b64);
                 if (gone.revision <= place.revision || at == place.before.end()) {
@@ -952,22 +968,10 @@ class etcd_store final : public store {
                     continue;
                 }
                 // Our turn, without reading the queue again while our lease surely lives.
-                if (steady_clock::now() < lease_valid_until) return true;
+                if (steady_clock::now() < lease.valid_until) return true;
             } catch (const backend_error& e) {
                 watch = {};
-                // A server that restarts (or a member that fails over) is waited for: etcd keeps
-                // leases across restarts (and renews each when it starts), so our key keeps its
-                // place; the keep-alive that comes first once it answers says whether it did.
-                // Until the waiter's deadline: giving up earlier would leave a key that nobody
-                // revokes when this process is gone by the server's return (`locksmith run`),
-                // and that blocks the queue for a TTL after it. Without a deadline, until the
-                // lease could have expired (a lock() must not wait forever for a dead server).
-                if (e.kind() == error_kind::permanent) throw;
-                const auto pause = milliseconds(200);
-                if (until == deadline::max() && steady_clock::now() + pause >= lease_valid_until)
-                    throw;
-                if (steady_clock::now() + pause >= until) return false;
-                std::this_thread::sleep_for(pause);
+                if (!wait_out(e, lease, until)) return false;
             }
         }
     }

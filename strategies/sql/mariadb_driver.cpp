@@ -20,34 +20,7 @@ using namespace locksmith::mariadb;
 // for the whole statement.
 #define LS_NOW "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
 
-enum statement_id {
-    acquire_id,
-    refresh_id,
-    release_id,
-    holds_id,
-    remaining_id,
-    create_limit_id,
-    read_limit_id,
-    set_limit_id,
-    pick_slot_id,
-    count_held_id,
-    next_fence_id,
-    take_slot_id,
-    statement_count
-};
-static_assert(statement_count <= mariadb_session::max_statements);
-constexpr std::array<const char*, statement_count> what = {"acquiring a lock",
-                                                           "refreshing a lock",
-                                                           "releasing a lock",
-                                                           "checking a lock",
-                                                           "reading a lock's status",
-                                                           "locking a semaphore's limit",
-                                                           "reading a semaphore's limit",
-                                                           "setting a semaphore's limit",
-                                                           "looking for a free permit",
-                                                           "counting held permits",
-                                                           "drawing a permit's fencing token",
-                                                           "taking a permit"};
+static_assert(row_statement_count <= mariadb_session::max_statements);
 
 bool wrong_shape(unsigned code) {
     return code == 1054 || code == 1364 || code == 1406 || code == 1366 || code == 1265;
@@ -81,9 +54,9 @@ class mariadb_connection final : public connection {
         // the transaction ends. Slot rows are looked up by their key; the slot numbers come from
         // a recursive CTE (MariaDB >= 10.2, MySQL >= 8.0). A slot is taken unless take_slot could
         // take it: a row of NULLs keeps its slot out of use, never lets one more in.
-        sql_[create_limit_id] = "INSERT INTO " + table +
-                                " (key_id, token, expires_ms, fence) VALUES (?, 'limit', ?, 0) ON "
-                                "DUPLICATE KEY UPDATE fence = fence";
+        sql_[lock_limit_id] = "INSERT INTO " + table +
+                              " (key_id, token, expires_ms, fence) VALUES (?, 'limit', ?, 0) ON "
+                              "DUPLICATE KEY UPDATE fence = fence";
         sql_[read_limit_id] = "SELECT IFNULL(IF(token = 'limit', expires_ms, -1), -1) FROM " +
                               table + " WHERE key_id = ?";
         sql_[set_limit_id] =
@@ -124,18 +97,18 @@ class mariadb_connection final : public connection {
     // the name committed before; the writes (next_fence, take_slot) read the latest rows. Not
     // READ COMMITTED for the session: with binlog_format=STATEMENT, InnoDB refuses writes under
     // it, and the lock's statements would fail too.
-    void begin() override { plain("START TRANSACTION", "starting a transaction"); }
-    void commit() override { plain("COMMIT", "committing a transaction"); }
+    void begin() override { plain("START TRANSACTION", statements[begin_id].what); }
+    void commit() override { plain("COMMIT", statements[commit_id].what); }
     void rollback() noexcept override {
         try {
-            if (session_->usable()) session_->run("ROLLBACK", "rolling back a transaction");
+            if (session_->usable()) session_->run("ROLLBACK", statements[rollback_id].what);
         } catch (...) {
             unusable_ = true;
         }
     }
     std::int64_t lock_limit(const std::string& limit_id, std::int64_t limit) override {
         long long value = limit;
-        execute(create_limit_id, {text_param(limit_id), integer_param(value)});
+        execute(lock_limit_id, {text_param(limit_id), integer_param(value)});
         auto kept = read_limit(limit_id);
         if (!kept) missing_row(limit_id);
         return *kept;
@@ -255,14 +228,14 @@ class mariadb_connection final : public connection {
 
     MYSQL_STMT* execute(statement_id id, std::initializer_list<MYSQL_BIND> params) {
         try {
-            return session_->execute(id, sql_[id], params, what[id]);
+            return session_->execute(id, sql_[id], params, statements[id].what);
         } catch (const mariadb_error& e) {
             refine(e);
         }
     }
     first_value fetch(statement_id id, std::initializer_list<MYSQL_BIND> params) {
         try {
-            return session_->fetch_first(id, sql_[id], params, what[id]);
+            return session_->fetch_first(id, sql_[id], params, statements[id].what);
         } catch (const mariadb_error& e) {
             refine(e);
         }
@@ -271,7 +244,7 @@ class mariadb_connection final : public connection {
     const sql_options& o_;
     mariadb_target target_;
     std::optional<mariadb_session> session_;
-    std::array<std::string, statement_count> sql_;
+    std::array<std::string, row_statement_count> sql_;
     bool unusable_ = false;  // a transaction that could not be rolled back
 };
 

@@ -16,41 +16,8 @@ namespace {
 // The database's clock in ms. statement_timestamp() is one value for the whole statement.
 #define LS_NOW "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint"
 
-enum statement_id {
-    acquire_id,
-    refresh_id,
-    release_id,
-    holds_id,
-    remaining_id,
-    lock_limit_id,
-    read_limit_id,
-    set_limit_id,
-    pick_slot_id,
-    count_held_id,
-    next_fence_id,
-    take_slot_id,
-    statement_count
-};
-
-struct statement {
-    const char* name;
-    const char* what;  // for messages
-    int params;
-};
-constexpr std::array<statement, statement_count> statements = {{
-    {"locksmith_acquire", "acquiring a lock", 3},
-    {"locksmith_refresh", "refreshing a lock", 3},
-    {"locksmith_release", "releasing a lock", 2},
-    {"locksmith_holds", "checking a lock", 2},
-    {"locksmith_remaining", "reading a lock's status", 1},
-    {"locksmith_lock_limit", "locking a semaphore's limit", 2},
-    {"locksmith_read_limit", "reading a semaphore's limit", 1},
-    {"locksmith_set_limit", "setting a semaphore's limit", 2},
-    {"locksmith_pick_slot", "looking for a free permit", 3},
-    {"locksmith_count_held", "counting held permits", 2},
-    {"locksmith_next_fence", "drawing a permit's fencing token", 1},
-    {"locksmith_take_slot", "taking a permit", 4},
-}};
+// How many parameters each statement takes, in statement_id's order.
+constexpr std::array<int, row_statement_count> parameters = {3, 3, 2, 2, 1, 2, 1, 2, 3, 2, 1, 4};
 
 // SQLSTATEs that mean the table is not the one the strategy creates.
 bool wrong_shape(const std::string& state) {
@@ -122,11 +89,11 @@ class pg_connection final : public connection {
                              "EXCLUDED.fence WHERE l.expires_ms <= " LS_NOW " RETURNING 1";
     }
 
-    void begin() override { session_.query("BEGIN", "starting a transaction"); }
-    void commit() override { session_.query("COMMIT", "committing a transaction"); }
+    void begin() override { session_.query("BEGIN", statements[begin_id].what); }
+    void commit() override { session_.query("COMMIT", statements[commit_id].what); }
     void rollback() noexcept override {
         try {
-            if (!session_.broken()) session_.query("ROLLBACK", "rolling back a transaction");
+            if (!session_.broken()) session_.query("ROLLBACK", statements[rollback_id].what);
         } catch (...) {
             unusable_ = true;
         }
@@ -246,7 +213,7 @@ class pg_connection final : public connection {
         const auto until = pg::clock::now() + o_.command_timeout;
         try {
             if (!prepared_[id]) {
-                session_.prepare(s.name, sql_[id], s.params, until, s.what);
+                session_.prepare(s.name, sql_[id], parameters[id], until, s.what);
                 prepared_[id] = true;
             }
             return session_.run_prepared(s.name, params, until, s.what);
@@ -271,8 +238,8 @@ class pg_connection final : public connection {
     const sql_options& o_;
     const pg::pg_target target_;
     pg::pg_session session_;
-    std::array<std::string, statement_count> sql_;
-    std::array<bool, statement_count> prepared_{};
+    std::array<std::string, row_statement_count> sql_;
+    std::array<bool, row_statement_count> prepared_{};
     bool unusable_ = false;  // a transaction that could not be rolled back
 };
 

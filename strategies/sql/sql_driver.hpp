@@ -4,11 +4,13 @@
 // noticing a closed socket are strategy_support.hpp's; libpq is strategies/common/pq's.
 //
 //   connection       one open database connection speaking its database's dialect
+//   statement_id / statements   the statements every driver keeps, by id, and what each does
 //   missing_table    thrown by a driver when the table does not exist
 //   table_name_problem / table_sql / table_shown   the table's name: checked, in SQL, in messages
 //   open_sqlite / open_postgresql / open_mariadb   the drivers built into this module
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -26,6 +28,52 @@ using std::chrono::milliseconds;
 inline constexpr const char* expected_columns =
     "key_id (text, primary key), token (text), expires_ms (64-bit integer), fence (64-bit "
     "integer)";
+
+// The statements of a connection: each driver keeps its SQL in an array indexed by these ids.
+// The lock's and the semaphore's come first (row_statement_count of them, the ones every driver
+// prepares); the transaction's three after them (SQLite prepares them too; PostgreSQL and
+// MariaDB send them as plain queries).
+enum statement_id : std::size_t {
+    acquire_id,
+    refresh_id,
+    release_id,
+    holds_id,
+    remaining_id,
+    lock_limit_id,
+    read_limit_id,
+    set_limit_id,
+    pick_slot_id,
+    count_held_id,
+    next_fence_id,
+    take_slot_id,
+    begin_id,
+    commit_id,
+    rollback_id,
+    statement_count
+};
+inline constexpr std::size_t row_statement_count = begin_id;
+
+struct statement_info {
+    const char* name;  // the prepared statement's (PostgreSQL names them)
+    const char* what;  // what it does, for messages
+};
+inline constexpr std::array<statement_info, statement_count> statements = {{
+    {"locksmith_acquire", "acquiring a lock"},
+    {"locksmith_refresh", "refreshing a lock"},
+    {"locksmith_release", "releasing a lock"},
+    {"locksmith_holds", "checking a lock"},
+    {"locksmith_remaining", "reading a lock's status"},
+    {"locksmith_lock_limit", "locking a semaphore's limit"},
+    {"locksmith_read_limit", "reading a semaphore's limit"},
+    {"locksmith_set_limit", "setting a semaphore's limit"},
+    {"locksmith_pick_slot", "looking for a free permit"},
+    {"locksmith_count_held", "counting held permits"},
+    {"locksmith_next_fence", "drawing a permit's fencing token"},
+    {"locksmith_take_slot", "taking a permit"},
+    {"locksmith_begin", "starting a transaction"},
+    {"locksmith_commit", "committing a transaction"},
+    {"locksmith_rollback", "rolling back a transaction"},
+}};
 
 class missing_table : public backend_error {
   public:

@@ -27,40 +27,6 @@ using clock = std::chrono::steady_clock;
 // The database's clock in ms; 'now' is one value for the whole statement.
 #define LS_NOW "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
 
-enum statement_id {
-    acquire_id,
-    refresh_id,
-    release_id,
-    holds_id,
-    remaining_id,
-    lock_limit_id,
-    read_limit_id,
-    set_limit_id,
-    pick_slot_id,
-    count_held_id,
-    next_fence_id,
-    take_slot_id,
-    begin_id,
-    commit_id,
-    rollback_id,
-    statement_count
-};
-constexpr std::array<const char*, statement_count> what = {"acquiring a lock",
-                                                           "refreshing a lock",
-                                                           "releasing a lock",
-                                                           "checking a lock",
-                                                           "reading a lock's status",
-                                                           "locking a semaphore's limit",
-                                                           "reading a semaphore's limit",
-                                                           "setting a semaphore's limit",
-                                                           "looking for a free permit",
-                                                           "counting held permits",
-                                                           "drawing a permit's fencing token",
-                                                           "taking a permit",
-                                                           "starting a transaction",
-                                                           "committing a transaction",
-                                                           "rolling back a transaction"};
-
 // A statement parameter: text (when `text` is set) or an integer.
 struct param {
     const std::string* text = nullptr;
@@ -315,7 +281,7 @@ class sqlite_connection final : public connection {
         if (!prepared_[id]) {
             int rc = sqlite3_prepare_v3(db_, sql_[id].c_str(), int(sql_[id].size()),
                                         SQLITE_PREPARE_PERSISTENT, &prepared_[id], nullptr);
-            if (rc != SQLITE_OK) fail(what[id], rc);
+            if (rc != SQLITE_OK) fail(statements[id].what, rc);
         }
         sqlite3_stmt* s = prepared_[id];
         int index = 0;
@@ -342,7 +308,7 @@ class sqlite_connection final : public connection {
                 continue;
             }
             sqlite3_clear_bindings(s);
-            fail(what[id], rc);
+            fail(statements[id].what, rc);
         }
         sqlite3_reset(s);
     }

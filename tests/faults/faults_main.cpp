@@ -648,6 +648,17 @@ cell_outcome run_cell(const cell& c) {
         if (want_holder && !holders.empty()) return holders[random() % holders.size()];
         return workers[int(random() % workers.size())];
     };
+    // Asks the worker to make its next critical section a long one and waits (6 s at most)
+    // until it holds it: the clock and network nemeses strike inside that section.
+    auto stretch = [&](long victim) {
+        ::kill(pid_t(victim), SIGUSR1);
+        const auto until = std::chrono::steady_clock::now() + 6s;
+        while (!tracker.stretched(victim)) {
+            if (std::chrono::steady_clock::now() >= until) return false;
+            std::this_thread::sleep_for(1ms);
+        }
+        return true;
+    };
     long faults_done = 0;
     long clock_shift_s = 0;  // the clock nemesis: how far the server's clock has jumped
     const bool via_run = c.via == "run";
@@ -704,13 +715,7 @@ cell_outcome run_cell(const cell& c) {
             // holder. It must hear of it (its next renewal fails) and stop; fencing must refuse
             // what it writes late.
             std::this_thread::sleep_for(ms(random() % 200));
-            const long victim = workers[int(random() % workers.size())];
-            ::kill(pid_t(victim), SIGUSR1);
-            const auto until = std::chrono::steady_clock::now() + 6s;
-            bool holds = false;
-            while (!(holds = tracker.stretched(victim)) && std::chrono::steady_clock::now() < until)
-                std::this_thread::sleep_for(1ms);
-            if (!holds) continue;
+            if (!stretch(workers[int(random() % workers.size())])) continue;
             clock_shift_s += std::chrono::ceil<std::chrono::seconds>(lease + 1s).count();
             log.record(0, -1, 0, 'N', 1);
             std::ofstream(clock_file) << clock_shift_s << "\n";
@@ -720,14 +725,8 @@ cell_outcome run_cell(const cell& c) {
         } else if (network_nemesis(c.nemesis)) {
             std::this_thread::sleep_for(ms(random() % 200));
             const int index = int(random() % workers.size());
-            const long victim = workers[index];
             // Its next critical section is a long one: cut it off once it has begun.
-            ::kill(pid_t(victim), SIGUSR1);
-            const auto until = std::chrono::steady_clock::now() + 6s;
-            bool holds = false;
-            while (!(holds = tracker.stretched(victim)) && std::chrono::steady_clock::now() < until)
-                std::this_thread::sleep_for(1ms);
-            if (!holds) continue;
+            if (!stretch(workers[index])) continue;
             auto& proxy = *proxies[std::size_t(index)];
             log.record(0, -1, 0, 'N', 1);
             if (c.nemesis == "cut") {

@@ -24,13 +24,18 @@
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
 using locksmith::test::endpoint;
+using locksmith::test::ms_since;
+using locksmith::test::ready;
+using locksmith::test::wait_in_thread;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -95,25 +100,6 @@ bool eventually_keys(const std::string& endpoints, const std::string& name, std:
         std::this_thread::sleep_for(20ms);
     }
     return false;
-}
-
-long long ms_since(clock_type::time_point t) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t).count();
-}
-
-// A waiter in a thread: "granted", "timed out" or the error.
-std::future<std::string> wait_in_thread(named_semaphore& s, std::chrono::milliseconds for_) {
-    return std::async(std::launch::async, [&s, for_]() -> std::string {
-        try {
-            return s.try_acquire_for(for_) ? "granted" : "timed out";
-        } catch (const error& e) {
-            return std::string("error: ") + e.what();
-        }
-    });
-}
-
-bool ready(std::future<std::string>& f, std::chrono::milliseconds within) {
-    return f.wait_for(within) == std::future_status::ready;
 }
 
 }  // namespace

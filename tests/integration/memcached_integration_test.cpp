@@ -247,28 +247,6 @@ BOOST_AUTO_TEST_CASE(registry_builds_the_store_from_json_options) {
                       config_error);
 }
 
-BOOST_AUTO_TEST_CASE(mutual_exclusion_across_processes) {
-    const std::string name = test::unique_resource("mutex");
-    const std::string servers = endpoint(servers_variable);
-    test::shared_counter counter;
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(test::fork_child(
-            [&] {
-                auto s = strategies::make_memcached_store(options_for(servers));
-                auto lock = make_lock(s, name);
-                for (int i = 0; i < 200; ++i) {
-                    if (!lock.try_lock_for(20s)) return 2;
-                    counter.increment();
-                    lock.unlock();
-                }
-                return 0;
-            },
-            120s));
-    for (auto pid : children) BOOST_TEST(test::wait_child(pid, 120s) == 0);
-    BOOST_TEST(counter.read() == 800);
-}
-
 BOOST_AUTO_TEST_CASE(waiter_acquires_after_the_ttl_when_the_holder_dies) {
     const std::string name = test::unique_resource("holder-dies");
     const std::string servers = endpoint(servers_variable);

@@ -28,6 +28,7 @@
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 using locksmith::test::endpoint;
 using locksmith::test::make_permit;
 
@@ -49,10 +50,6 @@ std::shared_ptr<store> store_for(const std::string& servers) {
 
 std::shared_ptr<store> shared_store() {
     return store_for(endpoint(servers_variable));
-}
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 // Another client of the same memcached: one request on a fresh socket, its first reply line and
@@ -137,19 +134,6 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_permits_are_numbered) {
     BOOST_CHECK_THROW((void)too_many.try_acquire(), invalid_argument_error);
     BOOST_TEST(!present(base_of(big) + ".limit"));
     BOOST_TEST(!present(base_of(big) + ".permit.1"));
-}
-
-// N + 2 processes, each with its own store: never more than N hold at once, and N do.
-BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
-    const std::string name = test::unique_resource("pool");
-    const std::string servers = endpoint(servers_variable);
-    test::permit_page page;
-    const int failures = test::hold_permits_in_processes([&] { return store_for(servers); }, name,
-                                                         3, 5, 30, *page.counter, 2ms);
-    BOOST_TEST(failures == 0);
-    BOOST_TEST(page.counter->grants.load() == 150);
-    BOOST_TEST(page.counter->most.load() <= 3);
-    BOOST_TEST(page.counter->most.load() == 3);
 }
 
 // Guards: the limit read after the add. Another limit is refused naming both and the item to

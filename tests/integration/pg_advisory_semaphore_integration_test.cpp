@@ -28,6 +28,7 @@
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 using locksmith::test::endpoint;
 using locksmith::test::make_permit;
 using clock_type = std::chrono::steady_clock;
@@ -46,10 +47,6 @@ std::shared_ptr<store> store_for(const std::string& dsn) {
 
 std::shared_ptr<store> shared_store() {
     return store_for(endpoint(dsn_variable));
-}
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -90,19 +87,6 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_permits_are_numbered) {
     c.release();
     d.release();
     BOOST_TEST(!s->status(name).limit.has_value());  // nothing of the semaphore is left
-}
-
-// Guards: grant beyond the limit, across processes (waits poll).
-BOOST_AUTO_TEST_CASE(four_processes_limit_three_never_above_three) {
-    const std::string name = test::unique_resource("pool");
-    const std::string dsn = endpoint(dsn_variable);
-    test::permit_page page;
-    auto* c = page.counter;
-    BOOST_TEST(test::hold_permits_in_processes([&] { return store_for(dsn); }, name, 3, 4, 50, *c,
-                                               5ms) == 0);
-    BOOST_TEST(c->grants.load() == 200);
-    BOOST_TEST(c->most.load() <= 3);
-    BOOST_TEST(c->most.load() == 3);
 }
 
 // Crash: the session of a killed holder ends, and its permit with it, at once.

@@ -26,18 +26,9 @@
 #include <locksmith/strategies/pg_advisory.hpp>
 #endif
 
-#ifdef LOCKSMITH_TEST_SQLITE
-#include <sqlite3.h>
-#endif
-#ifdef LOCKSMITH_TEST_POSTGRESQL
-#include <libpq-fe.h>
-#endif
-#ifdef LOCKSMITH_TEST_MARIADB
-#include <mysql.h>
-#endif
-
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/entries/sql.hpp"
 #include "support/forwarding_store.hpp"
 #include "support/printers.hpp"
 #include "support/skip_report.hpp"
@@ -50,33 +41,17 @@ using strategies::sql_options;
 
 namespace {
 
-constexpr const char* postgres_variable = "LOCKSMITH_TEST_POSTGRES_DSN";
-constexpr const char* mariadb_variable = "LOCKSMITH_TEST_MARIADB_DSN";
-
-// A folder of the test's own for SQLite files (0700, as the strategy requires).
-const std::filesystem::path& sqlite_dir() {
-    static const std::filesystem::path dir = [] {
-        auto d = std::filesystem::temp_directory_path() /
-                 ("locksmith-sql-it-" + std::to_string(::getpid()));
-        std::filesystem::create_directories(d);
-        std::filesystem::permissions(d, std::filesystem::perms::owner_all,
-                                     std::filesystem::perm_options::replace);
-        return d;
-    }();
-    return dir;
-}
+using test::mariadb_variable;
+using test::postgres_variable;
+using test::sql_admin_exec;
+using test::sqlite_test_dir;
 
 sql_options options_for(const std::string& dsn, const std::string& table = "locksmith_it_keys") {
-    sql_options o;
-    o.dsn = strategies::parse_sql_dsn(dsn);
-    o.table = table;
-    o.connect_timeout = 1000ms;
-    o.command_timeout = 2000ms;
-    return o;
+    return test::sql_test_options(dsn, table, 1000ms, 2000ms);
 }
 
 std::string sqlite_dsn() {
-    return "sqlite://" + (sqlite_dir() / "it.db").string();
+    return test::sqlite_test_dsn("it.db");
 }
 
 named_lock make_lock(std::shared_ptr<store> s, const std::string& name,
@@ -84,51 +59,6 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name,
     lock_options o;
     o.ttl = ttl;
     return named_lock(std::move(s), std::make_shared<key>(name), o);
-}
-
-// Runs one statement on the database directly, for the set-up of the table cases.
-void admin_exec(const sql_options& o, const std::string& sql) {
-    switch (o.dsn.driver) {
-        case strategies::sql_dsn::kind::sqlite: {
-#ifdef LOCKSMITH_TEST_SQLITE
-            sqlite3* db = nullptr;
-            BOOST_REQUIRE(sqlite3_open(o.dsn.path.c_str(), &db) == SQLITE_OK);
-            char* error = nullptr;
-            int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
-            std::string message = error ? error : "";
-            sqlite3_free(error);
-            sqlite3_close(db);
-            BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, sql << ": " << message);
-#endif
-            return;
-        }
-        case strategies::sql_dsn::kind::postgresql: {
-#ifdef LOCKSMITH_TEST_POSTGRESQL
-            PGconn* c = PQconnectdb(o.dsn.text.c_str());
-            BOOST_REQUIRE(PQstatus(c) == CONNECTION_OK);
-            PGresult* r = PQexec(c, sql.c_str());
-            const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-            std::string message = PQresultErrorMessage(r);
-            PQclear(r);
-            PQfinish(c);
-            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
-#endif
-            return;
-        }
-        case strategies::sql_dsn::kind::mysql: {
-#ifdef LOCKSMITH_TEST_MARIADB
-            MYSQL* c = mysql_init(nullptr);
-            BOOST_REQUIRE(mysql_real_connect(c, o.dsn.host.c_str(), o.dsn.user.c_str(),
-                                             o.dsn.password.c_str(), o.dsn.database.c_str(),
-                                             unsigned(o.dsn.port), nullptr, 0));
-            const bool ok = mysql_query(c, sql.c_str()) == 0;
-            std::string message = mysql_error(c);
-            mysql_close(c);
-            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
-#endif
-            return;
-        }
-    }
 }
 
 // The message of the backend_error `f` throws ("" and a test failure when it throws none).
@@ -255,13 +185,13 @@ void missing_table(const std::string& dsn) {
     auto lock = make_lock(s, test::unique_resource("created"));
     BOOST_TEST(lock.try_lock());
     lock.unlock();
-    admin_exec(o, "DROP TABLE " + o.table);
+    sql_admin_exec(o, "DROP TABLE " + o.table);
 }
 
 void wrong_shape(const std::string& dsn) {
     auto o = options_for(dsn, unique_table("shape"));
-    admin_exec(o,
-               "CREATE TABLE " + o.table + " (key_id VARCHAR(64) PRIMARY KEY, owner VARCHAR(10))");
+    sql_admin_exec(
+        o, "CREATE TABLE " + o.table + " (key_id VARCHAR(64) PRIMARY KEY, owner VARCHAR(10))");
     const auto message = backend_error_of([&] {
         auto s = strategies::make_sql_store(o);
         key k(test::unique_resource("shape"));
@@ -276,7 +206,7 @@ void wrong_shape(const std::string& dsn) {
                     key k(test::unique_resource("shape"));
                     s->try_acquire(k, lock_mode::exclusive, 30s);
                 }) == error_kind::permanent));
-    admin_exec(o, "DROP TABLE " + o.table);
+    sql_admin_exec(o, "DROP TABLE " + o.table);
 }
 
 // `dsn` with its database replaced.
@@ -433,26 +363,6 @@ void unreachable_server(const std::string& scheme) {
         (kind_of([&] { strategies::make_sql_store(options_for(dsn)); }) == error_kind::transient));
 }
 
-// Different processes exclude each other through the database (one store each).
-void processes_exclude(const std::string& dsn) {
-    const auto name = test::unique_resource("processes");
-    test::shared_counter counter;
-    std::vector<pid_t> children;
-    for (int p = 0; p < 4; ++p)
-        children.push_back(test::fork_child([&]() -> int {
-            auto s = strategies::make_sql_store(options_for(dsn));
-            auto lock = make_lock(s, name);
-            for (int i = 0; i < 100; ++i) {
-                if (!lock.try_lock_for(60s)) return 2;
-                counter.increment();
-                lock.unlock();
-            }
-            return 0;
-        }));
-    for (auto pid : children) BOOST_TEST(test::wait_child(pid, 120s) == 0);
-    BOOST_TEST(counter.read() == 400);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -563,7 +473,7 @@ BOOST_AUTO_TEST_CASE(sqlite_is_local_servers_are_distributed) {
         lock_factory f(cfg);
         return f.explain(c);
     };
-    const auto local = "sqlite://" + (sqlite_dir() / "scope.db").string();
+    const auto local = test::sqlite_test_dsn("scope.db");
     auto r = explain(local, capability::exclusive | capability::distributed);
     bool sql_passed_over = false;
     for (const auto& e : r.entries)
@@ -653,10 +563,6 @@ BOOST_AUTO_TEST_CASE(missing_table_without_create_table) {
 BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
     wrong_shape(sqlite_dsn());
 }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(sqlite_dsn());
-}
-
 // Processes that meet a new file at once all set it up: one of them turns on WAL and creates the
 // table while the others wait for it. A connection whose read of the schema went stale while it
 // waited gets SQLITE_BUSY at once, not after its busy timeout; that failed the set-up of some of
@@ -665,8 +571,7 @@ BOOST_AUTO_TEST_CASE(processes_setting_up_a_new_file_at_once_all_succeed) {
 #ifdef LOCKSMITH_TEST_SQLITE
     constexpr int children_count = 12;
     for (int round = 0; round < 5; ++round) {
-        const auto dsn =
-            "sqlite://" + (sqlite_dir() / ("new-" + std::to_string(round) + ".db")).string();
+        const auto dsn = test::sqlite_test_dsn("new-" + std::to_string(round) + ".db");
         test::byte_pipe go;
         std::vector<pid_t> children;
         for (int p = 0; p < children_count; ++p)
@@ -689,7 +594,7 @@ BOOST_AUTO_TEST_CASE(processes_setting_up_a_new_file_at_once_all_succeed) {
 // A file another connection keeps locked past command_timeout fails, but may work later.
 BOOST_AUTO_TEST_CASE(a_database_locked_by_another_writer_is_transient) {
 #ifdef LOCKSMITH_TEST_SQLITE
-    auto o = options_for("sqlite://" + (sqlite_dir() / "busy.db").string());
+    auto o = options_for(test::sqlite_test_dsn("busy.db"));
     o.command_timeout = 100ms;
     auto s = strategies::make_sql_store(o);  // creates the file and the table
     sqlite3* db = nullptr;
@@ -709,7 +614,7 @@ BOOST_AUTO_TEST_CASE(a_database_locked_by_another_writer_is_transient) {
 
 BOOST_AUTO_TEST_CASE(file_and_folder_follow_the_lock_file_rules) {
     // The folder is created private; the file 0600.
-    auto dir = sqlite_dir() / "made";
+    auto dir = sqlite_test_dir() / "made";
     auto s = strategies::make_sql_store(options_for("sqlite://" + (dir / "l.db").string()));
     struct stat st {};
     BOOST_REQUIRE(::stat(dir.c_str(), &st) == 0);
@@ -721,7 +626,7 @@ BOOST_AUTO_TEST_CASE(file_and_folder_follow_the_lock_file_rules) {
     BOOST_CHECK_THROW(
         strategies::make_sql_store(options_for("sqlite://" + (dir / "link.db").string())), error);
     // A folder others may write to is refused.
-    auto open_dir = sqlite_dir() / "open";
+    auto open_dir = sqlite_test_dir() / "open";
     std::filesystem::create_directories(open_dir);
     std::filesystem::permissions(open_dir, std::filesystem::perms::all,
                                  std::filesystem::perm_options::replace);
@@ -749,7 +654,7 @@ BOOST_AUTO_TEST_CASE(a_folder_others_can_change_is_refused_with_advice_that_work
         BOOST_TEST(m.find("set the option shared_group") == std::string::npos, m);
         BOOST_TEST(m.find("lock_dir") == std::string::npos, m);  // sql has no such option
     };
-    const auto open_dir = sqlite_dir() / "open-advice";
+    const auto open_dir = sqlite_test_dir() / "open-advice";
     std::filesystem::create_directories(open_dir);
     std::filesystem::permissions(open_dir, std::filesystem::perms::all,
                                  std::filesystem::perm_options::replace);
@@ -757,7 +662,7 @@ BOOST_AUTO_TEST_CASE(a_folder_others_can_change_is_refused_with_advice_that_work
 
     auto other = test::another_local_user_or_skip();  // also needs root, to chown
     if (!other) return;
-    const auto theirs = sqlite_dir() / "theirs";
+    const auto theirs = sqlite_test_dir() / "theirs";
     std::filesystem::create_directories(theirs);
     BOOST_REQUIRE(::chown(theirs.c_str(), other->uid, other->gid) == 0);
     const std::string m = refusal(theirs);
@@ -790,9 +695,6 @@ BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
 BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
     unknown_database(endpoint(postgres_variable));
 }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(postgres_variable));
-}
 // `dsn` (postgresql://[user@]host...) connecting as `user`, without password (the test server
 // trusts 127.0.0.1).
 std::string as_role(const std::string& dsn, const std::string& user) {
@@ -808,15 +710,15 @@ std::string as_role(const std::string& dsn, const std::string& user) {
 struct two_roles {
     explicit two_roles(std::string dsn) : admin(options_for(std::move(dsn))) {
         for (const auto& role : {alice, bob})
-            admin_exec(admin, "CREATE ROLE " + role + " LOGIN; CREATE SCHEMA " + role +
-                                  " AUTHORIZATION " + role + "; GRANT CREATE ON SCHEMA public TO " +
-                                  role);
+            sql_admin_exec(admin, "CREATE ROLE " + role + " LOGIN; CREATE SCHEMA " + role +
+                                      " AUTHORIZATION " + role +
+                                      "; GRANT CREATE ON SCHEMA public TO " + role);
     }
     ~two_roles() {
         for (const auto& role : {alice, bob})
-            admin_exec(admin, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS " + role +
-                                  " CASCADE; DROP OWNED BY " + role + " CASCADE; DROP ROLE " +
-                                  role);
+            sql_admin_exec(admin, "SET client_min_messages = warning; DROP SCHEMA IF EXISTS " +
+                                      role + " CASCADE; DROP OWNED BY " + role +
+                                      " CASCADE; DROP ROLE " + role);
     }
     const std::string suffix = std::to_string(::getpid());
     const std::string alice = "locksmith_alice_" + suffix;
@@ -844,17 +746,17 @@ BOOST_AUTO_TEST_CASE(roles_with_schemas_of_their_own_share_one_table) {
     BOOST_TEST(message.find("public." + table) != std::string::npos, message);
     BOOST_TEST(message.find("GRANT SELECT, INSERT, UPDATE") != std::string::npos, message);
     // (Before the fix there was no public table to grant: the block then does nothing.)
-    admin_exec(roles.admin, "DO $$ BEGIN IF to_regclass('public." + table +
-                                "') IS NOT NULL THEN GRANT SELECT, INSERT, UPDATE ON public." +
-                                table + " TO " + roles.bob + "; END IF; END $$");
+    sql_admin_exec(roles.admin, "DO $$ BEGIN IF to_regclass('public." + table +
+                                    "') IS NOT NULL THEN GRANT SELECT, INSERT, UPDATE ON public." +
+                                    table + " TO " + roles.bob + "; END IF; END $$");
     const auto child = test::fork_child([&] {
         auto lock = make_lock(strategies::make_sql_store(bob), name);
         return lock.try_lock() ? 1 : 0;
     });
     BOOST_TEST(test::wait_child(child, 60s) == 0, "bob held a name alice holds");
     held.unlock();
-    admin_exec(roles.admin,
-               "SET client_min_messages = warning; DROP TABLE IF EXISTS public." + table);
+    sql_admin_exec(roles.admin,
+                   "SET client_min_messages = warning; DROP TABLE IF EXISTS public." + table);
 }
 
 // "schema.table" names the schema; the search path plays no part.
@@ -862,14 +764,14 @@ BOOST_AUTO_TEST_CASE(a_named_schema_is_used) {
     const auto dsn = endpoint(postgres_variable);
     auto o = options_for(dsn, unique_table("named"));
     o.schema = o.table + "_schema";
-    admin_exec(o, "CREATE SCHEMA " + o.schema);
+    sql_admin_exec(o, "CREATE SCHEMA " + o.schema);
     {
         auto lock = make_lock(strategies::make_sql_store(o), test::unique_resource("named"));
         BOOST_TEST(lock.try_lock());
     }
     // The table is there, and not in public: dropping it by its full name succeeds.
-    admin_exec(o, "DROP TABLE " + o.schema + "." + o.table);
-    admin_exec(o, "DROP SCHEMA " + o.schema);
+    sql_admin_exec(o, "DROP TABLE " + o.schema + "." + o.table);
+    sql_admin_exec(o, "DROP SCHEMA " + o.schema);
 }
 
 // sql and pg_advisory both link the libpq layer; in one program (both modules linked, so in one
@@ -952,10 +854,6 @@ BOOST_AUTO_TEST_CASE(localhost_with_a_port_is_that_port) {
     BOOST_TEST(test::wait_child(child, 60s) == 0, "1: both held; 2: localhost was not reached");
     held.unlock();
 }
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(mariadb_variable));
-}
-
 BOOST_AUTO_TEST_SUITE_END()
 
 constexpr const char* postgres_tls_variable = "LOCKSMITH_TEST_POSTGRES_TLS_DSN";
@@ -971,9 +869,6 @@ BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
     const auto plain = dsn.substr(0, dsn.find('?')) + "?sslmode=disable";
     const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@wrong.invalid:") + "&hostaddr=127.0.0.1";
     tls_refusals(dsn, "locktest-tls-pw", plain, wrong_host, "wrong.invalid");
-}
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(postgres_tls_variable));
 }
 BOOST_AUTO_TEST_CASE(the_password_from_a_file_or_the_environment) {
     password_from_outside(endpoint(postgres_tls_variable), "locktest-tls-pw", "sql");
@@ -994,9 +889,6 @@ BOOST_AUTO_TEST_CASE(plain_wrong_ca_and_wrong_host_are_refused_for_good) {
     const auto plain = dsn.substr(0, dsn.find('?'));
     const auto wrong_host = replaced(dsn, "@127.0.0.1:", "@127.1:");
     tls_refusals(dsn, "locktest-tls-pw", plain, wrong_host, "127.1:");
-}
-BOOST_AUTO_TEST_CASE(processes_exclude_each_other) {
-    processes_exclude(endpoint(mariadb_tls_variable));
 }
 BOOST_AUTO_TEST_CASE(the_password_from_a_file_or_the_environment) {
     password_from_outside(endpoint(mariadb_tls_variable), "locktest-tls-pw", "sql");
@@ -1201,15 +1093,8 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_restarted)
 
 BOOST_AUTO_TEST_SUITE_END()
 
-namespace {
-
 // The SQLite folder goes when the suite ends, so that runs leave nothing in /tmp.
-struct remove_sqlite_dir {
-    ~remove_sqlite_dir() {
-        std::error_code ec;
-        std::filesystem::remove_all(sqlite_dir(), ec);
-    }
-};
-BOOST_TEST_GLOBAL_FIXTURE(remove_sqlite_dir);
-
+namespace {
+using test::remove_sqlite_test_dir;
+BOOST_TEST_GLOBAL_FIXTURE(remove_sqlite_test_dir);
 }  // namespace

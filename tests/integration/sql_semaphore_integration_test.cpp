@@ -7,28 +7,16 @@
 #define BOOST_TEST_MODULE sql_semaphore_integration
 #include <boost/test/unit_test.hpp>
 
-#include <unistd.h>
-
 #include <chrono>
-#include <filesystem>
 #include <set>
 #include <string>
 
 #include <locksmith/locksmith.hpp>
 #include <locksmith/strategies/sql.hpp>
 
-#ifdef LOCKSMITH_TEST_SQLITE
-#include <sqlite3.h>
-#endif
-#ifdef LOCKSMITH_TEST_POSTGRESQL
-#include <libpq-fe.h>
-#endif
-#ifdef LOCKSMITH_TEST_MARIADB
-#include <mysql.h>
-#endif
-
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/entries/sql.hpp"
 #include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
@@ -36,34 +24,24 @@
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 using locksmith::test::endpoint;
 using locksmith::test::make_permit;
 using strategies::sql_options;
 
 namespace {
 
-constexpr const char* postgres_variable = "LOCKSMITH_TEST_POSTGRES_DSN";
-constexpr const char* mariadb_variable = "LOCKSMITH_TEST_MARIADB_DSN";
+using test::mariadb_variable;
+using test::postgres_variable;
+using test::sql_admin_exec;
+using test::sql_now_ms;
 
 std::string sqlite_dsn() {
-    static const std::filesystem::path dir = [] {
-        auto d = std::filesystem::temp_directory_path() /
-                 ("locksmith-sql-sem-" + std::to_string(::getpid()));
-        std::filesystem::create_directories(d);
-        std::filesystem::permissions(d, std::filesystem::perms::owner_all,
-                                     std::filesystem::perm_options::replace);
-        return d;
-    }();
-    return "sqlite://" + (dir / "sem.db").string();
+    return test::sqlite_test_dsn("sem.db");
 }
 
 sql_options options_for(const std::string& dsn, const std::string& table) {
-    sql_options o;
-    o.dsn = strategies::parse_sql_dsn(dsn);
-    o.table = table;
-    o.connect_timeout = 5s;  // a loaded CI machine
-    o.command_timeout = 5s;
-    return o;
+    return test::sql_test_options(dsn, table, 5s, 5s);  // a loaded CI machine
 }
 
 std::shared_ptr<store> store_for(const std::string& dsn,
@@ -74,69 +52,6 @@ std::shared_ptr<store> store_for(const std::string& dsn,
 // The name's permit rows: `<prefix>limit` and `<prefix><slot>` (sql.hpp, Counting).
 std::string prefix_of(const std::string& name) {
     return strategies::sql_key_id(name).substr(0, 24) + "/";
-}
-
-// The database's clock in ms, in each dialect, for rows planted by hand.
-std::string now_ms(const sql_options& o) {
-    switch (o.dsn.driver) {
-        case strategies::sql_dsn::kind::sqlite:
-            return "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
-        case strategies::sql_dsn::kind::postgresql:
-            return "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint";
-        case strategies::sql_dsn::kind::mysql:
-            return "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
-    }
-    return "0";
-}
-
-// Runs one statement on the database directly, as another program would.
-void admin_exec(const sql_options& o, const std::string& sql) {
-    switch (o.dsn.driver) {
-        case strategies::sql_dsn::kind::sqlite: {
-#ifdef LOCKSMITH_TEST_SQLITE
-            sqlite3* db = nullptr;
-            BOOST_REQUIRE(sqlite3_open(o.dsn.path.c_str(), &db) == SQLITE_OK);
-            sqlite3_busy_timeout(db, 5000);
-            char* error = nullptr;
-            int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
-            std::string message = error ? error : "";
-            sqlite3_free(error);
-            sqlite3_close(db);
-            BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, sql << ": " << message);
-#endif
-            return;
-        }
-        case strategies::sql_dsn::kind::postgresql: {
-#ifdef LOCKSMITH_TEST_POSTGRESQL
-            PGconn* c = PQconnectdb(o.dsn.text.c_str());
-            BOOST_REQUIRE(PQstatus(c) == CONNECTION_OK);
-            PGresult* r = PQexec(c, sql.c_str());
-            const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-            std::string message = PQresultErrorMessage(r);
-            PQclear(r);
-            PQfinish(c);
-            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
-#endif
-            return;
-        }
-        case strategies::sql_dsn::kind::mysql: {
-#ifdef LOCKSMITH_TEST_MARIADB
-            MYSQL* c = mysql_init(nullptr);
-            BOOST_REQUIRE(mysql_real_connect(c, o.dsn.host.c_str(), o.dsn.user.c_str(),
-                                             o.dsn.password.c_str(), o.dsn.database.c_str(),
-                                             unsigned(o.dsn.port), nullptr, 0));
-            const bool ok = mysql_query(c, sql.c_str()) == 0;
-            std::string message = mysql_error(c);
-            mysql_close(c);
-            BOOST_REQUIRE_MESSAGE(ok, sql << ": " << message);
-#endif
-            return;
-        }
-    }
-}
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 // Guards: grant beyond the limit; the permits' numbers and fencing tokens; a re-acquire.
@@ -177,18 +92,6 @@ void permits_are_numbered_and_the_limit_is_kept(const std::string& dsn) {
     c.release();
     d.release();
     BOOST_TEST(s->status(name).permits_held.value_or(9) == 0u);
-}
-
-// Guards: grant beyond the limit, across processes (N + 2 of them, waits polled).
-void processes_never_exceed_the_limit(const std::string& dsn) {
-    const std::string name = test::unique_resource("pool");
-    test::permit_page page;
-    auto* c = page.counter;
-    BOOST_TEST(test::hold_permits_in_processes([&] { return store_for(dsn); }, name, 3, 5, 30, *c,
-                                               3ms) == 0);
-    BOOST_TEST(c->grants.load() == 150);
-    BOOST_TEST(c->most.load() <= 3);
-    BOOST_TEST(c->most.load() == 3);
 }
 
 // Guards: a second limit accepted while permits are held.
@@ -259,13 +162,14 @@ void foreign_rows_never_make_room_for_more(const std::string& dsn) {
         BOOST_REQUIRE(first.try_acquire());
         first.release();
     }
-    const std::string far = now_ms(o) + " + 3600000";
+    const std::string far = sql_now_ms(o) + " + 3600000";
     // Slot 3 of a limit of 2, held for an hour; slot 1 "held" until an hour ago; a
     // negative expiry on slot 2.
-    admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "3', 'intruder', " + far + ", 1)");
-    admin_exec(o, "UPDATE " + table + " SET token = 'zombie', expires_ms = " + now_ms(o) +
-                      " - 3600000 WHERE key_id = '" + p + "1'");
-    admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "2', 'ghost', -5, 7)");
+    sql_admin_exec(o,
+                   "INSERT INTO " + table + " VALUES ('" + p + "3', 'intruder', " + far + ", 1)");
+    sql_admin_exec(o, "UPDATE " + table + " SET token = 'zombie', expires_ms = " + sql_now_ms(o) +
+                          " - 3600000 WHERE key_id = '" + p + "1'");
+    sql_admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "2', 'ghost', -5, 7)");
     auto a = make_permit(s, name, 2), b = make_permit(s, name, 2), c = make_permit(s, name, 2);
     BOOST_TEST(a.try_acquire());
     BOOST_TEST(b.try_acquire());
@@ -274,8 +178,8 @@ void foreign_rows_never_make_room_for_more(const std::string& dsn) {
     a.release();
     b.release();
     // A live foreign row inside the limit takes a slot: fewer holders, never more.
-    admin_exec(o, "UPDATE " + table + " SET token = 'squatter', expires_ms = " + far +
-                      " WHERE key_id = '" + p + "1'");
+    sql_admin_exec(o, "UPDATE " + table + " SET token = 'squatter', expires_ms = " + far +
+                          " WHERE key_id = '" + p + "1'");
     BOOST_TEST(a.try_acquire());
     BOOST_TEST(a.permit() == "2");
     BOOST_TEST(!b.try_acquire());
@@ -285,7 +189,7 @@ void foreign_rows_never_make_room_for_more(const std::string& dsn) {
          {std::string("token = 'limit', expires_ms = 0"), std::string("expires_ms = -3"),
           std::string("token = 'limit', expires_ms = 99999999"),
           std::string("token = 'garbage', expires_ms = 2")}) {
-        admin_exec(o, "UPDATE " + table + " SET " + bad + " WHERE key_id = '" + p + "limit'");
+        sql_admin_exec(o, "UPDATE " + table + " SET " + bad + " WHERE key_id = '" + p + "limit'");
         try {
             (void)c.try_acquire();
             BOOST_ERROR("a limit row with " << bad << " was accepted");
@@ -297,7 +201,7 @@ void foreign_rows_never_make_room_for_more(const std::string& dsn) {
         BOOST_TEST(!c.held());
         BOOST_CHECK_THROW((void)s->status(name), backend_error);
     }
-    admin_exec(o, "DELETE FROM " + table + " WHERE key_id = '" + p + "limit'");
+    sql_admin_exec(o, "DELETE FROM " + table + " WHERE key_id = '" + p + "limit'");
     BOOST_TEST(c.try_acquire());  // the limit row comes back with c's limit
     BOOST_TEST(s->status(name).limit.value_or(0) == 2u);
     c.release();
@@ -309,24 +213,24 @@ void nulls_never_make_room_for_more(const std::string& dsn) {
     const std::string name = test::unique_resource("nulls");
     const std::string table = "locksmith_sem_nullable";
     const auto o = options_for(dsn, table);
-    admin_exec(o, "CREATE TABLE IF NOT EXISTS " + table +
-                      " (key_id VARCHAR(32) PRIMARY KEY, token VARCHAR(32), expires_ms BIGINT, "
-                      "fence BIGINT)");
+    sql_admin_exec(o, "CREATE TABLE IF NOT EXISTS " + table +
+                          " (key_id VARCHAR(32) PRIMARY KEY, token VARCHAR(32), expires_ms BIGINT, "
+                          "fence BIGINT)");
     auto s = store_for(dsn, table);
     const auto p = prefix_of(name);
-    admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "1', NULL, NULL, NULL)");
+    sql_admin_exec(o, "INSERT INTO " + table + " VALUES ('" + p + "1', NULL, NULL, NULL)");
     auto a = make_permit(s, name, 2), b = make_permit(s, name, 2);
     BOOST_TEST(a.try_acquire());
     BOOST_TEST(a.permit() == "2");
     BOOST_TEST(!b.try_acquire(), "a slot row of NULLs made room for another holder");
     a.release();
-    admin_exec(o, "UPDATE " + table + " SET expires_ms = NULL WHERE key_id = '" + p + "limit'");
+    sql_admin_exec(o, "UPDATE " + table + " SET expires_ms = NULL WHERE key_id = '" + p + "limit'");
     BOOST_CHECK_THROW((void)b.try_acquire(), backend_error);
-    admin_exec(
+    sql_admin_exec(
         o, "UPDATE " + table + " SET expires_ms = 2, fence = NULL WHERE key_id = '" + p + "limit'");
     BOOST_CHECK_THROW((void)b.try_acquire(), backend_error);
     BOOST_TEST(!b.held());
-    admin_exec(o, "DELETE FROM " + table + " WHERE key_id = '" + p + "limit'");
+    sql_admin_exec(o, "DELETE FROM " + table + " WHERE key_id = '" + p + "limit'");
     BOOST_TEST(b.try_acquire());
     b.release();
 }
@@ -337,9 +241,6 @@ void nulls_never_make_room_for_more(const std::string& dsn) {
 BOOST_AUTO_TEST_SUITE(sqlite)
 BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
     ::permits_are_numbered_and_the_limit_is_kept(sqlite_dsn());
-}
-BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
-    ::processes_never_exceed_the_limit(sqlite_dsn());
 }
 BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
     ::a_second_limit_is_refused_naming_both(sqlite_dsn());
@@ -362,9 +263,6 @@ BOOST_AUTO_TEST_SUITE(postgresql,
 BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
     ::permits_are_numbered_and_the_limit_is_kept(endpoint(postgres_variable));
 }
-BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
-    ::processes_never_exceed_the_limit(endpoint(postgres_variable));
-}
 BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
     ::a_second_limit_is_refused_naming_both(endpoint(postgres_variable));
 }
@@ -386,9 +284,6 @@ BOOST_AUTO_TEST_SUITE(mariadb,
 BOOST_AUTO_TEST_CASE(permits_are_numbered_and_the_limit_is_kept) {
     ::permits_are_numbered_and_the_limit_is_kept(endpoint(mariadb_variable));
 }
-BOOST_AUTO_TEST_CASE(processes_never_exceed_the_limit) {
-    ::processes_never_exceed_the_limit(endpoint(mariadb_variable));
-}
 BOOST_AUTO_TEST_CASE(a_second_limit_is_refused_naming_both) {
     ::a_second_limit_is_refused_naming_both(endpoint(mariadb_variable));
 }
@@ -403,3 +298,9 @@ BOOST_AUTO_TEST_CASE(nulls_never_make_room_for_more) {
 }
 BOOST_AUTO_TEST_SUITE_END()
 #endif
+
+// The SQLite folder goes when the suite ends, so that runs leave nothing in /tmp.
+namespace {
+using test::remove_sqlite_test_dir;
+BOOST_TEST_GLOBAL_FIXTURE(remove_sqlite_test_dir);
+}  // namespace

@@ -25,13 +25,19 @@
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/permit_helpers.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_helpers.hpp"
 
 using namespace locksmith;
 using namespace std::chrono_literals;
 using locksmith::test::endpoint;
+using locksmith::test::make_permit;
+using locksmith::test::ms_since;
+using locksmith::test::ready;
+using locksmith::test::wait_in_thread;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -52,13 +58,6 @@ std::shared_ptr<store> store_for(const std::string& hosts,
 
 std::shared_ptr<store> shared_store() {
     return store_for(endpoint(hosts_variable));
-}
-
-named_semaphore make_permit(std::shared_ptr<store> s, const std::string& name,
-                            std::uint32_t limit) {
-    auto k = std::make_shared<key>(name);
-    k->set_limit(limit);
-    return named_semaphore(std::move(s), std::move(k));
 }
 
 // A session of the test's own: another client of the ensemble.
@@ -105,24 +104,6 @@ class admin {
   private:
     zhandle_t* zh_ = nullptr;
 };
-
-long long ms_since(clock_type::time_point t) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t).count();
-}
-
-std::future<std::string> wait_in_thread(named_semaphore& s, std::chrono::milliseconds for_) {
-    return std::async(std::launch::async, [&s, for_]() -> std::string {
-        try {
-            return s.try_acquire_for(for_) ? "granted" : "timed out";
-        } catch (const error& e) {
-            return std::string("error: ") + e.what();
-        }
-    });
-}
-
-bool ready(std::future<std::string>& f, std::chrono::milliseconds within) {
-    return f.wait_for(within) == std::future_status::ready;
-}
 
 // A private ZooKeeper, started and stopped with scripts/services.sh in a folder and on a port of
 // this test's own.

@@ -340,15 +340,6 @@ std::filesystem::path permits_path(const dir_fixture& f, const std::string& name
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(four_processes_never_hold_more_than_three_permits, dir_fixture) {
-    permit_page page;
-    BOOST_TEST(hold_permits_in_processes([this] { return make(); }, "pool", 3, 4, 100,
-                                         *page.counter) == 0);
-    BOOST_TEST(page.counter->grants.load() == 400);
-    BOOST_TEST(page.counter->most.load() <= 3);
-    BOOST_TEST(page.counter->most.load() == 3);  // four holders of 1 ms fill every permit
-}
-
 BOOST_FIXTURE_TEST_CASE(permits_are_numbered_and_given_back, dir_fixture) {
     auto s = make();
     auto a = make_permit(s, "numbered", 2), b = make_permit(s, "numbered", 2),

@@ -78,28 +78,8 @@ std::string hex_key(int key) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, set_fixture) {
-    temp_dir dir("sem");
-    counter_file counter(dir.path() / "counter");
-    make();
-    BOOST_TEST(increment_in_processes(maker(), "counter", counter, 4, 200) == 0);
-    BOOST_TEST(counter.value() == 800);
-}
-
 BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, set_fixture) {
     BOOST_TEST(increment_in_threads(make(), "threads", 4, 500) == 2000);
-}
-
-// How fast the next waiter gets the lock is measured by bench/harness (scenario 6, recovery).
-BOOST_FIXTURE_TEST_CASE(holder_killed_with_sigkill_is_released, set_fixture) {
-    auto s = make();
-    pid_t holder = fork_holder(maker(), "crash");
-    BOOST_REQUIRE(holder > 0);
-    auto lock = make_lock(s, "crash");
-    BOOST_TEST(!lock.try_lock());
-    ::kill(holder, SIGKILL);
-    BOOST_TEST(lock.try_lock_for(30s));  // at once; the bound is only a safety net
-    wait_child(holder, 30s);
 }
 
 BOOST_FIXTURE_TEST_CASE(ten_thousand_names_use_one_kernel_set, set_fixture) {
@@ -357,15 +337,6 @@ union test_semun {
 };
 
 }  // namespace
-
-BOOST_FIXTURE_TEST_CASE(n_plus_one_processes_never_hold_more_than_n_permits, permits_fixture) {
-    permit_page page;
-    BOOST_TEST(hold_permits_in_processes(maker(), name("pool"), 3, 4, 100, *page.counter) == 0);
-    BOOST_TEST(page.counter->grants.load() == 400);
-    BOOST_TEST(page.counter->most.load() <= 3);
-    // Four processes that hold 1 ms each fill every permit.
-    BOOST_TEST(page.counter->most.load() == 3);
-}
 
 BOOST_FIXTURE_TEST_CASE(a_released_permit_is_free_for_the_next_owner, permits_fixture) {
     const auto n = name("handover");

@@ -68,14 +68,6 @@ bool wait_until_sleeping(pid_t pid) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, segment_fixture) {
-    temp_dir dir("shm");
-    counter_file counter(dir.path() / "counter");
-    make();  // create the segment before the children race to
-    BOOST_TEST(increment_in_processes(maker(), "counter", counter, 4, 200) == 0);
-    BOOST_TEST(counter.value() == 800);
-}
-
 BOOST_FIXTURE_TEST_CASE(processes_racing_to_create_the_segment_agree_on_one_table,
                         segment_fixture) {
     temp_dir dir("shm-race");
@@ -584,15 +576,6 @@ struct permits_fixture : segment_fixture {
 };
 
 }  // namespace
-
-BOOST_FIXTURE_TEST_CASE(four_processes_never_hold_more_than_three_permits, permits_fixture) {
-    permit_page page;
-    BOOST_TEST(hold_permits_in_processes(maker(), permit_name("pool"), 3, 4, 100, *page.counter) ==
-               0);
-    BOOST_TEST(page.counter->grants.load() == 400);
-    BOOST_TEST(page.counter->most.load() <= 3);
-    BOOST_TEST(page.counter->most.load() == 3);  // four holders of 1 ms fill every permit
-}
 
 BOOST_FIXTURE_TEST_CASE(permits_are_numbered_and_given_back, permits_fixture) {
     const auto n = permit_name("numbered");

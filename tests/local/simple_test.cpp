@@ -118,16 +118,6 @@ struct dir_fixture {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(four_processes_increment_without_lost_updates, dir_fixture) {
-    counter_file counter(dir.path() / "counter");
-    BOOST_TEST(increment_in_processes(maker(), "counter", counter, 4, 200) == 0);
-    BOOST_TEST(counter.value() == 800);
-}
-
-BOOST_FIXTURE_TEST_CASE(threads_with_their_own_lock_objects_exclude_each_other, dir_fixture) {
-    BOOST_TEST(increment_in_threads(make(), "threads", 4, 200) == 800);
-}
-
 BOOST_FIXTURE_TEST_CASE(two_lock_objects_in_one_thread, dir_fixture) {
     auto s = make();
     auto first = make_lock(s, "same");

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <new>
 #include <string>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include <locksmith/author/store.hpp>
+#include <locksmith/errors.hpp>
 #include <locksmith/key.hpp>
 #include <locksmith/named_semaphore.hpp>
 
@@ -30,6 +32,22 @@ inline named_semaphore make_permit(const std::shared_ptr<store>& s, const std::s
     auto k = std::make_shared<key>(name);
     k->set_limit(limit);
     return named_semaphore(s, k, std::move(options));
+}
+
+// A wait for `permit` in a thread of its own: "granted", "timed out" or "error: " and the error.
+inline std::future<std::string> wait_in_thread(named_semaphore& permit,
+                                               std::chrono::milliseconds for_) {
+    return std::async(std::launch::async, [&permit, for_]() -> std::string {
+        try {
+            return permit.try_acquire_for(for_) ? "granted" : "timed out";
+        } catch (const error& e) {
+            return std::string("error: ") + e.what();
+        }
+    });
+}
+
+inline bool ready(std::future<std::string>& f, std::chrono::milliseconds within) {
+    return f.wait_for(within) == std::future_status::ready;
 }
 
 // A page shared with forked children: how many hold a permit now, the most ever seen, and how
