@@ -12,9 +12,13 @@
 //   - not die of a signal (a crash would lose the caller's command status and its lock),
 //   - give up in bounded time: a non-blocking attempt within the strategy's own connect and
 //     command timeouts, a bounded wait by its deadline (plus the same slack);
-// and a refusal that throws carries a message. A strategy whose server can end a session while a
-// lock is held (the entry's end_session) must tell the holder at once. Every behaviour runs in
-// parallel, each against its own server, so that a case costs the longest of them, not their sum.
+// and a refusal that throws carries a message. A strategy that counts (`counting`) meets every
+// behaviour with a permit as well. A strategy that speaks memcached meets, besides, servers that
+// pass its connection check and then misbehave in the meta protocol's terms
+// (support/hostile_server.hpp: hostile_memcached), and one that grants and then hangs up while
+// the lock is held. A strategy whose server can end a session while a lock is held (the entry's
+// end_session) must tell the holder at once. Every behaviour runs in parallel, each against its
+// own server, so that a case costs the longest of them, not their sum.
 //
 // A strategy whose descriptor says its locks live in a directory (backends: "dir:PATH") meets
 // that directory as another local user left it: made by that user, open to every user, or a
@@ -22,8 +26,8 @@
 // locks live in a POSIX shared-memory object ("shm:NAME") meets that object made by another
 // user, opened to everyone, or replaced by a symlink or a hard link to a file of ours.
 //
-// A new strategy gets these cases by its entries (locksmith_add_strategy's TESTS);
-// plugins get them through the conformance kit's entry list.
+// A new strategy gets these cases by its entries (locksmith_add_strategy's TESTS); plugins get
+// the exec case and, when remote, hostile_server_grants_nothing through the conformance kit.
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
