@@ -26,6 +26,7 @@
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_helpers.hpp"
@@ -115,24 +116,19 @@ std::string raw_request(int port, const std::string& request) {
 // thread serves every connection; each request (an `ms` line with its data line counts as one)
 // goes to the script by its command line, and the script's bytes go back; `close` ends the
 // connection after them. A meta reply's line gets the flags that name it (the request's key and
-// opaque, `k<key> O<n>`), as memcached adds them, unless the script said `as_is`.
+// opaque, `k<key> O<n>`), as memcached adds them.
 struct fake_reply {
     std::string bytes;
     bool close = false;
-    bool as_is = false;
 };
 
-// `reply` with its first line naming the key and the opaque of `request` (a meta command line).
+// `reply` with its first line naming the key and the opaque of `request` (a meta command line)
+// when it is a meta reply.
 std::string named_for(const std::string& request, std::string reply) {
     static const std::regex meta_code("^(HD|VA|EN|NS|EX|NF)( |\r)");
-    static const std::regex opaque(" (O[0-9]+)");
     if (!std::regex_search(reply, meta_code)) return reply;
-    const auto key_begin = request.find(' ') + 1;
-    const auto key_end = request.find(' ', key_begin);
-    std::string flags = " k" + request.substr(key_begin, key_end - key_begin);
-    if (std::smatch m; std::regex_search(request, m, opaque)) flags += " " + m[1].str();
     const auto end = reply.find("\r\n");
-    reply.insert(end == std::string::npos ? reply.size() : end, flags);
+    reply.insert(end == std::string::npos ? reply.size() : end, test::meta_names(request));
     return reply;
 }
 
@@ -203,7 +199,7 @@ class fake_memcached {
             }
             c.in.erase(0, used);
             fake_reply r = answer_(line);
-            if (!r.as_is) r.bytes = named_for(line, r.bytes);
+            r.bytes = named_for(line, r.bytes);
             if (!r.bytes.empty()) ::send(c.fd, r.bytes.data(), r.bytes.size(), MSG_NOSIGNAL);
             if (r.close) return false;
         }

@@ -483,11 +483,8 @@ std::string meta_names(const std::string& command) {
     const auto key_begin = command.find(' ') + 1;
     const auto key_end = command.find(' ', key_begin);
     std::string names = " k" + command.substr(key_begin, key_end - key_begin);
-    for (auto at = command.find(" O"); at != std::string::npos; at = command.find(" O", at + 1)) {
-        const auto end = command.find(' ', at + 1);
-        names += command.substr(at, end == std::string::npos ? std::string::npos : end - at);
-        break;
-    }
+    if (const auto at = command.find(" O"); at != std::string::npos)
+        names += command.substr(at, command.find(' ', at + 1) - at);
     return names;
 }
 
