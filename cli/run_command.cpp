@@ -167,6 +167,9 @@ int run_command(const run_options& options) {
     supervision.lost_exit_code = options.lost_exit_code;
     supervision.verbose = options.verbose;
 
+    // Before any plugin is loaded or store made: their threads inherit the blocked signals.
+    stop_requests stops;
+    supervision.command_mask = &stops.original_mask();
     auto factory = make_factory(options.config);
     lock_request request = make_request(*factory, options.selection);
     if (options.ttl_s) {
@@ -248,6 +251,7 @@ int run_command(const run_options& options) {
         summary.print(options.conflict_exit_code);
         return options.conflict_exit_code;
     }
+    stops.hand_over();
     summary.acquired = true;
     summary.waited = waited;
     summary.granted_at = clock::now();

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -266,7 +267,8 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
     }
     auto next_refresh = clock::now() + refresh_every.value_or(clock::duration::zero());
 
-    const pid_t child = start_child(argv, original_mask);
+    const pid_t child =
+        start_child(argv, options.command_mask ? *options.command_mask : original_mask);
     // The child's end is also watched through a pidfd: SIGCHLD goes to any thread that does not
     // block it — a plugin's or a client library's thread started without blocking signals —
     // and there, ignored by default, it never reaches the signalfd: `run` would wait forever
@@ -441,6 +443,66 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
     if (options.report) *options.report = {code, lost, !released};
     if (!released) return exit_release_failed;
     return lost ? options.lost_exit_code : code;
+}
+
+stop_requests::stop_requests() {
+    sigset_t watched;
+    sigemptyset(&watched);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        struct sigaction current {};
+        if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+            sigaddset(&watched, sig);
+    }
+    if (const int err = ::pthread_sigmask(SIG_BLOCK, &watched, &original_mask_); err != 0)
+        throw_os_error("cannot block signals", err);
+    signals_ = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
+    stop_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (signals_ < 0 || stop_ < 0) {
+        const int err = errno;
+        hand_over();
+        throw_os_error("cannot watch signals", err);
+    }
+    watcher_ = std::thread([this] { watch(); });
+}
+
+void stop_requests::hand_over() noexcept {
+    {
+        std::lock_guard<std::mutex> lock(handing_over_);
+        if (handed_over_) return;
+        handed_over_ = true;
+    }
+    if (watcher_.joinable()) {
+        const std::uint64_t one = 1;
+        (void)!::write(stop_, &one, sizeof one);
+        watcher_.join();
+    }
+    for (int fd : {signals_, stop_})
+        if (fd >= 0) ::close(fd);
+}
+
+void stop_requests::watch() {
+    for (;;) {
+        pollfd p[2] = {{signals_, POLLIN, 0}, {stop_, POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0 && errno != EINTR) return;
+        if (p[1].revents != 0) return;
+        signalfd_siginfo info;
+        if (::read(signals_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+        const int sig = static_cast<int>(info.ssi_signo);
+        std::lock_guard<std::mutex> lock(handing_over_);
+        if (handed_over_) {
+            // The lock may be held now: the request is supervise_child's to forward.
+            ::kill(::getpid(), sig);
+            return;
+        }
+        // What the default action would have done: end the process by this signal.
+        ::signal(sig, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+        ::raise(sig);
+        ::_exit(128 + sig);
+    }
 }
 
 }  // namespace locksmith::cli

@@ -13,10 +13,14 @@
 // the lock is gone then, so the child must not go on unprotected.
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <locksmith/named_lock.hpp>
@@ -40,6 +44,41 @@ struct supervise_options {
         bool release_failed = false;
     };
     outcome* report = nullptr;
+    // The signal mask the command starts with (stop_requests::original_mask()); null: this
+    // thread's mask before supervise_child blocked its signals.
+    const sigset_t* command_mask = nullptr;
+};
+
+// Stop requests (SIGINT, SIGTERM, SIGHUP) from before the lock is asked for until
+// supervise_child reads them: blocked in this thread from construction, so that every thread
+// started afterwards — a plugin's, a client library's — inherits the block. The kernel hands a
+// signal sent to the process to any thread that does not block it, and there the default action
+// would end locksmith, the lock held and its command orphaned (issue 23). Until hand_over(), a
+// thread of this object's own takes them from a signalfd and ends the process as the default
+// action would (nothing is held yet: a waiting run stops, as before); a signal the caller left
+// ignored stays ignored. From hand_over() they wait in the queue for supervise_child.
+class stop_requests {
+  public:
+    // Throws cli_error(EX_OSERR) when the signals cannot be blocked or watched.
+    stop_requests();
+    ~stop_requests() { hand_over(); }
+    stop_requests(const stop_requests&) = delete;
+    stop_requests& operator=(const stop_requests&) = delete;
+
+    // Stops ending the process on a stop request: one taken meanwhile is queued again.
+    void hand_over() noexcept;
+    // This thread's mask before the constructor blocked the stop requests.
+    const sigset_t& original_mask() const noexcept { return original_mask_; }
+
+  private:
+    void watch();
+
+    sigset_t original_mask_;
+    int signals_ = -1;  // a signalfd of the stop requests
+    int stop_ = -1;     // an eventfd: hand_over() was called
+    std::mutex handing_over_;
+    bool handed_over_ = false;
+    std::thread watcher_;
 };
 
 // Runs `argv` (argv[0] looked up in PATH) with the caller's environment, waits for it and

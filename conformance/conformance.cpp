@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <locksmith/conformance.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <regex>
 #include <thread>
 
 #include <locksmith/errors.hpp>
@@ -81,6 +87,121 @@ std::optional<std::vector<int>> fds_of_an_exec() {
         out.push_back(std::stoi(text.substr(at, end - at)));
     std::sort(out.begin(), out.end());
     return out;
+}
+
+// ---- a server that misbehaves on purpose, whatever protocol the client speaks ----
+enum class misbehaviour { silent, trickle, nonsense, hang_up };
+constexpr misbehaviour every_misbehaviour[] = {misbehaviour::silent, misbehaviour::trickle,
+                                               misbehaviour::nonsense, misbehaviour::hang_up};
+
+const char* name_of(misbehaviour b) {
+    switch (b) {
+        case misbehaviour::silent:
+            return "accepts and never answers";
+        case misbehaviour::trickle:
+            return "trickles a byte every 100 ms";
+        case misbehaviour::nonsense:
+            return "answers nonsense";
+        case misbehaviour::hang_up:
+            return "hangs up at once";
+    }
+    return "?";
+}
+
+// Listens on 127.0.0.1 (a port of the kernel's choice) in a forked process that makes system
+// calls only (the kit's process may run a plugin's threads) and treats every connection as
+// `b` says, until destroyed.
+class hostile_listener {
+  public:
+    explicit hostile_listener(misbehaviour b) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof a;
+        const bool listening = fd >= 0 &&
+                               ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                               ::listen(fd, 64) == 0 &&
+                               ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length) == 0;
+        if (!listening) {
+            if (fd >= 0) ::close(fd);
+            throw case_failed{"could not listen on 127.0.0.1"};
+        }
+        port_ = ntohs(a.sin_port);
+        pid_ = ::fork();
+        if (pid_ == 0) serve(fd, b);
+        ::close(fd);
+        if (pid_ < 0) throw case_failed{"fork failed"};
+    }
+    ~hostile_listener() {
+        ::kill(pid_, SIGKILL);
+        while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+        }
+    }
+    hostile_listener(const hostile_listener&) = delete;
+    hostile_listener& operator=(const hostile_listener&) = delete;
+    std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  private:
+    [[noreturn]] static void serve(int listener, misbehaviour b) {
+        constexpr int most = 64;
+        pollfd fds[most + 1] = {{listener, POLLIN, 0}};
+        int open = 0;
+        std::uint64_t seed = 42;
+        for (;;) {
+            if (::poll(fds, nfds_t(open + 1), 100) < 0 && errno != EINTR) ::_exit(1);
+            if (b == misbehaviour::trickle)
+                for (int i = 1; i <= open; ++i) (void)!::send(fds[i].fd, "a", 1, MSG_NOSIGNAL);
+            for (int i = 1; i <= open; ++i) {
+                if (fds[i].revents == 0) continue;
+                char in[4096];
+                const ssize_t n = ::recv(fds[i].fd, in, sizeof in, MSG_DONTWAIT);
+                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                    ::close(fds[i].fd);
+                    fds[i--] = fds[open--];
+                    continue;
+                }
+                if (b == misbehaviour::nonsense && n > 0) {
+                    char out[4096];
+                    for (auto& c : out) {
+                        seed = seed * 6364136223846793005u + 1442695040888963407u;
+                        c = char(seed >> 56);
+                    }
+                    (void)!::send(fds[i].fd, out, sizeof out, MSG_NOSIGNAL | MSG_DONTWAIT);
+                }
+            }
+            if ((fds[0].revents & POLLIN) != 0) {
+                const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+                if (c >= 0 && (b == misbehaviour::hang_up || open == most)) {
+                    ::close(c);
+                } else if (c >= 0) {
+                    fds[++open] = {c, POLLIN, 0};
+                }
+            }
+        }
+    }
+
+    int port_ = 0;
+    pid_t pid_ = -1;
+};
+
+// Waits at most `bound` for `pid`, killing it after that. Its exit status, 128 + N when signal
+// N ended it, or -1 when it had to be killed.
+int wait_within(pid_t pid, std::chrono::milliseconds bound) {
+    const auto until = std::chrono::steady_clock::now() + bound;
+    for (;;) {
+        int status = 0;
+        const pid_t done = ::waitpid(pid, &status, WNOHANG);
+        if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (done < 0 && errno != EINTR) return -1;
+        if (std::chrono::steady_clock::now() >= until) {
+            ::kill(pid, SIGKILL);
+            while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+            }
+            return -1;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
 }
 
 class runner {
@@ -500,6 +621,104 @@ class runner {
     // pipes — is close-on-exec. A command that kept a session's socket would keep the session
     // (and its locks) alive after the holder died, and could write into it. In a child process,
     // so that the descriptors of earlier cases do not count.
+    // ---- hostile surroundings: a server that misbehaves ----
+    // A strategy of a remote kind pointed at servers that accept and never answer, trickle,
+    // answer nonsense or hang up at once (subject::hostile_options says how to reach them) is
+    // never granted a lock by them, does not crash, and gives up in bounded time: a try, then a
+    // wait of 1 s, each within the strategy's own connect and command timeouts — within 20 s
+    // together. A refusal that throws says why. Each behaviour in a process of its own, all at
+    // once.
+    void hostile_server_grants_nothing() {
+        constexpr auto bound = 20s;
+        struct attempt {
+            misbehaviour behaviour;
+            std::vector<std::unique_ptr<hostile_listener>> servers;
+            pid_t pid = -1;
+        };
+        std::vector<attempt> attempts;
+        const auto name = fresh_name("hostile");
+        for (const auto b : every_misbehaviour) {
+            attempt a{b, {}};
+            const auto options = pointed_at_servers(b, a.servers);
+            if (!options)
+                throw case_skipped{
+                    "the options name no 127.0.0.1:PORT or localhost:PORT endpoint; give "
+                    "hostile_options (--hostile-options) with \"{server}\" where one goes"};
+            subject hostile = subject_;
+            hostile.options = *options;
+            a.pid = fork_child([&]() -> int {
+                try {
+                    lock_factory f(make_config(hostile), registry());
+                    lock_request r;
+                    r.strategy = hostile.strategy;
+                    r.ttl = 30s;
+                    auto lock = f.create_lock(name, r);
+                    if (lock.try_lock() || lock.try_lock_for(1s)) return 3;
+                    return 0;
+                } catch (const error& e) {
+                    return std::string(e.what()).empty() ? 4 : 0;
+                } catch (const std::exception&) {
+                    return 5;
+                }
+            });
+            attempts.push_back(std::move(a));
+        }
+        std::string failures;
+        for (auto& a : attempts) {
+            const int code = wait_within(a.pid, bound);
+            const std::string what = std::string("a server that ") + name_of(a.behaviour);
+            if (code == 3) failures += "; " + what + " granted the lock";
+            if (code == 4) failures += "; against " + what + ", an error without a message";
+            if (code == 5) failures += "; against " + what + ", an exception not locksmith::error";
+            if (code == -1)
+                failures += "; against " + what + ", no answer within " +
+                            std::to_string(bound.count()) + " s";
+            if (code > 128)
+                failures += "; " + what + " crashed it (signal " + std::to_string(code - 128) + ")";
+        }
+        expect(failures.empty(), failures.empty() ? "" : failures.substr(2));
+    }
+    // The options pointed at servers behaving as `b`, one per endpoint (kept in `servers`).
+    std::optional<nlohmann::json> pointed_at_servers(
+        misbehaviour b, std::vector<std::unique_ptr<hostile_listener>>& servers) const {
+        if (!subject_.hostile_options.is_null()) {
+            servers.push_back(std::make_unique<hostile_listener>(b));
+            const std::string address = servers.back()->address();
+            std::function<void(nlohmann::json&)> fill = [&](nlohmann::json& j) {
+                if (j.is_string()) {
+                    auto text = j.get<std::string>();
+                    for (auto at = text.find("{server}"); at != std::string::npos;
+                         at = text.find("{server}", at + address.size()))
+                        text.replace(at, 8, address);
+                    j = text;
+                }
+                if (j.is_structured())
+                    for (auto& item : j) fill(item);
+            };
+            auto options = subject_.hostile_options;
+            fill(options);
+            return options;
+        }
+        static const std::regex endpoint(R"((127\.0\.0\.1|localhost):[0-9]+)");
+        const std::string text = subject_.options.dump();
+        std::map<std::string, std::string> replaced;
+        std::string out;
+        auto from = text.cbegin();
+        for (std::sregex_iterator it(text.begin(), text.end(), endpoint), end; it != end; ++it) {
+            auto& address = replaced[it->str()];
+            if (address.empty()) {
+                servers.push_back(std::make_unique<hostile_listener>(b));
+                address = servers.back()->address();
+            }
+            out.append(from, (*it)[0].first);
+            out += address;
+            from = (*it)[0].second;
+        }
+        if (replaced.empty()) return std::nullopt;
+        out.append(from, text.cend());
+        return nlohmann::json::parse(out);
+    }
+
     void holder_passes_no_descriptor_to_an_exec() {
         const auto name = fresh_name("cloexec");
         const bool processes = info_.descriptor.spans_processes;
@@ -692,6 +911,8 @@ const std::vector<runner::case_def>& runner::cases() {
         {"serializable_key", c::serializable, none, false, &runner::store_serializable_key},
         {"holder_passes_no_descriptor_to_an_exec", none, none, false,
          &runner::holder_passes_no_descriptor_to_an_exec},
+        {"hostile_server_grants_nothing", c::distributed, none, false,
+         &runner::hostile_server_grants_nothing},
         {"counting_at_most_n_owners", c::counting, none, false, &runner::counting_at_most_n_owners},
         {"counting_one_limit_per_name", c::counting, none, false,
          &runner::counting_one_limit_per_name},

@@ -11,7 +11,8 @@
 int main(int argc, char** argv) {
     locksmith::conformance::subject s;
     const char* usage =
-        "usage: locksmith-conformance --strategy NAME [--options JSON] [--plugin FILE]...\n";
+        "usage: locksmith-conformance --strategy NAME [--options JSON] [--plugin FILE]...\n"
+        "                             [--hostile-options JSON]\n";
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (i + 1 >= argc) {
@@ -25,6 +26,13 @@ int main(int argc, char** argv) {
                 s.options = nlohmann::json::parse(argv[++i]);
             } catch (const std::exception&) {
                 std::cerr << "locksmith-conformance: --options is not valid JSON\n";
+                return 2;
+            }
+        } else if (arg == "--hostile-options") {
+            try {
+                s.hostile_options = nlohmann::json::parse(argv[++i]);
+            } catch (const std::exception&) {
+                std::cerr << "locksmith-conformance: --hostile-options is not valid JSON\n";
                 return 2;
             }
         } else if (arg == "--plugin") {

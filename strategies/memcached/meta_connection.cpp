@@ -224,11 +224,14 @@ meta_reply meta_connection::set(std::string_view key, std::string_view data, lon
         out_ += " C";
         append_number(out_, static_cast<unsigned long long>(compare_cas));
     }
-    out_ += " c\r\n";
+    out_ += " c";
+    const auto opaque = name_the_reply();
+    out_ += "\r\n";
     out_ += data;
     out_ += "\r\n";
-    return call(what, {meta_status::stored, meta_status::not_stored, meta_status::exists,
-                       meta_status::not_found});
+    return call(what, key, opaque,
+                {meta_status::stored, meta_status::not_stored, meta_status::exists,
+                 meta_status::not_found});
 }
 
 meta_reply meta_connection::get(std::string_view key, std::string_view flags,
@@ -240,8 +243,9 @@ meta_reply meta_connection::get(std::string_view key, std::string_view flags,
         out_ += ' ';
         out_ += flags;
     }
+    const auto opaque = name_the_reply();
     out_ += "\r\n";
-    return call(what, {meta_status::value, meta_status::stored, meta_status::miss});
+    return call(what, key, opaque, {meta_status::value, meta_status::stored, meta_status::miss});
 }
 
 meta_reply meta_connection::remove(std::string_view key, std::uint64_t compare_cas,
@@ -253,11 +257,19 @@ meta_reply meta_connection::remove(std::string_view key, std::uint64_t compare_c
         out_ += " C";
         append_number(out_, static_cast<unsigned long long>(compare_cas));
     }
+    const auto opaque = name_the_reply();
     out_ += "\r\n";
-    return call(what, {meta_status::stored, meta_status::exists, meta_status::not_found});
+    return call(what, key, opaque,
+                {meta_status::stored, meta_status::exists, meta_status::not_found});
 }
 
-meta_reply meta_connection::call(std::string_view what,
+std::uint64_t meta_connection::name_the_reply() {
+    out_ += " k O";
+    append_number(out_, static_cast<unsigned long long>(++requests_));
+    return requests_;
+}
+
+meta_reply meta_connection::call(std::string_view what, std::string_view key, std::uint64_t opaque,
                                  std::initializer_list<meta_status> expected) {
     if (broken_) fail(what, "broken", "the connection failed before");
     // Replies come only to requests: bytes waiting now would be read as the next reply.
@@ -291,9 +303,17 @@ meta_reply meta_connection::call(std::string_view what,
         fail(what, "protocol", "no value length in " + quoted(line));
     if (length > max_value)
         fail(what, "protocol", "value of " + std::to_string(length) + " bytes in " + quoted(line));
+    std::optional<std::string_view> reply_key;
+    std::optional<std::uint64_t> reply_opaque;
     for (auto flag = next_word(rest); !flag.empty(); flag = next_word(rest)) {
         bool ok = true;
-        if (flag.front() == 'c') {
+        if (flag.front() == 'k') {
+            reply_key = flag.substr(1);
+        } else if (flag.front() == 'O') {
+            std::uint64_t n = 0;
+            ok = parse_whole(flag.substr(1), n);
+            reply_opaque = n;
+        } else if (flag.front() == 'c') {
             ok = parse_whole(flag.substr(1), reply.cas);
         } else if (flag.front() == 't') {
             std::int64_t ttl = 0;
@@ -302,6 +322,17 @@ meta_reply meta_connection::call(std::string_view what,
         }
         if (!ok) fail(what, "protocol", "malformed flag in " + quoted(line));
     }
+    // Taken for this request's answer only when it names this request: a reply meant for another
+    // key or an earlier request (a server or a proxy out of step, or a hostile one) could say
+    // "stored" to an add that never happened.
+    if (reply_key != key)
+        fail(what, "protocol",
+             "a reply for another key: " + quoted(line) + " does not name " + quoted(key) +
+                 " (memcached >= 1.6.10 returns the k flag)");
+    if (reply_opaque != opaque)
+        fail(what, "protocol",
+             "a reply to another request: " + quoted(line) + " does not carry O" +
+                 std::to_string(opaque));
     // `line` points into the input buffer, which reading the data block may move.
     if (reply.status == meta_status::value) read_exact(length, until, what, reply.value);
     if (head_ == tail_ && in_.size() > (64u << 10)) {

@@ -64,6 +64,9 @@ class meta_connection {
     // Every command throws backend_error for error replies, replies it does not expect, a closed
     // connection and timeouts; the connection is broken() afterwards.
 
+    // Each command also asks the server to name the reply (`k O<n>`): one that names another
+    // key or another request is a protocol error, never taken for this command's answer.
+
     // `ms <key> <length> T<exptime> [ME] [C<compare_cas>] c` + data. add_only: mode E (add: NS
     // when the item exists); compare_cas != 0: store only over the item with that CAS (EX when
     // it differs, NF when there is none). Replies: stored (with the new CAS), not_stored,
@@ -93,7 +96,12 @@ class meta_connection {
 
     void connect(std::chrono::milliseconds connect_timeout);
     void handshake();
-    meta_reply call(std::string_view what, std::initializer_list<meta_status> expected);
+    // Appends the flags that make the server name the reply (k: the key; O: this request's
+    // number) to the command in out_; returns the number.
+    std::uint64_t name_the_reply();
+    // Sends out_ and reads the reply, which must name `key` and `opaque`.
+    meta_reply call(std::string_view what, std::string_view key, std::uint64_t opaque,
+                    std::initializer_list<meta_status> expected);
     meta_reply read_reply(deadline until, std::string_view what);
     void send_all(deadline until, std::string_view what);
     std::string_view read_line(deadline until, std::string_view what);
@@ -116,8 +124,9 @@ class meta_connection {
     int fd_ = -1;
     bool broken_ = false;
     std::uint64_t incarnation_ = 0;
-    std::string out_;       // the command being sent; kept to reuse its capacity
-    std::vector<char> in_;  // received bytes; [head_, tail_) not yet parsed
+    std::uint64_t requests_ = 0;  // commands sent; each carries its number (O)
+    std::string out_;             // the command being sent; kept to reuse its capacity
+    std::vector<char> in_;        // received bytes; [head_, tail_) not yet parsed
     std::size_t head_ = 0;
     std::size_t tail_ = 0;
 };

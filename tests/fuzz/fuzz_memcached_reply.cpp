@@ -3,7 +3,8 @@
 // `stats settings` replies, then the replies to ms, mg and md), fed through a socket pair as a
 // server would send them. The input is an exchange (fuzz_support.hpp): the handshake's reply,
 // then "%<command>" lines, each followed by the reply to that command; a command is set, add,
-// cas (set over a CAS), get, touch (mg with t), remove or cas_remove. Properties:
+// cas (set over a CAS), get, touch (mg with t), remove or cas_remove; a reply is taken only when
+// it names the key `k` and the command's number (`kk O1` for the first). Properties:
 //  - nothing but backend_error is thrown, and a connection that threw is broken();
 //  - a value is exactly as long as its reply said.
 #include <memory>

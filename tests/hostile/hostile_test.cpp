@@ -12,9 +12,13 @@
 //   - not die of a signal (a crash would lose the caller's command status and its lock),
 //   - give up in bounded time: a non-blocking attempt within the strategy's own connect and
 //     command timeouts, a bounded wait by its deadline (plus the same slack);
-// and a refusal that throws carries a message. A strategy whose server can end a session while a
-// lock is held (the entry's end_session) must tell the holder at once. Every behaviour runs in
-// parallel, each against its own server, so that a case costs the longest of them, not their sum.
+// and a refusal that throws carries a message. A strategy that counts (`counting`) meets every
+// behaviour with a permit as well. A strategy that speaks memcached meets, besides, servers that
+// pass its connection check and then misbehave in the meta protocol's terms
+// (support/hostile_server.hpp: hostile_memcached), and one that grants and then hangs up while
+// the lock is held. A strategy whose server can end a session while a lock is held (the entry's
+// end_session) must tell the holder at once. Every behaviour runs in parallel, each against its
+// own server, so that a case costs the longest of them, not their sum.
 //
 // A strategy whose descriptor says its locks live in a directory (backends: "dir:PATH") meets
 // that directory as another local user left it: made by that user, open to every user, or a
@@ -22,8 +26,8 @@
 // locks live in a POSIX shared-memory object ("shm:NAME") meets that object made by another
 // user, opened to everyone, or replaced by a symlink or a hard link to a file of ours.
 //
-// A new strategy gets these cases by its entries (locksmith_add_strategy's TESTS);
-// plugins get them through the conformance kit's entry list.
+// A new strategy gets these cases by its entries (locksmith_add_strategy's TESTS); plugins get
+// the exec case and, when remote, hostile_server_grants_nothing through the conformance kit.
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
@@ -53,6 +57,7 @@
 
 #include "support/child_process.hpp"
 #include "support/hostile_server.hpp"
+#include "support/permit_helpers.hpp"
 #include "support/skip_report.hpp"
 #include "support/strategies_under_test.hpp"
 #include "support/suite_helpers.hpp"
@@ -112,42 +117,56 @@ struct timings {
     std::atomic<long> attempt_ms{-1};  // the lock request
 };
 
-// Runs `attempt` (a lock request on a store pointed at a hostile server) in a forked process for
-// every behaviour at once, and checks each outcome: building the store within `attempt_bound`
-// (it may connect, bounded by the strategy's connect timeout), the request within `bound`.
-void against_every_behaviour(const strategy_under_test& entry,
-                             const std::function<bool(named_lock&)>& attempt,
-                             std::chrono::milliseconds bound) {
-    struct run {
-        hostile_behaviour behaviour;
-        bool after_handshake;  // a TLS server that completed the handshake
-        std::map<std::string, std::unique_ptr<hostile_server>> servers;  // by real endpoint
-        timings* took = nullptr;
-        pid_t pid = -1;
-    };
+// A request on a store pointed at a hostile server, for the resource given: true when granted.
+using request = std::function<bool(const std::shared_ptr<store>&, const std::string& resource)>;
+
+// One way a server misbehaves: a name for messages, and a server that does it (one per endpoint
+// the entry names).
+struct misbehaviour {
+    std::string what;
+    std::function<std::unique_ptr<hostile_server>()> make;
+};
+
+// The generic behaviours (hostile_behaviour: whatever protocol the client speaks), each also
+// after a TLS handshake when the entry speaks TLS (its options name a ca_file).
+std::vector<misbehaviour> generic_misbehaviours(const strategy_under_test& entry) {
     // The folder of the certificates the entry trusts: the TLS servers present its server.pem.
     std::string tls_dir;
     if (const auto ca = entry.options->value("ca_file", std::string()); !ca.empty())
         tls_dir = ca.substr(0, ca.rfind('/'));
-    std::vector<std::pair<hostile_behaviour, bool>> behaviours;
+    std::vector<misbehaviour> out;
     for (const auto b : every_hostile_behaviour()) {
-        behaviours.emplace_back(b, false);
-        if (!tls_dir.empty()) behaviours.emplace_back(b, true);
+        out.push_back({to_string(b), [b] { return std::make_unique<hostile_server>(b); }});
+        if (!tls_dir.empty())
+            out.push_back({std::string(to_string(b)) + " after the TLS handshake",
+                           [b, tls_dir] { return std::make_unique<hostile_server>(b, tls_dir); }});
     }
+    return out;
+}
+
+// Runs `attempt` in a forked process against every misbehaviour at once, and checks each
+// outcome: building the store within `attempt_bound` (it may connect, bounded by the strategy's
+// connect timeout), the request within `bound`.
+void against_every_behaviour(const strategy_under_test& entry, const request& attempt,
+                             std::chrono::milliseconds bound,
+                             const std::vector<misbehaviour>& behaviours) {
+    struct run {
+        const misbehaviour* behaviour;
+        std::map<std::string, std::unique_ptr<hostile_server>> servers;  // by real endpoint
+        timings* took = nullptr;
+        pid_t pid = -1;
+    };
     void* shared = ::mmap(nullptr, sizeof(timings) * behaviours.size(), PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     BOOST_REQUIRE(shared != MAP_FAILED);
     std::vector<run> runs;
     const auto resource = unique_resource("hostile");
     for (std::size_t i = 0; i < behaviours.size(); ++i) {
-        const auto [behaviour, after_handshake] = behaviours[i];
-        run r{behaviour, after_handshake, {}, new (static_cast<timings*>(shared) + i) timings};
+        run r{&behaviours[i], {}, new (static_cast<timings*>(shared) + i) timings};
         strategy_under_test hostile = entry;
         hostile.options = pointed_at(entry, [&](const std::string& real) {
             auto& server = r.servers[real];
-            if (!server)
-                server = std::make_unique<hostile_server>(
-                    behaviour, after_handshake ? tls_dir : std::string());
+            if (!server) server = behaviours[i].make();
             return server->address();
         });
         auto* took = r.took;
@@ -160,10 +179,10 @@ void against_every_behaviour(const strategy_under_test& entry,
                 };
                 auto t0 = steady::now();
                 try {
-                    named_lock lock(create_store(hostile), std::make_shared<key>(resource));
+                    const auto s = create_store(hostile);
                     took->create_ms = since(t0);
                     t0 = steady::now();
-                    const bool got = attempt(lock);
+                    const bool got = attempt(s, resource);
                     took->attempt_ms = since(t0);
                     return got ? granted : refused;
                 } catch (const error& e) {
@@ -184,8 +203,7 @@ void against_every_behaviour(const strategy_under_test& entry,
         const int status = wait_child(r.pid, attempt_bound + bound + test::patience(20s));
         const long create_ms = r.took->create_ms, attempt_ms = r.took->attempt_ms;
         BOOST_TEST_INFO(entry.id()
-                        << " against a server that is " << to_string(r.behaviour)
-                        << (r.after_handshake ? " after the TLS handshake" : "") << " ("
+                        << " against a server that is " << r.behaviour->what << " ("
                         << r.servers.size() << " servers, " << connections(r.servers)
                         << " connections): exit " << status << ", store built in " << create_ms
                         << " ms, request answered in " << attempt_ms << " ms");
@@ -196,15 +214,114 @@ void against_every_behaviour(const strategy_under_test& entry,
     ::munmap(shared, sizeof(timings) * behaviours.size());
 }
 
+bool try_lock(const std::shared_ptr<store>& s, const std::string& resource) {
+    named_lock l(s, std::make_shared<key>(resource));
+    return l.try_lock();
+}
+
+bool wait_for_lock(const std::shared_ptr<store>& s, const std::string& resource) {
+    named_lock l(s, std::make_shared<key>(resource));
+    return l.try_lock_for(bounded_wait);
+}
+
+// A permit of a counting semaphore of 3 (issue 27): its own items or keys, and a limit to keep.
+constexpr std::uint32_t permit_limit = 3;
+
+bool try_permit(const std::shared_ptr<store>& s, const std::string& resource) {
+    return make_permit(s, resource, permit_limit).try_acquire();
+}
+
+bool wait_for_permit(const std::shared_ptr<store>& s, const std::string& resource) {
+    return make_permit(s, resource, permit_limit).try_acquire_for(bounded_wait);
+}
+
+const auto wait_bound = std::chrono::duration_cast<std::chrono::milliseconds>(bounded_wait + 1s);
+
 void test_try_lock(const strategy_under_test& entry) {
-    against_every_behaviour(
-        entry, [](named_lock& l) { return l.try_lock(); }, attempt_bound);
+    against_every_behaviour(entry, try_lock, attempt_bound, generic_misbehaviours(entry));
 }
 
 void test_bounded_wait(const strategy_under_test& entry) {
-    against_every_behaviour(
-        entry, [](named_lock& l) { return l.try_lock_for(bounded_wait); },
-        std::chrono::duration_cast<std::chrono::milliseconds>(bounded_wait + 1s));
+    against_every_behaviour(entry, wait_for_lock, wait_bound, generic_misbehaviours(entry));
+}
+
+void test_try_permit(const strategy_under_test& entry) {
+    against_every_behaviour(entry, try_permit, attempt_bound, generic_misbehaviours(entry));
+}
+
+void test_bounded_wait_for_a_permit(const strategy_under_test& entry) {
+    against_every_behaviour(entry, wait_for_permit, wait_bound, generic_misbehaviours(entry));
+}
+
+// memcached's own mode: servers that pass the connection check, then misbehave on the meta
+// protocol (support/hostile_server.hpp: hostile_memcached), for a lock and for a permit, tried
+// and waited for.
+void test_hostile_memcached(const strategy_under_test& entry) {
+    std::vector<misbehaviour> behaviours;
+    for (const auto b : every_hostile_memcached())
+        behaviours.push_back(
+            {to_string(b), [b] { return std::make_unique<hostile_server>(memcached_setup(b)); }});
+    const std::pair<const char*, request> requests[] = {{"try_lock", try_lock},
+                                                        {"try_permit", try_permit}};
+    for (const auto& [what, attempt] : requests) {
+        BOOST_TEST_CONTEXT(what) {
+            against_every_behaviour(entry, attempt, attempt_bound, behaviours);
+        }
+    }
+    const std::pair<const char*, request> waits[] = {{"wait_for_lock", wait_for_lock},
+                                                     {"wait_for_permit", wait_for_permit}};
+    for (const auto& [what, attempt] : waits) {
+        BOOST_TEST_CONTEXT(what) {
+            against_every_behaviour(entry, attempt, wait_bound, behaviours);
+        }
+    }
+}
+
+// A memcached that grants the lock (the add answered as memcached does) and then hangs up, on
+// that connection and on every later one at its first command: the holder's refresh fails with
+// a backend_error in bounded time (the lock's state unknown, never taken for renewed), its
+// release and its destruction end in bounded time without a crash. A permit's grant is given
+// back when the limit cannot be checked: never granted.
+void test_memcached_hang_up_while_held(const strategy_under_test& entry) {
+    for (const bool permit : {false, true}) {
+        BOOST_TEST_CONTEXT((permit ? "a permit" : "a lock")) {
+            hostile_server server(memcached_setup(hostile_memcached::hang_up_holding));
+            strategy_under_test e = entry;
+            e.options = pointed_at(entry, [&](const std::string&) { return server.address(); });
+            const auto resource = unique_resource("hang-up-holding");
+            const pid_t holder = fork_child([&] {
+                auto s = create_store(e);
+                const auto t0 = steady::now();
+                auto k = std::make_shared<key>(resource);
+                if (permit) k->set_limit(permit_limit);
+                named_lock lock(s, k);
+                try {
+                    if (lock.try_lock()) {
+                        if (permit) return 20;  // granted with its limit never checked
+                    } else {
+                        return 21;
+                    }
+                } catch (const backend_error& err) {
+                    std::fprintf(stderr, "  refused: %s\n", err.what());
+                    return permit ? 0 : 22;
+                }
+                try {
+                    lock.refresh();
+                    return 23;                // renewed by a server that hung up
+                } catch (const error& err) {  // a backend_error, or the lock said lost
+                    std::fprintf(stderr, "  refresh: %s\n", err.what());
+                }
+                try {
+                    lock.release();
+                } catch (const error& err) {
+                    std::fprintf(stderr, "  release: %s\n", err.what());
+                }
+                return steady::now() - t0 < attempt_bound * 2 ? 0 : 24;
+            });
+            const int status = wait_child(holder, attempt_bound * 3 + test::patience(20s));
+            BOOST_TEST(status == 0, entry.id() << ": " << exit_text(status));
+        }
+    }
 }
 
 // A session or connection that the server ends while a lock is held (issue 23): the holder hears
@@ -468,6 +585,19 @@ bool every_strategy(const strategy_under_test&) {
     return true;
 }
 
+// Counting semaphores (issue 27) on a server: their permits have requests of their own.
+bool counts_on_a_server(const strategy_under_test& e) {
+    const auto d = default_registry().find(e.name);
+    return uses_a_server(e) && d && has(d->capabilities, capability::counting);
+}
+
+// The protocol modes: servers that speak the strategy's own protocol well enough to pass its
+// connection check, then misbehave in that protocol's terms (redis's fakes and etcd's broken
+// endpoints live in their integration suites).
+bool speaks_memcached(const strategy_under_test& e) {
+    return e.name == "memcached" && uses_a_server(e);
+}
+
 bool a_server_can_end_its_session(const strategy_under_test& e) {
     return bool(e.end_session);
 }
@@ -481,6 +611,13 @@ struct case_spec {
 const case_spec cases[] = {
     {"a_hostile_server_neither_grants_nor_crashes_a_try", uses_a_server, test_try_lock},
     {"a_bounded_wait_on_a_hostile_server_ends_in_time", uses_a_server, test_bounded_wait},
+    {"a_hostile_server_neither_grants_nor_crashes_a_permit", counts_on_a_server, test_try_permit},
+    {"a_bounded_wait_for_a_permit_on_a_hostile_server_ends_in_time", counts_on_a_server,
+     test_bounded_wait_for_a_permit},
+    {"a_hostile_memcached_neither_grants_nor_crashes_a_lock_or_a_permit", speaks_memcached,
+     test_hostile_memcached},
+    {"a_memcached_that_hangs_up_while_a_lock_is_held_is_an_error_in_time", speaks_memcached,
+     test_memcached_hang_up_while_held},
     {"a_session_ended_by_the_server_is_heard_of_at_once", a_server_can_end_its_session,
      test_session_ended_while_held},
     {"a_command_execed_by_the_holder_inherits_no_descriptor", every_strategy,

@@ -444,11 +444,26 @@ test::http_answer broken_answer(broken_at where, breakage b) {
     return a;
 }
 
-test::http_answer fake_etcd(const test::http_request& r, broken_at where, breakage b) {
+// A permit of a semaphore of 1 (issue 27), the same way: its key created (revision 10) behind
+// another holder's (5), whose deletion it watches; a later read finds the same place.
+const std::string permit_enqueued =
+    R"({"header":{"revision":"10"},"succeeded":true,"responses":[{"response_put":{}},)"
+    R"({"response_range":{"kvs":[{"key":"bWluZQ==","create_revision":"10"},)"
+    R"({"key":"b3RoZXI=","create_revision":"5"}]}}]})";
+const std::string permit_read =
+    R"({"header":{"revision":"12"},"succeeded":true,"responses":[)"
+    R"({"response_range":{"kvs":[{"key":"b3RoZXI=","create_revision":"5"}]}},)"
+    R"({"response_range":{"kvs":[{"key":"bWluZQ==","create_revision":"10"}]}}]})";
+
+test::http_answer fake_etcd(const test::http_request& r, broken_at where, breakage b,
+                            bool permit = false) {
     if (r.path == "/v3/kv/txn" && where == broken_at::reply) return broken_answer(where, b);
     if (r.path == "/v3/watch") return broken_answer(where, b);
     test::http_answer a;
-    if (r.path == "/v3/lease/grant")
+    if (permit && r.path == "/v3/kv/txn")
+        a.bytes = test::json_reply(r.body.find("compare") != std::string::npos ? permit_enqueued
+                                                                               : permit_read);
+    else if (r.path == "/v3/lease/grant")
         a.bytes = test::json_reply(R"({"header":{"revision":"1"},"ID":"7","TTL":"30"})");
     else if (r.path == "/v3/kv/txn" && r.body.find("compare") != std::string::npos)
         a.bytes = test::json_reply(enqueued);
@@ -465,75 +480,82 @@ BOOST_AUTO_TEST_CASE(a_broken_or_hostile_endpoint_gets_a_clear_error_in_time_and
     constexpr auto request_timeout = 2s;
     constexpr auto wait = 3s;  // the caller's deadline, for the watch
     constexpr auto slack = 1s;
-    for (const auto where : {broken_at::reply, broken_at::stream})
-        for (const auto b : {breakage::deep, breakage::huge, breakage::bad_chunks, breakage::silent,
-                             breakage::trickle}) {
-            const std::string what =
-                std::string(where == broken_at::reply ? "a reply " : "a watch stream ") +
-                to_string(b);
-            test::hostile_server server(test::http_script(
-                [=](const test::http_request& r) { return fake_etcd(r, where, b); }));
-            char path[] = "/tmp/locksmith-etcd-hostile-XXXXXX";
-            const int fd = ::mkstemp(path);
-            BOOST_REQUIRE(fd >= 0);
-            ::close(fd);
-            const pid_t child = test::fork_child(
-                [&] {
-                    auto o = options_for(server.url("http"));
-                    o.request_timeout = request_timeout;
-                    std::string result;
-                    const auto started = std::chrono::steady_clock::now();
-                    try {
-                        auto lock = make_lock(strategies::make_etcd_store(o), "hostile");
-                        // A reply fails the try; a stream fails (or times out) the wait.
-                        const bool granted =
-                            where == broken_at::reply ? lock.try_lock() : lock.try_lock_for(wait);
-                        result = granted ? "granted" : "not granted";
-                    } catch (const error& e) {
-                        result = std::string("error: ") + e.what();
+    // A lock, and a permit of a semaphore of 1 (its own requests and watch).
+    for (const bool permit : {false, true})
+        for (const auto where : {broken_at::reply, broken_at::stream})
+            for (const auto b : {breakage::deep, breakage::huge, breakage::bad_chunks,
+                                 breakage::silent, breakage::trickle}) {
+                const std::string what =
+                    std::string(permit ? "a permit: " : "a lock: ") +
+                    (where == broken_at::reply ? "a reply " : "a watch stream ") + to_string(b);
+                test::hostile_server server(test::http_script(
+                    [=](const test::http_request& r) { return fake_etcd(r, where, b, permit); }));
+                char path[] = "/tmp/locksmith-etcd-hostile-XXXXXX";
+                const int fd = ::mkstemp(path);
+                BOOST_REQUIRE(fd >= 0);
+                ::close(fd);
+                const pid_t child = test::fork_child(
+                    [&] {
+                        auto o = options_for(server.url("http"));
+                        o.request_timeout = request_timeout;
+                        std::string result;
+                        const auto started = std::chrono::steady_clock::now();
+                        try {
+                            auto k = std::make_shared<key>("hostile");
+                            if (permit) k->set_limit(1);
+                            lock_options lo;
+                            lo.ttl = 30s;
+                            named_lock lock(strategies::make_etcd_store(o), k, lo);
+                            // A reply fails the try; a stream fails (or times out) the wait.
+                            const bool granted = where == broken_at::reply
+                                                     ? lock.try_lock()
+                                                     : lock.try_lock_for(wait);
+                            result = granted ? "granted" : "not granted";
+                        } catch (const error& e) {
+                            result = std::string("error: ") + e.what();
+                        }
+                        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - started)
+                                            .count();
+                        std::ofstream(path) << ms << "\n" << result;
+                        return 0;
+                    },
+                    must_happen);
+                const int status = test::wait_child(child, must_happen);
+                std::ifstream in(path);
+                long long ms = -1;
+                std::string result;
+                in >> ms;
+                std::getline(in >> std::ws, result);
+                ::unlink(path);
+                BOOST_TEST_CONTEXT(what << ": " << result << " after " << ms << " ms") {
+                    BOOST_TEST(status == 0, "the client died (status " << status << ")");
+                    const std::chrono::milliseconds bound =
+                        (where == broken_at::reply ? request_timeout : wait) + slack;
+                    BOOST_TEST(ms >= 0);
+                    BOOST_TEST(ms < bound.count());
+                    switch (b) {
+                        case breakage::deep:
+                            BOOST_TEST(result.find("nests deeper than") != std::string::npos);
+                            break;
+                        case breakage::huge:
+                            BOOST_TEST(result.find("than 1 MiB") != std::string::npos);
+                            break;
+                        case breakage::bad_chunks:
+                            BOOST_TEST(result.find("chunk") != std::string::npos);
+                            break;
+                        case breakage::silent:
+                        case breakage::trickle:
+                            // A request times out; a wait ends at its deadline, lock not granted.
+                            if (where == broken_at::reply)
+                                BOOST_TEST(result.find("no reply in time") != std::string::npos);
+                            else
+                                BOOST_TEST((result == "not granted" ||
+                                            result.find("in time") != std::string::npos));
+                            break;
                     }
-                    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now() - started)
-                                        .count();
-                    std::ofstream(path) << ms << "\n" << result;
-                    return 0;
-                },
-                must_happen);
-            const int status = test::wait_child(child, must_happen);
-            std::ifstream in(path);
-            long long ms = -1;
-            std::string result;
-            in >> ms;
-            std::getline(in >> std::ws, result);
-            ::unlink(path);
-            BOOST_TEST_CONTEXT(what << ": " << result << " after " << ms << " ms") {
-                BOOST_TEST(status == 0, "the client died (status " << status << ")");
-                const std::chrono::milliseconds bound =
-                    (where == broken_at::reply ? request_timeout : wait) + slack;
-                BOOST_TEST(ms >= 0);
-                BOOST_TEST(ms < bound.count());
-                switch (b) {
-                    case breakage::deep:
-                        BOOST_TEST(result.find("nests deeper than") != std::string::npos);
-                        break;
-                    case breakage::huge:
-                        BOOST_TEST(result.find("than 1 MiB") != std::string::npos);
-                        break;
-                    case breakage::bad_chunks:
-                        BOOST_TEST(result.find("chunk") != std::string::npos);
-                        break;
-                    case breakage::silent:
-                    case breakage::trickle:
-                        // A request times out; a wait ends at its deadline, lock not granted.
-                        if (where == broken_at::reply)
-                            BOOST_TEST(result.find("no reply in time") != std::string::npos);
-                        else
-                            BOOST_TEST((result == "not granted" ||
-                                        result.find("in time") != std::string::npos));
-                        break;
                 }
             }
-        }
 }
 
 // Found by tests/fuzz/fuzz_etcd_replies: a server's error text went into messages as sent, so a

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
+#include "support/hostile_server.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_helpers.hpp"
@@ -113,11 +115,22 @@ std::string raw_request(int port, const std::string& request) {
 // A scripted stand-in for memcached on 127.0.0.1, for replies a real server never sends. One
 // thread serves every connection; each request (an `ms` line with its data line counts as one)
 // goes to the script by its command line, and the script's bytes go back; `close` ends the
-// connection after them.
+// connection after them. A meta reply's line gets the flags that name it (the request's key and
+// opaque, `k<key> O<n>`), as memcached adds them.
 struct fake_reply {
     std::string bytes;
     bool close = false;
 };
+
+// `reply` with its first line naming the key and the opaque of `request` (a meta command line)
+// when it is a meta reply.
+std::string named_for(const std::string& request, std::string reply) {
+    static const std::regex meta_code("^(HD|VA|EN|NS|EX|NF)( |\r)");
+    if (!std::regex_search(reply, meta_code)) return reply;
+    const auto end = reply.find("\r\n");
+    reply.insert(end == std::string::npos ? reply.size() : end, test::meta_names(request));
+    return reply;
+}
 
 class fake_memcached {
   public:
@@ -186,6 +199,7 @@ class fake_memcached {
             }
             c.in.erase(0, used);
             fake_reply r = answer_(line);
+            r.bytes = named_for(line, r.bytes);
             if (!r.bytes.empty()) ::send(c.fd, r.bytes.data(), r.bytes.size(), MSG_NOSIGNAL);
             if (r.close) return false;
         }

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <boost/test/unit_test.hpp>
 
@@ -315,6 +317,92 @@ BOOST_AUTO_TEST_CASE(the_command_loads_plugins_shows_their_origin_and_checks_the
                out);
     out = run_cli("run --config " + config_file.string() + " x -- true");
     BOOST_TEST(out.rfind("78\n", 0) == 0u, out);
+}
+
+// A plugin whose threads block no signal (tests/plugin/thread_plugin.cpp): a SIGTERM or SIGINT
+// sent to `run` while its command runs is forwarded to the command, whose status run returns
+// after releasing the lock; the kernel handing the signal to the plugin's thread would end
+// locksmith by the default action instead (exit by the signal, the command orphaned). Before the
+// lock is granted a stop request still ends a waiting run.
+BOOST_AUTO_TEST_CASE(a_stop_request_reaches_the_command_whatever_threads_a_plugin_started) {
+    plugin_folder f;
+    fs::create_directory(f.dir / "locks", f.dir);
+    const auto config_file = f.dir / "config.json";
+    std::ofstream(config_file) << "{\"plugins\": [" << quoted(f.plugin("thread_probe"))
+                               << "], \"strategies\": {\"thread_probe\": {\"options\": "
+                                  "{\"lock_dir\": "
+                               << quoted(f.dir / "locks") << "}}}}";
+    const auto started = f.dir / "started";
+    auto start_run = [&](const std::string& name, const std::string& command,
+                         const std::vector<std::string>& more = {}) {
+        std::vector<std::string> args = {test::cli_path(), "run",        "--config",
+                                         config_file,      "--strategy", "thread_probe"};
+        args.insert(args.end(), more.begin(), more.end());
+        args.insert(args.end(), {name, "-c", command});
+        return test::fork_child([args] {
+            std::vector<char*> argv;
+            for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+            argv.push_back(nullptr);
+            ::execv(argv[0], argv.data());
+            return 127;
+        });
+    };
+    auto wait_for = [](const fs::path& p) {
+        for (int i = 0; i < 1000 && !fs::exists(p); ++i) ::usleep(10'000);
+        return fs::exists(p);
+    };
+    const std::string command =
+        "trap 'exit 7' TERM INT; touch " + started.string() + "; while :; do sleep 0.05; done";
+    for (const int sig : {SIGTERM, SIGINT}) {
+        BOOST_TEST_CONTEXT("signal " << sig) {
+            fs::remove(started);
+            const pid_t run = start_run("stopped", command);
+            BOOST_REQUIRE(wait_for(started));
+            ::kill(run, sig);
+            const int status = test::wait_child(run, std::chrono::seconds(20));
+            BOOST_TEST(status == 7, "run ended with " << test::exit_text(status));
+            // Released: another run takes the name at once.
+            const pid_t next = start_run("stopped", "exit 0", {"-n"});
+            BOOST_TEST(test::wait_child(next, std::chrono::seconds(20)) == 0);
+        }
+    }
+    // A command that is no shell (dash unblocks every signal when it starts): it starts with
+    // the caller's signal mask, not run's, so the forwarded SIGTERM ends it.
+    {
+        std::vector<std::string> args = {
+            test::cli_path(), "run",         "--config", config_file, "--strategy",
+            "thread_probe",   "not-a-shell", "--",       "sleep",     "60"};
+        const pid_t run = test::fork_child([args] {
+            std::vector<char*> argv;
+            for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+            argv.push_back(nullptr);
+            ::execv(argv[0], argv.data());
+            return 127;
+        });
+        // Started when run has a child.
+        const auto children =
+            "/proc/" + std::to_string(run) + "/task/" + std::to_string(run) + "/children";
+        std::string pids;
+        for (int i = 0; i < 1000 && pids.empty(); ++i) {
+            ::usleep(10'000);
+            std::ifstream(children) >> pids;
+        }
+        BOOST_REQUIRE(!pids.empty());
+        ::kill(run, SIGTERM);
+        const int status = test::wait_child(run, std::chrono::seconds(20));
+        BOOST_TEST(status == 128 + SIGTERM, "run ended with " << test::exit_text(status));
+    }
+    // Waiting for the lock (nothing held yet): the stop request ends the run as before.
+    fs::remove(started);
+    const pid_t holder = start_run("waited", command);
+    BOOST_REQUIRE(wait_for(started));
+    const pid_t waiter = start_run("waited", "exit 0", {"-w", "60"});
+    ::usleep(300'000);
+    ::kill(waiter, SIGTERM);
+    const int waited = test::wait_child(waiter, std::chrono::seconds(20));
+    BOOST_TEST(waited == 128 + SIGTERM, "the waiting run ended with " << test::exit_text(waited));
+    ::kill(holder, SIGTERM);
+    BOOST_TEST(test::wait_child(holder, std::chrono::seconds(20)) == 7);
 }
 #endif
 

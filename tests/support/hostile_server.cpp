@@ -479,4 +479,151 @@ hostile_server::setup resp_script(resp_reply reply, std::string trickled) {
     return how;
 }
 
+// ------------------------------------------------------------------------------ memcached meta
+
+std::string meta_names(const std::string& command) {
+    const auto key_begin = command.find(' ') + 1;
+    const auto key_end = command.find(' ', key_begin);
+    std::string names = " k" + command.substr(key_begin, key_end - key_begin);
+    if (const auto at = command.find(" O"); at != std::string::npos)
+        names += command.substr(at, command.find(' ', at + 1) - at);
+    return names;
+}
+
+hostile_server::setup memcached_script(std::function<hostile_answer(const std::string&)> answer) {
+    hostile_server::setup how;
+    how.frame = [](std::string& in) -> std::optional<std::string> {
+        const auto end = in.find("\r\n");
+        if (end == std::string::npos) return std::nullopt;
+        std::size_t used = end + 2;
+        if (in.starts_with("ms ")) {  // its data line follows
+            const auto data_end = in.find("\r\n", used);
+            if (data_end == std::string::npos) return std::nullopt;
+            used = data_end + 2;
+        }
+        std::string line = in.substr(0, end);
+        in.erase(0, used);
+        return line;
+    };
+    how.answer = [answer = std::move(answer)](const std::string& line) {
+        if (line == "mn") return hostile_answer{"MN\r\n"};
+        if (line == "stats")
+            return hostile_answer{
+                "STAT pid 4242\r\nSTAT uptime 10\r\nSTAT time 1700000010\r\n"
+                "STAT version 1.6.18\r\nEND\r\n"};
+        if (line == "stats settings")
+            return hostile_answer{"STAT maxconns 1024\r\nSTAT cas_enabled yes\r\nEND\r\n"};
+        return answer(line);
+    };
+    return how;
+}
+
+const char* to_string(hostile_memcached b) {
+    switch (b) {
+        case hostile_memcached::silent:
+            return "silent";
+        case hostile_memcached::trickle:
+            return "trickle";
+        case hostile_memcached::nonsense:
+            return "nonsense";
+        case hostile_memcached::huge_value:
+            return "huge_value";
+        case hostile_memcached::another_key:
+            return "another_key";
+        case hostile_memcached::another_request:
+            return "another_request";
+        case hostile_memcached::hang_up_holding:
+            return "hang_up_holding";
+    }
+    return "?";
+}
+
+const std::vector<hostile_memcached>& every_hostile_memcached() {
+    static const std::vector<hostile_memcached> all = {
+        hostile_memcached::silent,      hostile_memcached::trickle,
+        hostile_memcached::nonsense,    hostile_memcached::huge_value,
+        hostile_memcached::another_key, hostile_memcached::another_request};
+    return all;
+}
+
+hostile_server::setup memcached_setup(hostile_memcached b) {
+    using answer = std::function<hostile_answer(const std::string&)>;
+    answer script;
+    switch (b) {
+        case hostile_memcached::silent:
+            script = [](const std::string&) { return hostile_answer{}; };
+            break;
+        case hostile_memcached::trickle:
+            script = [](const std::string& line) {
+                hostile_answer a;
+                a.trickle = "HD c1" + meta_names(line);  // and never its \r\n
+                a.per_byte = behaviour_trickle;
+                a.endless = true;
+                return a;
+            };
+            break;
+        case hostile_memcached::nonsense:
+            script = [n = 0](const std::string& line) mutable {
+                // Each a reply memcached never sends to that command, named as it would be.
+                static const char* const codes[] = {"EN",     "MN", "VA 3 c1", "HD cX",
+                                                    "NS c-1", "ZZ", "HD t"};
+                const std::string code = codes[n++ % std::size(codes)];
+                std::string reply = code + meta_names(line) + "\r\n";
+                if (code.starts_with("VA")) reply += "abc\r\n";
+                return hostile_answer{reply};
+            };
+            break;
+        case hostile_memcached::huge_value:
+            script = [](const std::string& line) {
+                if (line.starts_with("ms "))
+                    return hostile_answer{"NS c0" + meta_names(line) + "\r\n"};
+                if (line.find(".limit ") != std::string::npos)
+                    return hostile_answer{"VA 1099511627776 c1" + meta_names(line) + "\r\n"};
+                hostile_answer a{"VA 100000000 c1" + meta_names(line) + "\r\n" +
+                                 std::string(4u << 20, 'x')};
+                a.then_silent = true;
+                return a;
+            };
+            break;
+        case hostile_memcached::another_key:
+            script = [](const std::string& line) {
+                std::string names = meta_names(line);
+                names.insert(2, "other-");  // " k<key>": " kother-<key>"
+                return hostile_answer{(line.starts_with("mg ") ? "EN" : "HD c5") + names + "\r\n"};
+            };
+            break;
+        case hostile_memcached::another_request:
+            script = [](const std::string& line) {
+                std::string names = meta_names(line);
+                const auto o = names.find(" O");
+                names = o == std::string::npos
+                            ? names + " O0"
+                            : names.substr(0, o) + " O" +
+                                  std::to_string(std::strtoull(names.c_str() + o + 2, nullptr, 10) +
+                                                 1000);
+                return hostile_answer{(line.starts_with("mg ") ? "EN" : "HD c5") + names + "\r\n"};
+            };
+            break;
+        case hostile_memcached::hang_up_holding:
+            // A real grant (the first add of an item, answered as memcached does), then the
+            // connection ends; every later command ends its connection too, so that the holder's
+            // refresh and release meet a server that hangs up while the lock is held.
+            script = [granted = false](const std::string& line) mutable {
+                if (!granted && line.starts_with("ms ") && line.find(" ME") != std::string::npos) {
+                    granted = true;
+                    hostile_answer a{"HD c5" + meta_names(line) + "\r\n"};
+                    a.hang_up = true;
+                    return a;
+                }
+                if (!granted && line.starts_with("mg "))
+                    return hostile_answer{"EN" + meta_names(line) + "\r\n"};
+                hostile_answer a;
+                a.hang_up = true;
+                return a;
+            };
+            break;
+    }
+    return memcached_script(std::move(script));
+}
+
 }  // namespace locksmith::test

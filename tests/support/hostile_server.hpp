@@ -12,6 +12,8 @@
 //   hostile_server      the server; ::setup says how it behaves and where it runs
 //   http_script, resp_script   scripts over HTTP/1.1 and Redis's RESP framing
 //   fake_redis          a RESP server in a thread of the test
+//   hostile_memcached, memcached_script   a memcached that passes the connection check, then
+//                       misbehaves on the meta protocol's lock commands
 //   json_reply, chunked_head, chunk, deeply_nested_json, fake_sha   answers' pieces
 #pragma once
 
@@ -137,6 +139,31 @@ class fake_redis : public hostile_server {
     // True once a whole trickled reply was sent.
     bool trickle_ended() const { return trickles_ended() > 0; }
 };
+// memcached's meta protocol: each request is a command line (with its data line, for `ms`);
+// `answer` gets the command line. The connection check the memcached strategy makes on every
+// new connection (`mn`, `stats`, `stats settings`) is answered as memcached 1.6.18 does.
+hostile_server::setup memcached_script(std::function<hostile_answer(const std::string&)> answer);
+// " k<key> O<opaque>": the flags with which memcached names its reply to `command` (a meta
+// command line), the opaque only when the command has one.
+std::string meta_names(const std::string& command);
+
+// What a memcached that passed the connection check does to every lock command after it.
+enum class hostile_memcached {
+    silent,           // never answers
+    trickle,          // answers one byte every 100 ms of a reply line that never ends
+    nonsense,         // answers with replies the command does not have, or malformed ones
+    huge_value,       // says the item is taken; read, the item has a 100 MB value that stops
+                      // after 4 MiB (and an add of the semaphore's limit: 2^40 bytes)
+    another_key,      // says "stored" (a grant) and "not found", naming another key
+    another_request,  // the same, naming the key but another request (an earlier opaque)
+    hang_up_holding,  // grants the first add, then closes every connection at its next command
+};
+const char* to_string(hostile_memcached b);
+// Every behaviour that grants nothing (all but hang_up_holding), in declaration order.
+const std::vector<hostile_memcached>& every_hostile_memcached();
+// The server, in its own process.
+hostile_server::setup memcached_setup(hostile_memcached b);
+
 // A 40-character SHA, the answer a fake gives to SCRIPT LOAD.
 inline const std::string fake_sha = "$40\r\n" + std::string(40, 'a') + "\r\n";
 

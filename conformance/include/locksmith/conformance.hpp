@@ -27,6 +27,13 @@ struct subject {
     std::string strategy;
     nlohmann::json options;            // the strategy's options in the config (null = none)
     std::vector<std::string> plugins;  // the config's "plugins"
+    // For a strategy of a remote kind (`distributed`), the case hostile_server_grants_nothing
+    // points it at servers of the kit's own that misbehave: accept and never answer, trickle,
+    // answer nonsense, hang up. These options reach such a server: each "{server}" in their
+    // strings becomes its address ("127.0.0.1:PORT"). Null: each 127.0.0.1:PORT or
+    // localhost:PORT in `options` becomes the address of a server of its own; the case skips
+    // when `options` name none.
+    nlohmann::json hostile_options;
 };
 
 struct outcome {

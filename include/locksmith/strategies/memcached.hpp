@@ -68,7 +68,9 @@
 //    failed, or that the server closed while idle, is dropped and the next command opens a new
 //    one, so a restarted server is used again without restarting the process. Each command is
 //    bounded by command_timeout, each connection set-up by connect_timeout (plus the system
-//    resolver's own time for host names).
+//    resolver's own time for host names). Each command asks the server to name its reply (the
+//    meta flags k and O<n>): a reply for another key or an earlier request is a backend_error
+//    ("protocol"), never taken for the command's answer.
 #pragma once
 
 #include <chrono>
