@@ -83,7 +83,7 @@ namespace locksmith::strategies {
 // What the mysql_get_lock strategy offers (its registry entry and its store agree on this).
 inline constexpr capability mysql_get_lock_capabilities =
     capability::exclusive | capability::noblock | capability::native_wait |
-    capability::distributed | capability::crash_release;
+    capability::distributed | capability::crash_release | capability::counting;
 
 struct mysql_get_lock_options {
     // mysql://[user[:password]@]host[:port]/database[?sslmode=...&sslrootcert=...] (mariadb://
