@@ -93,6 +93,21 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_permits_are_numbered) {
     BOOST_TEST(!s->status(name).permits_held.has_value());
 }
 
+// Guards: a release that keeps the permit's marker on a pooled session: another store (another
+// process) then finds the slot free but cannot take it.
+BOOST_AUTO_TEST_CASE(a_released_permit_leaves_nothing_behind) {
+    const std::string name = test::unique_resource("released");
+    auto first = shared_store(), second = shared_store();
+    for (int round = 0; round < 2; ++round) {
+        auto a = make_permit(first, name, 1), b = make_permit(second, name, 1);
+        BOOST_REQUIRE(a.try_acquire());
+        a.release();
+        BOOST_TEST(b.try_acquire(), "round " << round);
+        b.release();
+        std::swap(first, second);
+    }
+}
+
 // Guards: grant beyond the limit, across processes (waits poll): N + 2 processes, limit N.
 BOOST_AUTO_TEST_CASE(five_processes_limit_three_never_above_three) {
     const std::string name = test::unique_resource("pool");
