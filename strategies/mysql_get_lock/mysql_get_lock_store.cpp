@@ -172,15 +172,16 @@ class mysql_get_lock_store final : public store {
         auto* held = k.local_state_of<pinned_session>(instance_id());
         if (!held) return;
         auto session = std::move(held->session);
-        k.set_local_state(instance_id(), nullptr);
+        const auto permit = std::move(held->permit);
+        k.set_local_state(instance_id(), nullptr);  // `held` is gone
         // A session the server ended took the lock with it; one of the parent of a fork()ed
         // child is left alone.
         if (!session->ours() || session->hung_up()) return;
         // On an error the session is closed when `session` goes: the server frees its locks.
-        const auto v = held->permit.empty()
+        const auto v = permit.empty()
                            ? session->fetch_first(release_slot, release_sql, {}, "releasing a lock")
                            : session->fetch_first(release_permit_slot, release_permit_sql,
-                                                  {text_param(held->permit)}, "releasing a permit");
+                                                  {text_param(permit)}, "releasing a permit");
         // Exactly our one grant: the session holds nothing now and may serve another key. Any
         // other count (0: the grant was gone; more: a grant counted twice) closes it.
         if (v.row && !v.null && v.value == 1) cache_->give_back(std::move(session));
