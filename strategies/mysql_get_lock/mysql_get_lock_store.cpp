@@ -49,19 +49,19 @@ const std::string release_sql = "SELECT RELEASE_ALL_LOCKS()";
 const std::string holds_sql = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()";
 const std::string status_sql = "SELECT IS_USED_LOCK(?)";
 
-// Largest limit: a permit is a session (MariaDB allows 151 connections by default), and every
-// grant looks at each of the slots 0..999 for a holder of another limit; 1000 slots also keep the
-// recursive CTEs below within MySQL's cte_max_recursion_depth (1000).
-constexpr std::uint32_t max_permits = 1000;
+// Largest limit: a permit is a session (MariaDB and MySQL allow 151 connections by default), and
+// every grant looks at each of the slots 0..255 for a holder of another limit, a cost that grows
+// with the slots (bench/permits/RESULTS.md: 1000 slots made a pair several times slower).
+constexpr std::uint32_t max_permits = 256;
 
 // A counting semaphore's statements (see the header's contract). Permit i (0-based) of a name is
 // the user lock P = "locksmith~<32 hex of the name's hash>/<i>", and its holder also holds the
 // marker P + "=" + N, N being its limit. A grant takes the marker before the permit and a release
 // drops the permit before the marker: whoever holds a permit holds its marker. The names are
 // parameters (CONCAT in the server).
-// The slots 0..999 (their numbers in the server; no parameter inside the CTE, which MariaDB
+// The slots 0..255 (their numbers in the server; no parameter inside the CTE, which MariaDB
 // would count more than once).
-#define LS_SLOTS "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 999) "
+#define LS_SLOTS "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 255) "
 // The first permit in 0..N-1 that nobody holds (no row: all are held).
 const std::string free_permit_sql = LS_SLOTS
     "SELECT i FROM s WHERE i < ? AND "
@@ -71,14 +71,14 @@ const std::string free_permit_sql = LS_SLOTS
 const std::string take_permit_sql =
     "SELECT IF(GET_LOCK(?, 0) = 1, IF(GET_LOCK(?, 0) = 1, 1, RELEASE_LOCK(?) - 1), 0)";
 // The first held permit at or after slot ? whose holder does not hold its marker for this limit
-// (no row: none), among all 1000 slots: the holder of another limit may hold any of them.
+// (no row: none), among all 256 slots: the holder of another limit may hold any of them.
 const std::string other_limit_sql = LS_SLOTS
     "SELECT i FROM (SELECT i, IS_USED_LOCK(CONCAT(?, i)) AS holder, "
     "IS_USED_LOCK(CONCAT(?, i, '=', ?)) AS marker FROM s WHERE i >= ?) AS held "
     "WHERE holder IS NOT NULL AND NOT (marker <=> holder) ORDER BY i LIMIT 1";
 // The limit other than ? (0: any) whose marker the holder of permit ? holds (no row: none).
 const std::string limit_of_sql =
-    "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 1000) "
+    "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 256) "
     "SELECT n FROM s WHERE n <> ? AND IS_USED_LOCK(CONCAT(?, '=', n)) = IS_USED_LOCK(?) LIMIT 1";
 // The permit first, then the marker (RELEASE_ALL_LOCKS counts it: 1 when it was all).
 const std::string release_permit_sql = "SELECT IF(RELEASE_LOCK(?) = 1, RELEASE_ALL_LOCKS(), -1)";

@@ -241,12 +241,16 @@ BOOST_AUTO_TEST_CASE(racing_owners_of_two_limits_are_never_both_granted) {
     }
 }
 
-// A limit beyond what the strategy scans is refused by name; a timed wait ends on time.
+// A limit beyond the slots a grant looks at (256) is refused by name; a timed wait ends on time.
 BOOST_AUTO_TEST_CASE(a_huge_limit_is_refused_and_a_timed_wait_ends_on_time) {
     const std::string name = test::unique_resource("bounds");
     auto s = shared_store();
-    auto huge = make_permit(s, name, 1001);
+    auto huge = make_permit(s, name, 257);
     BOOST_CHECK_THROW(huge.try_acquire(), invalid_argument_error);
+    auto largest = make_permit(s, name + "-largest", 256);
+    BOOST_TEST(largest.try_acquire());
+    BOOST_TEST(s->status(name + "-largest").limit.value_or(0) == 256u);
+    largest.release();
     auto holder = make_permit(s, name, 1), waiter = make_permit(s, name, 1);
     BOOST_REQUIRE(holder.try_acquire());
     const auto started = clock_type::now();
