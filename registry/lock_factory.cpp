@@ -5,6 +5,7 @@
 #include <locksmith/errors.hpp>
 
 #include "core/logging.hpp"
+#include "registry/lacks_reason.hpp"
 
 namespace locksmith {
 
@@ -161,7 +162,7 @@ std::shared_ptr<store> lock_factory::store_for_resolution(const lock_resolution&
     const capability missing = r.require & ~s->capabilities();
     if (missing != capability::none)
         throw no_strategy_error("strategy '" + r.strategy + "' lacks " + to_string(missing) +
-                                " required for " + what);
+                                " required for " + what + lacks_reason(info.descriptor, missing));
     return s;
 }
 

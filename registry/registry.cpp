@@ -6,6 +6,8 @@
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
 
+#include "registry/lacks_reason.hpp"
+
 namespace locksmith {
 
 std::string not_configured_hint(const strategy_descriptor& d) {
@@ -17,6 +19,16 @@ std::string not_configured_hint(const strategy_descriptor& d) {
                 first.value().dump() + ")";
     }
     return hint + " in the config";
+}
+
+std::string lacks_reason(const strategy_descriptor& d, capability missing) {
+    // Only combined's counting: its capabilities are computed from its members', so a reader
+    // expects counting over counting members; the quorum is what takes it away.
+    if (d.name == "combined" && has(missing, capability::counting))
+        return " (a majority quorum of counting members does not keep at most N holders: with "
+               "3 members of 2 permits each, owners holding A+B, B+C and A+C are 3; see README, "
+               "\"Why combined does not count\")";
+    return "";
 }
 
 const selection_report::entry* selection_report::chosen() const noexcept {
@@ -213,7 +225,8 @@ selection_report strategy_registry::explain(capability required) const {
                 const capability missing = required & ~info.capabilities;
                 e.passed_over =
                     "lacks " + to_string(missing) +
-                    (has(info.descriptor.capabilities, missing) ? " with its options" : "");
+                    (has(info.descriptor.capabilities, missing) ? " with its options" : "") +
+                    lacks_reason(info.descriptor, missing);
                 break;
             }
             case verdict::disabled:
@@ -292,11 +305,24 @@ std::vector<config_error> strategy_registry::problems(const config& cfg) const {
         }
     }
     for (const auto& rule : cfg.locks) {
-        if (rule.strategy && !contains(*rule.strategy))
+        if (rule.strategy && !contains(*rule.strategy)) {
             problems.emplace_back(
                 "config.unknown_strategy",
                 "/locks/" + json_pointer_token(rule.pattern) + "/strategy",
                 "unknown strategy '" + *rule.strategy + "' (registered: " + known() + ")");
+            continue;
+        }
+        // A limit makes the rule's names counting semaphores: a pinned strategy must count.
+        if (rule.strategy && rule.limit) {
+            const auto d = find(*rule.strategy);
+            if (d && !has(d->capabilities, capability::counting))
+                problems.emplace_back(
+                    "config.limit_without_counting",
+                    "/locks/" + json_pointer_token(rule.pattern) + "/limit",
+                    "the rule sets a limit (counting semaphores) and pins strategy '" +
+                        *rule.strategy + "', which lacks counting" +
+                        lacks_reason(*d, capability::counting));
+        }
     }
     return problems;
 }

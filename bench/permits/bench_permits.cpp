@@ -136,6 +136,11 @@ int main(int argc, char** argv) {
         if (auto d = locksmith::default_registry().find("memcached"))
             run("memcached", d->create({{"servers", servers}, {"key_prefix", where + ":"}}),
                 remote);
+    // mysql_get_lock on the tests' MariaDB (user locks are server-wide and the bench's names are
+    // fixed: one bench per server at a time).
+    if (const char* dsn = std::getenv("LOCKSMITH_TEST_MARIADB_DSN"))
+        if (auto d = locksmith::default_registry().find("mysql_get_lock"))
+            run("mysql_get_lock", d->create({{"dsn", dsn}}), remote);
     // sql: a SQLite file of this run's own, and the servers of the tests when given
     // (LOCKSMITH_TEST_POSTGRES_DSN, LOCKSMITH_TEST_MARIADB_DSN), in a table of the bench's own.
     if (auto d = locksmith::default_registry().find("sql")) {

@@ -347,6 +347,18 @@ BOOST_AUTO_TEST_CASE(run_with_a_limit_on_postgresql) {
     }
 }
 
+// mysql_get_lock on the tests' MariaDB: numbered permits, a user lock each.
+BOOST_AUTO_TEST_CASE(run_with_a_limit_on_mysql_get_lock) {
+    const auto dsn = locksmith::test::env("LOCKSMITH_TEST_MARIADB_DSN");
+    if (!dsn) {
+        locksmith::test::skip_case(
+            "LOCKSMITH_TEST_MARIADB_DSN is unset (scripts/services.sh start; eval "
+            "\"$(scripts/services.sh env)\")");
+        return;
+    }
+    run_with_a_limit_on("mysql_get_lock", {{"dsn", *dsn}}, true);
+}
+
 // shm and file count too: at most 3 of 6 runs at once, LOCKSMITH_PERMIT their permit's number,
 // a second limit refused, status counting the permits. Each strategy pinned by the config.
 BOOST_AUTO_TEST_CASE(local_strategies_count_too) {

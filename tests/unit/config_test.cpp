@@ -656,3 +656,27 @@ BOOST_AUTO_TEST_CASE(out_of_range_numbers_are_quoted_exactly) {
         BOOST_TEST(text.find("18446744073709551615") != std::string::npos, text);
     }
 }
+
+// combined has no counting (README, "Why combined does not count"): a rule that gives names a
+// limit and pins combined is refused by config check, and explain --require counting says why.
+BOOST_AUTO_TEST_CASE(a_limit_pinned_on_combined_is_refused_saying_why) {
+    auto rule = catch_config_error([&] {
+        default_registry().validate(
+            config::parse(R"({"locks": {"backup*": {"strategy": "combined", "limit": 3}}})"));
+    });
+    BOOST_TEST(rule.thrown);
+    BOOST_TEST(rule.pointer == "/locks/backup*/limit");
+    BOOST_TEST(rule.message.find("lacks counting") != std::string::npos, rule.message);
+    BOOST_TEST(rule.message.find("majority quorum") != std::string::npos, rule.message);
+    BOOST_CHECK_NO_THROW(default_registry().validate(
+        config::parse(R"({"locks": {"backup*": {"strategy": "file", "limit": 3}}})")));
+    const auto report = default_registry().explain(capability::exclusive | capability::counting);
+    bool said = false;
+    for (const auto& e : report.entries)
+        if (e.strategy == "combined") {
+            BOOST_TEST(!e.candidate);
+            said = e.passed_over.find("majority quorum") != std::string::npos;
+            BOOST_TEST(said, e.passed_over);
+        }
+    BOOST_TEST(said);
+}

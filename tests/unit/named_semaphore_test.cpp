@@ -15,7 +15,9 @@
 #include <vector>
 
 #include <locksmith/errors.hpp>
+#include <locksmith/named_lock.hpp>
 #include <locksmith/named_semaphore.hpp>
+#include <locksmith/strategies/memory.hpp>
 
 #include "support/printers.hpp"
 #include "support/recording_store.hpp"
@@ -190,6 +192,78 @@ BOOST_AUTO_TEST_CASE(threads_never_exceed_the_limit) {
     for (int t = 0; t < 6; ++t)
         threads.emplace_back([&] {
             auto p = make(s, "threads", 3);
+            for (int i = 0; i < 200; ++i) {
+                p.acquire();
+                const int now = ++inside;
+                int seen = most.load();
+                while (now > seen && !most.compare_exchange_weak(seen, now)) {
+                }
+                std::this_thread::yield();
+                --inside;
+                p.release();
+            }
+        });
+    for (auto& t : threads) t.join();
+    BOOST_TEST(most.load() <= 3);
+    BOOST_TEST(most.load() >= 2);
+}
+
+// The memory strategy counts in its store object (process-local), waiting on its condition
+// variable. Guards: grant beyond the limit; a second limit; permit numbers; expiry; the wake.
+BOOST_AUTO_TEST_CASE(memory_counts_in_its_store_object) {
+    auto s = strategies::make_memory_store();
+    BOOST_TEST(has(s->capabilities(), capability::counting));
+    auto a = make(s, "memory", 2), b = make(s, "memory", 2), c = make(s, "memory", 2);
+    BOOST_TEST(a.try_acquire());
+    BOOST_TEST(b.try_acquire());
+    BOOST_TEST(!c.try_acquire());
+    BOOST_TEST(a.permit() == "1");
+    BOOST_TEST(b.permit() == "2");
+    auto st = s->status("memory");
+    BOOST_TEST(st.limit.value_or(0) == 2u);
+    BOOST_TEST(st.permits_held.value_or(0) == 2u);
+    BOOST_TEST(st.held == lock_status::state::held_exclusive);
+    auto other = make(s, "memory", 3);
+    const auto refused = error_of([&] { (void)other.try_acquire(); });
+    BOOST_TEST(refused.find("limit of 2") != std::string::npos, refused);
+    BOOST_TEST(refused.find("asks for 3") != std::string::npos, refused);
+    // The lock of the name is another object.
+    named_lock lock(s, std::make_shared<key>("memory"));
+    BOOST_TEST(lock.try_lock());
+    lock.unlock();
+    // A waiter is woken by a release, and gets the permit given back.
+    std::atomic<bool> granted{false};
+    std::thread t([&] { granted = c.try_acquire_for(10s); });
+    std::this_thread::sleep_for(50ms);
+    BOOST_TEST(!granted.load());
+    a.release();
+    t.join();
+    BOOST_TEST(granted.load());
+    BOOST_TEST(c.permit() == "1");
+    b.release();
+    c.release();
+    BOOST_TEST(!s->status("memory").limit.has_value());
+    BOOST_TEST(other.try_acquire());  // the limit went with the last holder
+    other.release();
+}
+
+BOOST_AUTO_TEST_CASE(memory_permits_expire_and_threads_never_exceed_the_limit) {
+    auto s = strategies::make_memory_store();
+    lock_options o;
+    o.ttl = 100ms;
+    o.auto_refresh = false;
+    auto held = make(s, "expiring", 1, o), next = make(s, "expiring", 1, o);
+    BOOST_TEST(held.try_acquire());
+    BOOST_TEST(!next.try_acquire());
+    BOOST_TEST(next.try_acquire_for(5s));  // woken at the holder's expiry
+    BOOST_TEST(!held.is_acquired());
+    next.release();
+
+    std::atomic<int> inside{0}, most{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t)
+        threads.emplace_back([&] {
+            auto p = make(s, "memory-threads", 3);
             for (int i = 0; i < 200; ++i) {
                 p.acquire();
                 const int now = ++inside;

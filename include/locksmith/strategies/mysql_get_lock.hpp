@@ -50,6 +50,24 @@
 //    nothing: is_acquired() throws that backend_error once, and says false afterwards (the
 //    session was dropped). A held lock keeps an idle session open: the server's wait_timeout
 //    (8 hours by default) ends it, and with it the lock, which the holder then learns as above.
+//  - Counting semaphores (capability counting; a key with a limit N <= 256): permit i (shown
+//    as i + 1, LOCKSMITH_PERMIT) of a name is the user lock "locksmith~" + the 32 hex digits of
+//    the name's stable_name_hash + "/" + i, never a lock's name (':' and '#'), and its holder
+//    also holds the marker lock of its limit, permit + "=" + N, each in the permit's own pinned
+//    session as for a lock. A grant takes the first free slot of 0..N-1 (the marker, then the
+//    permit, in one IF() statement: whoever holds a permit holds its marker), then looks at
+//    every slot of 0..255 for a permit whose holder lacks the marker of N, and reads that
+//    holder's limit: a second limit is an invalid_argument_error naming both (the taken slot is
+//    given back first). Taking before looking means that of two owners of different limits
+//    that take at once, the later look sees the earlier take: one of them at least is refused,
+//    never both granted. A release drops the permit, then the marker (`SELECT IF(RELEASE_LOCK(
+//    permit) = 1, RELEASE_ALL_LOCKS(), -1)`: the session is pooled only when the marker was all
+//    that was left). A grant is 3 round trips uncontended (find, take, look; the look is one
+//    statement over 256 slots). The server cannot wait for any one of N locks: waits_natively
+//    is false for a permit, and named_lock polls with its backoff (a release on this host wakes
+//    the waiters at once). Crash: as for a lock, a dead holder's session ends and takes its
+//    permit and marker with it, at once. status() of a name whose permits are held gives the
+//    permits held and the limit.
 //  - No fencing (the server keeps no counter with a lock), no shared mode (GET_LOCK is
 //    exclusive: a shared request takes the exclusive lock), no expiry. User-level locks are not
 //    replicated: a failover to a replica forgets them all (each holder learns it, as above).
@@ -83,7 +101,7 @@ namespace locksmith::strategies {
 // What the mysql_get_lock strategy offers (its registry entry and its store agree on this).
 inline constexpr capability mysql_get_lock_capabilities =
     capability::exclusive | capability::noblock | capability::native_wait |
-    capability::distributed | capability::crash_release;
+    capability::distributed | capability::crash_release | capability::counting;
 
 struct mysql_get_lock_options {
     // mysql://[user[:password]@]host[:port]/database[?sslmode=...&sslrootcert=...] (mariadb://
