@@ -710,34 +710,42 @@ BOOST_AUTO_TEST_CASE(a_refresh_on_a_dead_network_gives_up_at_the_lease_end) {
 // lease (1.2 s) would run out meanwhile (issue 25: one renewal thread renewed every lock).
 BOOST_AUTO_TEST_CASE(a_stuck_renewal_does_not_hold_back_the_renewals_of_other_locks) {
     const std::string name = test::unique_resource("stuck_beside");
-    auto o = options_for(endpoint(url_variable));
-    test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
-    o.endpoint.port = proxy.port();
-    o.command_timeout = 30s;
-    std::atomic<int> stuck_told{0}, live_told{0};
-    lock_options stuck_options;
-    stuck_options.ttl = 6s;
-    stuck_options.auto_refresh = true;
-    stuck_options.on_lost = [&](const error&) { ++stuck_told; };
-    named_lock stuck(strategies::make_redis_store(o), std::make_shared<key>(name + "-stuck"),
-                     stuck_options);
-    lock_options live_options;
-    live_options.ttl = 1200ms;
-    live_options.auto_refresh = true;
-    live_options.on_lost = [&](const error&) { ++live_told; };
-    named_lock live(shared_store(), std::make_shared<key>(name + "-live"), live_options);
-    BOOST_REQUIRE(stuck.try_lock());
-    BOOST_REQUIRE(live.try_lock());
-    proxy.set_mode(test::tcp_fault_proxy::mode::stall);
-    // Past the stuck lock's first renewal (2 s) and most of its lease: the live lock renews
-    // every 400 ms meanwhile.
-    std::this_thread::sleep_for(5s);
-    BOOST_TEST(live_told == 0);
-    BOOST_TEST(live.is_acquired());
-    auto other = make_lock(shared_store(), name + "-live");
-    BOOST_TEST(!other.try_lock());
-    live.unlock();
-    stuck.set_auto_release(false);
+    const std::string url = endpoint(url_variable);
+    // In a child: the renewal threads stay, and later cases fork.
+    const pid_t holder = test::fork_child(
+        [&] {
+            auto o = options_for(url);
+            test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
+            o.endpoint.port = proxy.port();
+            o.command_timeout = 30s;
+            std::atomic<int> live_told{0};
+            lock_options stuck_options;
+            stuck_options.ttl = 6s;
+            stuck_options.auto_refresh = true;
+            stuck_options.on_lost = [](const error&) {};
+            stuck_options.auto_release = false;
+            named_lock stuck(strategies::make_redis_store(o),
+                             std::make_shared<key>(name + "-stuck"), stuck_options);
+            lock_options live_options;
+            live_options.ttl = 1200ms;
+            live_options.auto_refresh = true;
+            live_options.on_lost = [&](const error&) { ++live_told; };
+            named_lock live(strategies::make_redis_store(options_for(url)),
+                            std::make_shared<key>(name + "-live"), live_options);
+            if (!stuck.try_lock() || !live.try_lock()) return 2;
+            proxy.set_mode(test::tcp_fault_proxy::mode::stall);
+            // Past the stuck lock's first renewal (2 s) and most of its lease: the live lock
+            // renews every 400 ms meanwhile.
+            std::this_thread::sleep_for(5s);
+            if (live_told != 0) return 3;
+            if (!live.is_acquired()) return 4;
+            auto other = make_lock(strategies::make_redis_store(options_for(url)), name + "-live");
+            if (other.try_lock()) return 5;
+            live.unlock();
+            return 0;
+        },
+        120s);
+    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(promote_and_demote) {
