@@ -2,9 +2,9 @@
 // The renewal threads, renewing every auto_refresh lock at a third of its TTL. A few threads
 // rather than one per lock, because a process may hold thousands of leases (Redisson's watchdog
 // has one timer for all); more than one, because a renewal stuck on a dead network must not
-// hold back the others. Beside it, the lease watchdog: a renewal may be
-// stuck in a store call on a dead network past the lease's end, and the holder must be told then,
-// not when the call gives up (issue 25), so the watchdog, which never calls a store, checks each
+// hold back the others. Beside them, the lease watchdog: a renewal may be stuck in a store call
+// on a dead network until the lease's end (its deadline), and the holder must be told then, not
+// when the call gives up (issue 25), so the watchdog, which never calls a store, checks each
 // lease at the end it had when its renewal began.
 #include <pthread.h>
 #include <condition_variable>
