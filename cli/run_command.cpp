@@ -178,6 +178,10 @@ int run_command(const run_options& options) {
                                std::chrono::milliseconds(1));
     }
     request.on_error = [](const error& e) { print_error(e.what()); };
+    // Renewed by the library, not by the supervision's own calls: a renewal stuck on a dead
+    // network then holds no one up, and the lease's end makes lock.loss_fd() readable, at which
+    // the command is stopped before the server can grant the name to another (issue 25).
+    request.auto_refresh = true;
     // No slow-wait records: -v says before a wait that it waits (and for whom), and after it
     // how long it took.
     factory->set_logger(std::make_shared<stderr_sink>(options.verbose),

@@ -249,23 +249,19 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
     fd_guard signals(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
     if (signals.get() < 0) throw_os_error("cannot create a signalfd", errno);
 
-    // Expiring strategies: refresh every third of the lifetime the grant came with. Planned
-    // before the child starts, so that a delay here (a stopped or starved locksmith) shows up
-    // as a late refresh and not as a lock that seems not to expire.
-    std::optional<clock::duration> refresh_every;
-    if (has(lock.capabilities(), capability::expiring)) {
-        if (auto left = lock.remaining_lifetime()) {
-            if (*left <= std::chrono::milliseconds(0)) {
-                print_error("the lock " + lock.name() +
-                            " expired before the command could start; not starting it");
-                release(lock, std::nullopt, true, options.verbose);
-                if (options.report) options.report->lost = true;
-                return options.lost_exit_code;
-            }
-            refresh_every = std::max<clock::duration>(*left / 3, std::chrono::milliseconds(1));
+    // Expiring strategies: the library renews the lock (the lock's auto_refresh) and makes
+    // loss_fd() readable at the lease's end unless a renewal was confirmed by then, whatever a
+    // stuck renewal is doing (issue 25): the loop below watches it as it watches a session.
+    const bool expiring = has(lock.capabilities(), capability::expiring);
+    if (expiring) {
+        if (auto left = lock.remaining_lifetime(); left && *left <= std::chrono::milliseconds(0)) {
+            print_error("the lock " + lock.name() +
+                        " expired before the command could start; not starting it");
+            release(lock, std::nullopt, true, options.verbose);
+            if (options.report) options.report->lost = true;
+            return options.lost_exit_code;
         }
     }
-    auto next_refresh = clock::now() + refresh_every.value_or(clock::duration::zero());
 
     const pid_t child =
         start_child(argv, options.command_mask ? *options.command_mask : original_mask);
@@ -306,9 +302,11 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
                 watch_loss_from = clock::now() + quiet_after_news;
                 return;
             }
-            lose("the " + lock.strategy() +
-                 " server no longer has it (the session or connection that held it ended, or the "
-                 "grant was removed)");
+            lose(expiring ? "no renewal was confirmed before its lease ran out, or it was "
+                            "taken over"
+                          : "the " + lock.strategy() +
+                                " server no longer has it (the session or connection that held "
+                                "it ended, or the grant was removed)");
         } catch (const std::exception& e) {
             lose(std::string("it could not be confirmed after news from the server: ") + e.what());
         }
@@ -321,21 +319,6 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
         if (done < 0 && errno != EINTR) throw_os_error("waitpid", errno);
 
         auto now = clock::now();
-        if (refresh_every && !lost && now >= next_refresh) {
-            try {
-                auto left = lock.remaining_lifetime();
-                if (!left || *left <= std::chrono::milliseconds(0)) {
-                    // Refreshing now would extend a lease someone else may already hold.
-                    lose("its lifetime ran out before it could be refreshed");
-                } else {
-                    lock.refresh();
-                    next_refresh = clock::now() + *refresh_every;
-                    if (options.verbose) print_note("refreshed the lock " + lock.name());
-                }
-            } catch (const std::exception& e) {
-                lose(e.what());
-            }
-        }
         if (lost && !killed && now >= kill_at) {
             print_error("pid " + std::to_string(child) + " still running after " +
                         format_seconds(options.kill_after) + "; sending SIGKILL");
@@ -365,7 +348,6 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
         // Sleep until a signal or the backend's notice arrives, or the next timed step is due.
         int timeout_ms = -1;
         auto due = clock::time_point::max();
-        if (refresh_every && !lost) due = next_refresh;
         if (lost && !killed) due = std::min(due, kill_at);
         if (!lost && !loss_fd && now < watch_loss_from) due = std::min(due, watch_loss_from);
         if (due != clock::time_point::max()) {
@@ -410,7 +392,7 @@ int supervise_child(named_lock& lock, const std::vector<std::string>& argv,
                        std::to_string(exit_code_of(status)));
         }
     }
-    if (!lost && refresh_every) {
+    if (!lost && expiring) {
         // The child may have finished after the lease ran out, unprotected for a while.
         auto left = lock.remaining_lifetime();
         if (!left || *left <= std::chrono::milliseconds(0)) {

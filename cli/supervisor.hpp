@@ -5,9 +5,11 @@
 // SIGCHLD, so no work happens in a signal handler and none is lost between checks. Each is
 // forwarded to the child, except one the terminal sent to the whole foreground process group
 // (the child already has it; sending it twice would, e.g., abort a shell's cleanup trap).
-// Expiring locks are refreshed every third of their lifetime; a lock whose backend can end the
-// grant (pg_advisory, mysql_get_lock, zookeeper: named_lock::loss_fd) is checked when the
-// backend's notice arrives. When a refresh fails or comes too late, or the backend ended the grant,
+// Expiring locks are renewed by the library (the lock must have auto_refresh), and their
+// loss_fd() turns readable at the lease's end unless a renewal was confirmed by then, however long
+// a renewal is stuck on a dead network; a lock whose backend can end the grant (pg_advisory,
+// mysql_get_lock, zookeeper: named_lock::loss_fd) is checked when the backend's notice arrives.
+// When the lease ran out unrenewed, a renewal found the lock gone, or the backend ended the grant,
 // the child gets SIGTERM and, after `kill_after`, SIGKILL, and the lost-lock code is returned. If
 // locksmith itself dies (even by SIGKILL), the kernel sends the child SIGTERM (PR_SET_PDEATHSIG):
 // the lock is gone then, so the child must not go on unprotected.

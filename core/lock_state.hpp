@@ -20,6 +20,9 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
 
     state(std::shared_ptr<locksmith::store> s, std::shared_ptr<key> k, lock_options o)
         : store(std::move(s)), owner(std::move(k)), options(std::move(o)) {}
+    ~state();
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
 
     const std::shared_ptr<locksmith::store> store;
     const std::shared_ptr<key> owner;
@@ -42,6 +45,30 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
 
     bool expiring() const noexcept { return has(store->capabilities(), capability::expiring); }
 
+    // What loss_fd() gives for an expiring grant, made on first request: a timerfd readable at
+    // the lease's tell_at (below), at once when the owner was told of a loss (lease_told), never
+    // without a lease; kept so by sync_lease_timer() after each change of lease_end. Guarded by
+    // lease_timer_mutex, not `mutex`: loss_fd() must answer while a renewal holds that
+    // (issue 25). The epoll set merges it with the store's own loss descriptor, if it has one.
+    std::mutex lease_timer_mutex;
+    int lease_timer = -1;
+    int lease_epoll = -1;
+    int lease_epoll_member = -1;  // the store's descriptor last added to lease_epoll
+    // The timer, made if need be, set from lease_end. Throws backend_error when it cannot be made.
+    int lease_timer_fd();
+    // Sets the timer (if made) from lease_end; call after changing lease_end.
+    void sync_lease_timer() noexcept;
+    // The timer merged with the store's descriptor `fd` (an epoll set).
+    int lease_timer_with(int fd);
+    void set_lease_timer() noexcept;  // sync_lease_timer() under lease_timer_mutex
+    // The lease's end (less the drift allowance) as the deadline of a refresh renewing it:
+    // nullopt without a lease.
+    std::optional<clock::time_point> refresh_deadline() const noexcept {
+        const auto end = lease_end.load();
+        if (end == no_lease || end == lease_told) return std::nullopt;
+        return tell_at(end);
+    }
+
     // Called by the renewal thread. Renews the TTL if the lock is still held; returns when to
     // renew next, or nullopt to stop.
     std::optional<clock::time_point> renew();
@@ -56,13 +83,17 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
         do {
             if (before == lease_told) return false;
         } while (!lease_end.compare_exchange_weak(before, ticks));
+        sync_lease_timer();
         owner->reset_lifetime();
         owner->reduce_lifetime(end);
         return true;
     }
 
     // The grant ended (released, or its loss reported): nothing for the watchdog to watch.
-    void drop_lease() noexcept { lease_end = no_lease; }
+    void drop_lease() noexcept {
+        lease_end = no_lease;
+        sync_lease_timer();
+    }
 
     // How long before the lease's end its holder is told it is lost, when no refresh was
     // confirmed by then: the server's clock may run a little faster (Redlock's drift allowance,

@@ -2,9 +2,14 @@
 #include <locksmith/named_lock.hpp>
 
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include <locksmith/author/caller_deadline.hpp>
@@ -36,6 +41,78 @@ void named_lock::state::report(const error& e) const noexcept {
         }
     }
     std::fprintf(stderr, "locksmith: %s\n", e.what());
+}
+
+named_lock::state::~state() {
+    if (lease_epoll >= 0) ::close(lease_epoll);
+    if (lease_timer >= 0) ::close(lease_timer);
+}
+
+int named_lock::state::lease_timer_fd() {
+    std::lock_guard guard(lease_timer_mutex);
+    if (lease_timer < 0) {
+        lease_timer = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (lease_timer < 0)
+            throw backend_error(
+                store->strategy(), std::to_string(errno),
+                std::string("cannot make a timer for the lease: ") + std::strerror(errno));
+    }
+    set_lease_timer();
+    return lease_timer;
+}
+
+void named_lock::state::sync_lease_timer() noexcept {
+    std::lock_guard guard(lease_timer_mutex);
+    set_lease_timer();
+}
+
+void named_lock::state::set_lease_timer() noexcept {
+    if (lease_timer < 0) return;
+    // steady_clock is CLOCK_MONOTONIC: its ticks are the timer's absolute time.
+    itimerspec when{};
+    const auto end = lease_end.load();
+    if (end == lease_told) {
+        when.it_value.tv_nsec = 1;  // long past: readable now
+    } else if (end != no_lease) {
+        // Without auto_refresh nobody tells the owner at tell_at: readable when the lifetime
+        // ends, when is_acquired() finds it expired.
+        const auto due =
+            options.auto_refresh ? tell_at(end) : clock::time_point(clock::duration(end));
+        const auto at =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count();
+        when.it_value.tv_sec = std::max<std::int64_t>(at / 1'000'000'000, 0);
+        when.it_value.tv_nsec = std::max<std::int64_t>(at % 1'000'000'000, 1);
+    }  // else disarmed: all zero
+    ::timerfd_settime(lease_timer, TFD_TIMER_ABSTIME, &when, nullptr);
+}
+
+int named_lock::state::lease_timer_with(int fd) {
+    const int timer = lease_timer_fd();
+    std::lock_guard guard(lease_timer_mutex);
+    auto fail = [&] {
+        throw backend_error(store->strategy(), std::to_string(errno),
+                            std::string("cannot watch the lease and the session together: ") +
+                                std::strerror(errno));
+    };
+    if (lease_epoll < 0) {
+        lease_epoll = ::epoll_create1(EPOLL_CLOEXEC);
+        if (lease_epoll < 0) fail();
+        epoll_event in{};
+        in.events = EPOLLIN;
+        in.data.fd = timer;
+        if (::epoll_ctl(lease_epoll, EPOLL_CTL_ADD, timer, &in) != 0) fail();
+    }
+    if (fd != lease_epoll_member) {
+        // The store's descriptor may have been closed and its number reused: removed if still in.
+        if (lease_epoll_member >= 0)
+            ::epoll_ctl(lease_epoll, EPOLL_CTL_DEL, lease_epoll_member, nullptr);
+        epoll_event in{};
+        in.events = EPOLLIN;
+        in.data.fd = fd;
+        if (::epoll_ctl(lease_epoll, EPOLL_CTL_ADD, fd, &in) != 0 && errno != EEXIST) fail();
+        lease_epoll_member = fd;
+    }
+    return lease_epoll;
 }
 
 void named_lock::state::log(log_level level, const char* event, std::string message,
@@ -261,6 +338,7 @@ void report_lost(named_lock::state& s, std::unique_lock<std::timed_mutex>& guard
     // The lease watchdog may have told the holder already (renewal.cpp): once is enough.
     const bool told =
         s.lease_end.exchange(named_lock::state::no_lease) == named_lock::state::lease_told;
+    s.sync_lease_timer();
     const acquire_error lost("lock '" + s.owner->resource() + "' (" + s.store->strategy() +
                              ") was lost: it is no longer held, though it was not released");
     if (!told) s.log(log_level::error, "lock_lost", lost.what(), lost.what());
@@ -462,7 +540,8 @@ void refresh_locked(named_lock::state& s, std::chrono::milliseconds ttl) {
     const std::string& name = s.owner->resource();
     const auto started = clock::now();
     s.owner->clear_attempt_started();
-    if (!s.store->refresh(*s.owner, ttl)) {
+    const auto until = s.refresh_deadline();
+    if (!(until ? s.store->refresh(*s.owner, ttl, *until) : s.store->refresh(*s.owner, ttl))) {
         s.held.reset();
         s.drop_lease();
         s.owner->reset_lifetime();
@@ -534,9 +613,25 @@ bool named_lock::is_acquired() {
 }
 
 std::optional<int> named_lock::loss_fd() const {
-    std::lock_guard guard(state_->mutex);
-    if (!state_->held) return std::nullopt;
-    return state_->store->loss_fd(*state_->owner);
+    auto& s = *state_;
+    if (s.expiring()) {
+        // Answered without waiting for a call in flight on this lock (a renewal stuck on a dead
+        // network holds the mutex): the lease's timer is the notice then (issue 25).
+        const auto end = s.lease_end.load();
+        if (end == state::lease_told) return -1;
+        if (end != state::no_lease) {
+            std::unique_lock guard(s.mutex, std::try_to_lock);
+            if (!guard) return s.lease_timer_fd();
+            if (!s.held) return std::nullopt;
+            const auto fd = s.store->loss_fd(*s.owner);
+            if (!fd) return s.lease_timer_fd();
+            if (*fd < 0) return -1;
+            return s.lease_timer_with(*fd);
+        }
+    }
+    std::lock_guard guard(s.mutex);
+    if (!s.held) return std::nullopt;
+    return s.store->loss_fd(*s.owner);
 }
 
 std::optional<lock_mode> named_lock::held_mode() const noexcept {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <locksmith/author/store.hpp>
 
+#include <algorithm>
+
 #include <locksmith/author/caller_deadline.hpp>
 
 #include <locksmith/errors.hpp>
@@ -27,7 +29,16 @@ std::string_view to_string(lock_status::state state) noexcept {
 
 namespace {
 thread_local std::optional<deadline> current_caller_deadline;
+thread_local std::optional<deadline> current_refresh_deadline;
 }  // namespace
+
+std::optional<deadline> refresh_deadline() noexcept {
+    return current_refresh_deadline;
+}
+
+deadline bounded_by_refresh_deadline(deadline until) noexcept {
+    return current_refresh_deadline ? std::min(until, *current_refresh_deadline) : until;
+}
 
 std::optional<deadline> caller_deadline() noexcept {
     return current_caller_deadline;
@@ -76,6 +87,15 @@ bool store::refresh(key& k, std::chrono::milliseconds ttl) {
     if (!has(capabilities_, capability::expiring))
         throw invalid_argument_error("strategy '" + strategy_ + "' has no expiring locks");
     return do_refresh(k, ttl);
+}
+
+bool store::refresh(key& k, std::chrono::milliseconds ttl, deadline until) {
+    struct scope {
+        std::optional<deadline> previous = current_refresh_deadline;
+        ~scope() { current_refresh_deadline = previous; }
+    } restore;
+    current_refresh_deadline = until;
+    return refresh(k, ttl);
 }
 
 void store::release(key& k) {

@@ -50,6 +50,7 @@ lock_options lock_factory::options_for(const lock_resolution& r, const lock_requ
     options.auto_release = auto_release;
     options.retry = config_.retry;
     options.on_error = request.on_error;
+    options.auto_refresh = request.auto_refresh;
     std::lock_guard guard(mutex_);
     options.logger = logger_;
     options.slow_wait = slow_wait_;

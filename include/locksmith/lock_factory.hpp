@@ -37,6 +37,9 @@ struct lock_request {
     // lock rule's `fallback`, else the config's `defaults.fallback` (false).
     std::optional<bool> fallback;
     error_handler on_error{};
+    // lock_options::auto_refresh: renewed from the library's renewal threads while held, and
+    // told of a loss at the lease's end even while a renewal is stuck (`locksmith run` does).
+    bool auto_refresh = false;
 };
 
 // How create_lock(name, request) decides, and from where (lock_factory::resolve).

@@ -17,8 +17,10 @@
 //  - Expiry: for strategies with `expiring`, every grant carries a TTL (lock_options::ttl); the
 //    lifetime is measured on the monotonic clock from just before the store call, and a grant
 //    that comes back already expired is released and reported with expired_error. With
-//    auto_refresh, one thread per process renews every such lock at a third of its TTL; a lock
-//    whose renewal fails counts as lost (is_acquired() is false, on_lost is called).
+//    auto_refresh, the process's renewal threads renew every such lock at a third of its TTL
+//    (a renewal stuck on a dead network gives up at the lease's end, and holds back no other
+//    lock's); a lock whose renewal fails, or is not confirmed by the lease's end, counts as lost
+//    (is_acquired() is false, on_lost is called, loss_fd() turns readable).
 //  - Loss: where the backend can end a grant while held (a session the server closed), the
 //    owner hears of it from is_acquired() or, before a fresh grant, from the next acquire
 //    (on_lost either way); loss_fd() lets an event loop wait for the backend's notice.
@@ -147,12 +149,15 @@ class named_lock {
     // on this lock (a renewal stuck on a dead network), waits for it only until the lease's end
     // (less 1% of the TTL and 2 ms) and answers false then, reporting the loss.
     bool is_acquired();
-    // For strategies whose backend can end a grant while it is held (a session or connection the
-    // server closes: pg_advisory, zookeeper), so that an event loop learns of it when the
-    // backend's notice arrives: a descriptor to poll for POLLIN, then call is_acquired() (which
-    // reports the loss); -1 when the grant is already known gone (call is_acquired() now).
-    // nullopt when not held, or when the strategy's grants end only by release or expiry
-    // (remaining_lifetime() tells when). Ask again after each operation on the lock.
+    // So that an event loop learns of a loss when it happens: a descriptor to poll for POLLIN,
+    // then call is_acquired() (which reports the loss); -1 when the grant is already known gone
+    // (call is_acquired() now). It turns readable when the backend's notice arrives, for
+    // strategies whose backend can end a grant while it is held (a session or connection the
+    // server closes: pg_advisory, zookeeper), and, for expiring strategies, at the lease's end
+    // unless a renewal was confirmed by then (with auto_refresh: less 1% of the TTL and 2 ms;
+    // without: when the lifetime ends). Answered without waiting for a renewal in flight.
+    // nullopt when not held, or when the strategy's grants end only by release. Ask again after
+    // each operation on the lock.
     std::optional<int> loss_fd() const;
     // The mode this object believes it holds, without asking the store; nullopt when not held.
     std::optional<lock_mode> held_mode() const noexcept;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/author/plugin.hpp>
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
@@ -1164,7 +1165,9 @@ class etcd_store final : public store {
         const auto text = body.dump();
         // One deadline for the request, a second attempt included: a server that never answers
         // or trickles costs request_timeout, not twice that.
-        const auto until = steady_clock::now() + options_.request_timeout;
+        // Within a refresh, no longer than its lease lasts (caller_deadline.hpp).
+        const auto until =
+            bounded_by_refresh_deadline(steady_clock::now() + options_.request_timeout);
         for (int attempt = 0;; ++attempt) {
             auto c = take();
             const bool reused = c.second;

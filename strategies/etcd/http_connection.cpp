@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/options.hpp>
 
@@ -128,7 +129,7 @@ http_connection::~http_connection() = default;
 void http_connection::connect(const endpoint& to, milliseconds dial_timeout,
                               std::shared_ptr<const tls::tls_context> tls) {
     const std::string_view what = "connecting";
-    const deadline until = steady_clock::now() + dial_timeout;
+    const deadline until = bounded_by_refresh_deadline(steady_clock::now() + dial_timeout);
     const auto c = connect_tcp(to.host, to.port, until);
     if (!c.resolve_failure.empty()) fail(what, "resolve", c.resolve_failure, c.resolve_kind);
     if (c.fd >= 0) {

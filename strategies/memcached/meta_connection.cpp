@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 
@@ -144,7 +145,7 @@ void meta_connection::close_socket() noexcept {
 
 void meta_connection::connect(milliseconds connect_timeout) {
     const std::string_view what = "connecting";
-    const deadline until = steady_clock::now() + connect_timeout;
+    const deadline until = bounded_by_refresh_deadline(steady_clock::now() + connect_timeout);
     const auto c = connect_tcp(host_, port_, until);
     if (!c.resolve_failure.empty()) fail(what, "resolve", c.resolve_failure, c.resolve_kind);
     if (c.fd >= 0) {
@@ -160,7 +161,7 @@ void meta_connection::connect(milliseconds connect_timeout) {
 
 void meta_connection::handshake() {
     const std::string_view what = "connecting";
-    const deadline until = steady_clock::now() + command_timeout_;
+    const deadline until = bounded_by_refresh_deadline(steady_clock::now() + command_timeout_);
     // Three requests in one round trip: does it speak meta, which process and version is it,
     // are CAS ids on (with -C every item has CAS 0, and `md <key> C0` would delete any item).
     out_ = "mn\r\nstats\r\nstats settings\r\n";
@@ -274,7 +275,8 @@ meta_reply meta_connection::call(std::string_view what, std::string_view key, st
     if (broken_) fail(what, "broken", "the connection failed before");
     // Replies come only to requests: bytes waiting now would be read as the next reply.
     if (head_ != tail_) fail(what, "protocol", "the server sent data nobody asked for");
-    const deadline until = steady_clock::now() + command_timeout_;
+    // Within a refresh, no longer than its lease lasts (caller_deadline.hpp).
+    const deadline until = bounded_by_refresh_deadline(steady_clock::now() + command_timeout_);
     send_all(until, what);
     const std::string_view line = read_line(until, what);
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/strategies/redis.hpp>
 
@@ -278,7 +279,8 @@ reply_ptr slot_router::command(std::uint16_t slot, std::optional<lease>& c,
                                const std::vector<std::string_view>& args) {
     bool asking = false;
     std::string path;  // the nodes the command went to, for the message
-    const auto until = std::chrono::steady_clock::now() + options_.command_timeout;
+    const auto until =
+        bounded_by_refresh_deadline(std::chrono::steady_clock::now() + options_.command_timeout);
     auto pause = std::chrono::milliseconds(10);          // between TRYAGAINs
     auto redirect_pause = std::chrono::milliseconds(5);  // between redirections after the second
     for (int hops = 0;;) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <utility>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 
@@ -126,7 +127,8 @@ connection::connection(const redis_options& options, redis_endpoint endpoint,
 void connection::open(std::shared_ptr<const tls::tls_context> tls) {
     const auto& e = endpoint_;
     const std::string what = "connecting";
-    const auto until = steady_clock::now() + options_.connect_timeout;
+    // Within a refresh, no longer than its lease lasts (caller_deadline.hpp).
+    const auto until = bounded_by_refresh_deadline(steady_clock::now() + options_.connect_timeout);
     if (e.tls && !tls) throw invalid_argument_error("redis: a rediss:// url needs TLS settings");
     const std::string in_time =
         " (within connect_timeout_s, " + std::to_string(options_.connect_timeout.count()) + " ms)";
@@ -209,7 +211,8 @@ void connection::check(const redisReply* reply, const std::string& what) {
 reply_ptr connection::command(const std::vector<std::string_view>& args) {
     // One deadline for the whole command, not per read: a server trickling its reply byte by
     // byte must not stretch it.
-    const auto until = steady_clock::now() + options_.command_timeout;
+    // Within a refresh, no longer than its lease lasts (caller_deadline.hpp).
+    const auto until = bounded_by_refresh_deadline(steady_clock::now() + options_.command_timeout);
     write(args, until);
     auto reply = read_until(until, args.empty() ? std::string_view() : args.front());
     if (!reply) timed_out("command " + first_word(args));
@@ -229,6 +232,9 @@ void connection::not_ours(const std::string& what) {
 void connection::timed_out(const std::string& what) {
     // Part of the reply may have arrived: the stream is out of step, never use it again.
     broken_ = true;
+    const auto lease_end = refresh_deadline();
+    if (lease_end && *lease_end <= steady_clock::now())
+        fail(what, "timeout", "no complete reply before the end of the lease being renewed");
     fail(what, "timeout",
          "no complete reply within " + std::to_string(options_.command_timeout.count()) +
              " ms (command_timeout_s)");
@@ -258,12 +264,12 @@ void connection::write(const std::vector<std::string_view>& args, time_point unt
 }
 
 void connection::send(const std::vector<std::string_view>& args) {
-    write(args, steady_clock::now() + options_.command_timeout);
+    write(args, bounded_by_refresh_deadline(steady_clock::now() + options_.command_timeout));
 }
 
 reply_ptr connection::read(std::chrono::milliseconds timeout) {
     if (timeout < timeout.zero()) timeout = options_.command_timeout;
-    return read_until(steady_clock::now() + timeout, {});
+    return read_until(bounded_by_refresh_deadline(steady_clock::now() + timeout), {});
 }
 
 reply_ptr connection::read_until(time_point until, std::string_view command) {

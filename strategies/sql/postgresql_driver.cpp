@@ -7,6 +7,8 @@
 #include <charconv>
 #include <string>
 
+#include <locksmith/author/caller_deadline.hpp>
+
 #include "pg_session.hpp"
 #include "sql_driver.hpp"
 
@@ -210,7 +212,8 @@ class pg_connection final : public connection {
 
     pg::pg_result exec(statement_id id, std::initializer_list<const char*> params) {
         const auto& s = statements[id];
-        const auto until = pg::clock::now() + o_.command_timeout;
+        // Within a refresh, no longer than its lease lasts (caller_deadline.hpp).
+        const auto until = bounded_by_refresh_deadline(pg::clock::now() + o_.command_timeout);
         try {
             if (!prepared_[id]) {
                 session_.prepare(s.name, sql_[id], parameters[id], until, s.what);

@@ -16,6 +16,7 @@
 
 #include "cli/cli_sandbox.hpp"
 #include "support/skip_report.hpp"
+#include "support/tcp_fault_proxy.hpp"
 #include "support/test_environment.hpp"
 #include "support/test_helpers.hpp"
 
@@ -134,7 +135,7 @@ BOOST_AUTO_TEST_CASE(expiring_lock_is_refreshed_while_the_child_runs) {
     auto r = box.run(box.with_config(
         "run", {"-v", "--strategy", "redis", "--ttl", "0.3", "exp", "--", "sleep", "1"}));
     BOOST_TEST(r.exit_code == 0, describe(r));
-    BOOST_TEST(contains(r.err, "refreshed the lock exp"), r.err);
+    BOOST_TEST(contains(r.err, "renewed lock 'exp' (redis)"), r.err);
 }
 
 BOOST_AUTO_TEST_CASE(lost_lock_terminates_the_child_with_a_distinct_code) {
@@ -172,6 +173,48 @@ BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
     auto r = box.wait(p, 10s);
     BOOST_TEST(r.exit_code == 99, describe(r));
     BOOST_TEST(contains(r.err, "SIGKILL"), r.err);
+}
+
+// Issue 25: a run whose renewal is stuck on a dead network (a proxy that holds every byte, the
+// command timeout far past the lease) stops its command at the lease's end, before the server
+// lets the key expire and grants the name to a second run on the real server. The command marks
+// its SIGTERM in a file (a shell builtin, no fork between the signal and the mark); the second
+// run's command looks for that mark first thing. (The supervision refreshed the lock itself,
+// stuck in that refresh for the command timeout while the second run's command ran.)
+BOOST_AUTO_TEST_CASE(run_whose_renewal_is_stuck_stops_its_command_before_the_next_grant) {
+    auto url = server("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) return;
+    // redis://HOST:PORT/DB, as scripts/services.sh gives it.
+    const auto at = url->find("://") + 3;
+    const auto colon = url->find(':', at);
+    const auto slash = url->find('/', colon);
+    BOOST_REQUIRE(colon != std::string::npos && slash != std::string::npos);
+    locksmith::test::tcp_fault_proxy proxy(url->substr(at, colon - at),
+                                           std::stoi(url->substr(colon + 1, slash - colon - 1)));
+    const std::string proxied =
+        url->substr(0, colon + 1) + std::to_string(proxy.port()) + url->substr(slash);
+    cli_sandbox box(redis_config(*url));
+    auto stalled = redis_config(proxied);
+    stalled["strategies"]["redis"]["options"]["command_timeout_s"] = 15;
+    const auto stalled_config = box.write_file("stalled.json", stalled.dump());
+    auto first =
+        box.start({"run", "--config", stalled_config, "--strategy", "redis", "--ttl", "5",
+                   "--kill-after", "30", "stuck", "-c",
+                   "trap 'echo term > " + box.path("stopped") + "; kill $!; exit 0' TERM; touch " +
+                       box.path("holding") + "; sleep 60 & wait"});
+    BOOST_REQUIRE(wait_for_file(box.path("holding")));
+    proxy.set_mode(locksmith::test::tcp_fault_proxy::mode::stall);
+    auto second = box.start(box.with_config(
+        "run", {"-w", "60", "--strategy", "redis", "stuck", "-c",
+                "if [ -e " + box.path("stopped") + " ]; then echo told > " + box.path("second") +
+                    "; else echo untold > " + box.path("second") + "; fi"}));
+    auto r = box.wait(first, 90s);
+    BOOST_TEST(r.exit_code == 75, describe(r));
+    BOOST_TEST(contains(r.err, "lost the lock stuck"), r.err);
+    BOOST_TEST(box.read_file("stopped") == "term\n");
+    auto next = box.wait(second, 90s);
+    BOOST_TEST(next.exit_code == 0, describe(next));
+    BOOST_TEST(box.read_file("second") == "told\n");
 }
 
 // The remote strategies of issues 13 and 14 under the command: a run holds the name, a second

@@ -610,6 +610,120 @@ BOOST_AUTO_TEST_CASE(a_holder_whose_renewal_is_stuck_is_told_before_the_next_gra
     std::filesystem::remove(marker);
 }
 
+// A holder that waits on loss_fd() rather than on on_lost (an event loop, `locksmith run`) hears
+// of the loss as the one above does: while its renewal is stuck on a dead network (and holds the
+// lock's mutex), loss_fd() answers at once, and its descriptor turns readable at the lease's end,
+// before the next owner is granted (issue 25: loss_fd() waited for the stuck renewal).
+BOOST_AUTO_TEST_CASE(loss_fd_turns_readable_at_the_lease_end_while_the_renewal_is_stuck) {
+    const std::string name = test::unique_resource("stuck_renewal_fd");
+    const std::string url = endpoint(url_variable);
+    const auto marker = std::filesystem::temp_directory_path() / (name + ".readable");
+    std::filesystem::remove(marker);
+    test::byte_pipe held, granted;
+    const pid_t holder = test::fork_child(
+        [&] {
+            auto o = options_for(url);
+            test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
+            o.endpoint.port = proxy.port();
+            o.command_timeout = 30s;
+            lock_options lo;
+            lo.ttl = 3s;
+            lo.auto_refresh = true;
+            lo.on_lost = [](const error&) {};  // the descriptor must say it by itself
+            named_lock lock(strategies::make_redis_store(o), std::make_shared<key>(name), lo);
+            if (!lock.try_lock()) return 2;
+            proxy.set_mode(test::tcp_fault_proxy::mode::stall);
+            held.put('h');
+            // The renewal (at a third of the TTL) is stuck in its store call by now.
+            std::this_thread::sleep_for(1500ms);
+            const auto asked = clock_type::now();
+            const auto fd = lock.loss_fd();
+            if (clock_type::now() - asked > 1s) return 3;
+            if (!fd) return 4;
+            if (*fd >= 0) {
+                pollfd p{*fd, POLLIN, 0};
+                if (::poll(&p, 1, 20'000) != 1) return 5;
+            }
+            std::ofstream{marker};
+            if (granted.get(must_happen) != 'g') return 6;
+            lock.set_auto_release(false);  // its release would wait for the stalled proxy
+            return lock.is_acquired() ? 7 : 0;
+        },
+        120s);
+    BOOST_REQUIRE(held.get(must_happen) == 'h');
+    auto waiter = make_lock(shared_store(), name);
+    BOOST_REQUIRE(waiter.try_lock_for(must_happen));
+    const bool readable_before_the_grant = std::filesystem::exists(marker);
+    BOOST_TEST(readable_before_the_grant);
+    granted.put('g');
+    waiter.unlock();
+    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
+    std::filesystem::remove(marker);
+}
+
+// A refresh on a dead network gives up at the lease's end, not at the store's command timeout:
+// a reply after it would be of no use (issue 25).
+BOOST_AUTO_TEST_CASE(a_refresh_on_a_dead_network_gives_up_at_the_lease_end) {
+    const std::string name = test::unique_resource("stuck_refresh");
+    auto o = options_for(endpoint(url_variable));
+    test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
+    o.endpoint.port = proxy.port();
+    o.command_timeout = 30s;
+    auto lock = make_lock(strategies::make_redis_store(o), name, 2s);
+    BOOST_REQUIRE(lock.try_lock());
+    proxy.set_mode(test::tcp_fault_proxy::mode::stall);
+    const auto asked = clock_type::now();
+    BOOST_CHECK_THROW(lock.refresh(), error);
+    const auto took = clock_type::now() - asked;
+    BOOST_TEST_MESSAGE("the stuck refresh gave up after " << ms_since(asked) << " ms");
+    // The lease ends within 2 s; 30 s without the bound. Generous for a loaded machine.
+    BOOST_TEST(took < 12s);
+    lock.set_auto_release(false);
+}
+
+// Renewals of different locks do not wait for each other: a renewal stuck on a dead network
+// (up to its lease's end, 6 s) does not hold back the renewal of a lock on a live server, whose
+// lease (1.2 s) would run out meanwhile (issue 25: one renewal thread renewed every lock).
+BOOST_AUTO_TEST_CASE(a_stuck_renewal_does_not_hold_back_the_renewals_of_other_locks) {
+    const std::string name = test::unique_resource("stuck_beside");
+    const std::string url = endpoint(url_variable);
+    // In a child: the renewal threads stay, and later cases fork.
+    const pid_t holder = test::fork_child(
+        [&] {
+            auto o = options_for(url);
+            test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
+            o.endpoint.port = proxy.port();
+            o.command_timeout = 30s;
+            std::atomic<int> live_told{0};
+            lock_options stuck_options;
+            stuck_options.ttl = 6s;
+            stuck_options.auto_refresh = true;
+            stuck_options.on_lost = [](const error&) {};
+            stuck_options.auto_release = false;
+            named_lock stuck(strategies::make_redis_store(o),
+                             std::make_shared<key>(name + "-stuck"), stuck_options);
+            lock_options live_options;
+            live_options.ttl = 1200ms;
+            live_options.auto_refresh = true;
+            live_options.on_lost = [&](const error&) { ++live_told; };
+            named_lock live(strategies::make_redis_store(options_for(url)),
+                            std::make_shared<key>(name + "-live"), live_options);
+            if (!stuck.try_lock() || !live.try_lock()) return 2;
+            proxy.set_mode(test::tcp_fault_proxy::mode::stall);
+            // Past the stuck lock's first renewal (2 s) and most of its lease: the live lock
+            // renews every 400 ms meanwhile.
+            std::this_thread::sleep_for(5s);
+            if (live_told != 0) return 3;
+            if (!live.is_acquired()) return 4;
+            auto other = make_lock(strategies::make_redis_store(options_for(url)), name + "-live");
+            if (other.try_lock()) return 5;
+            live.unlock();
+            return 0;
+        },
+        120s);
+    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(promote_and_demote) {
     const std::string name = test::unique_resource("promote");
     auto s = shared_store();

@@ -912,7 +912,7 @@ BOOST_AUTO_TEST_CASE(a_grant_found_ended_by_the_attempt_is_reported_before_its_a
     BOOST_TEST(!lock.held_mode().has_value());
 }
 
-BOOST_AUTO_TEST_CASE(grants_that_end_only_by_release_or_expiry_have_no_loss_fd) {
+BOOST_AUTO_TEST_CASE(grants_that_end_only_by_release_have_no_loss_fd) {
     fixture f(basic);
     auto lock = f.make("resource");
     BOOST_REQUIRE(lock.acquire());

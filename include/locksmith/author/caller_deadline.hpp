@@ -4,6 +4,7 @@
 //
 //   caller_deadline        the deadline, if the caller has one
 //   caller_deadline_scope  sets it for a scope (named_lock's polling wait)
+//   refresh_deadline       the end of the lease a refresh on this thread renews
 #pragma once
 
 #include <optional>
@@ -16,6 +17,15 @@ namespace locksmith {
 // try_acquire until a deadline: a store whose one try may take long (one that asks several
 // servers, as `combined` does) can return by then. nullopt otherwise (a single try, lock()).
 std::optional<deadline> caller_deadline() noexcept;
+
+// The end of the lease that store::refresh(k, ttl, until) is renewing on this thread, while it
+// runs; nullopt otherwise. A remote store bounds each request made meanwhile by it (its socket
+// timeouts set from it, as from its command timeout): one refresh stuck on a dead network must
+// not outlast the lease (issue 25).
+std::optional<deadline> refresh_deadline() noexcept;
+
+// `until`, or refresh_deadline() when that comes first.
+deadline bounded_by_refresh_deadline(deadline until) noexcept;
 
 // Sets caller_deadline() on this thread while it lives.
 class caller_deadline_scope {

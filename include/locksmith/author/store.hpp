@@ -83,6 +83,11 @@ class store {
     // Extends k's grant to now + ttl. Requires capability::expiring and ttl > 0.
     // Returns: false when k no longer holds the lock (it expired or was taken over).
     bool refresh(key& k, std::chrono::milliseconds ttl);
+    // The same, given up at `until` (the end of the lease being renewed: a reply after it is of
+    // no use, the holder having been told that the lock is lost): while do_refresh runs,
+    // refresh_deadline() is `until`, and a remote store's requests wait for the server no longer
+    // (throwing backend_error, transient, as at its command timeout).
+    bool refresh(key& k, std::chrono::milliseconds ttl, deadline until);
 
     // Releases k's grant, in either mode. A lock that k does not hold is left alone (no error).
     // Throws: backend_error when the backend fails.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/author/strategy_support.hpp>
 #include <locksmith/errors.hpp>
 #include <locksmith/options.hpp>
@@ -305,7 +306,7 @@ pg_session::pg_session(const pg_target& target) : target_(target), generation_(f
                             "locksmith",
                             "UTF8",
                             nullptr};
-    const auto until = clock::now() + target.connect_timeout;
+    const auto until = bounded_by_refresh_deadline(clock::now() + target.connect_timeout);
     conn_ = pq().PQconnectStartParams(keywords, values, 1);
     if (conn_ == nullptr) fail("connecting", "connect", "out of memory", error_kind::transient);
     // The server's notices (an unlock of a lock not held warns) must not reach stderr. An error
@@ -424,7 +425,7 @@ std::string pg_session::connection_message() const {
 }
 
 pg_result pg_session::query(const std::string& sql, std::string_view what) {
-    return query(sql, clock::now() + target_.command_timeout, what);
+    return query(sql, bounded_by_refresh_deadline(clock::now() + target_.command_timeout), what);
 }
 
 pg_result pg_session::query(const std::string& sql, clock::time_point until,
