@@ -85,6 +85,25 @@
 //    false); release() may be called again (`locksmith run` does, for up to 10 s, before it
 //    exits: a process that exits in the outage cannot revoke later). A waiter whose deadline
 //    passes before the server answers again leaves its lease the same way.
+//  - Connections: unary requests share a store's keep-alive connections (at most 16 idle); one
+//    the server closed while idle is noticed (stale) or, when the close crosses the request, the
+//    request is sent once more on a fresh one. A watch needs a connection of its own while it is
+//    open, and etcd 3.4's gateway (Go's HTTP/1.1 server, not full duplex) ends a watch only with
+//    its connection, so a wait's watch connections are new; over TLS each resumes the session of
+//    the store's earlier connection to that member (strategies/common/tls), so it costs no
+//    certificate exchange. (Keeping a watch open for the next wait would mean watching a whole
+//    queue, which wakes every waiter of a name at each release: not done.)
+//  - One lease per grant, not one per process (clientv3's concurrency.Session), decided so
+//    (issue 24): a session lease would save the lease grant of each acquisition (an uncontended
+//    pair two round trips, not three) and renew all held locks with one keep-alive, but
+//    (1) the TTL is per lock in this API: a lock its holder stops refreshing must end at its own
+//    TTL while the process renews others, and a session lease kept alive for one lock would keep
+//    them all; (2) a killed holder would block each name for the session's TTL, not the lock's;
+//    (3) a release that cannot reach etcd would leave a key under a lease that lives on (the
+//    orphan recovery revokes leases, it would have to delete keys); (4) losing the session lease
+//    loses every lock at once, which changes nothing in practice (one process renews all its
+//    leases through the same connections: what stops one keep-alive stops all). A session lease
+//    with one TTL for all locks of a store, as an option, is the way to the two-round-trip pair.
 #pragma once
 
 #include <chrono>
