@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -410,6 +411,34 @@ BOOST_AUTO_TEST_CASE(connections_closed_while_idle_are_replaced_not_a_lost_lock)
     BOOST_TEST(test::wait_child(child, 30s) == 0);
     BOOST_TEST((std::chrono::steady_clock::now() - released < 10s));
     ::munmap(proxy_port, sizeof(int));
+}
+
+// The queue's watch a store keeps between waits (issue 24), closed by the server while it is kept:
+// the next wait takes it, finds it closed, and watches anew, granted in its turn.
+BOOST_AUTO_TEST_CASE(a_kept_watch_closed_while_idle_is_replaced_and_the_wait_served) {
+    wait_healthy();
+    const auto member = cluster_endpoints().front();
+    const int port = std::stoi(member.substr(member.rfind(':') + 1));
+    test::tcp_fault_proxy proxy("127.0.0.1", port);
+    auto through = cluster_options();
+    through.endpoints = {"https://" + proxy.address()};
+    const auto direct = strategies::make_etcd_store(cluster_options());
+    const auto waiting = strategies::make_etcd_store(through);
+    const auto name = test::unique_resource("kept-watch");
+    auto holder = make_lock(direct, name, false);
+    auto waiter = make_lock(waiting, name, false);
+    for (int round = 0; round < 2; ++round) {
+        BOOST_REQUIRE(holder.try_lock());
+        auto granted = std::async(std::launch::async, [&] { return waiter.try_lock_for(20s); });
+        std::this_thread::sleep_for(700ms);  // queued and watching (round 1: the kept watch)
+        const auto released = std::chrono::steady_clock::now();
+        holder.unlock();
+        BOOST_TEST(granted.get());
+        BOOST_TEST((std::chrono::steady_clock::now() - released < 5s));
+        waiter.unlock();
+        if (round == 0) proxy.cut_all();  // the kept watch and the idle connections end
+        std::this_thread::sleep_for(200ms);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(clear_text_to_a_tls_port_fails_in_time) {
