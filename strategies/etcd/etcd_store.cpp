@@ -887,28 +887,31 @@ class etcd_store final : public store {
         std::string key_b64;
     };
 
-    // A watch for the deletion of a few keys, reporting every deletion after revision `created`.
-    // One stream (connection) per key: the gateway (Go's HTTP/1.1 server) drops what it has not
-    // read of a request body once the reply starts, so a second watch request in the same body
-    // may never reach etcd.
+    // A watch for the deletions in a lock's queue, reporting every deletion after revision
+    // `created`. The whole queue, not the keys before ours, so that the stream serves the next
+    // wait on the name too (watch_queue): the gateway ends a watch only with its connection
+    // (Go's HTTP/1.1 server reads no more of a request body once the reply starts), so a watch
+    // per key cost a new connection, and over TLS a handshake, at every wait (issue 24).
     struct deletion_watch {
-        std::vector<std::unique_ptr<http_connection>> streams;
-        std::vector<std::string> keys;  // base64, one per stream
+        std::unique_ptr<http_connection> stream;
         std::int64_t created = 0;
+        // The latest revision its messages reported: a kept watch serves a wait only if the
+        // wait read the queue at or after it (the deletions before were read by another wait).
+        std::int64_t consumed = 0;
+        bool reused = false;           // kept open from an earlier wait (watch_queue)
+        std::deque<deletion> pending;  // read from a message, not yet returned
 
-        // True when it reports every deletion of `place`'s keys since the place was read.
+        // True when it reports every deletion in the queue since `place` was read.
         bool covers(const queue_place& place) const {
-            return !streams.empty() && created <= place.revision &&
-                   std::all_of(place.before.begin(), place.before.end(), [&](const auto& k) {
-                       return std::find(keys.begin(), keys.end(), k) != keys.end();
-                   });
+            return stream != nullptr && created <= place.revision;
         }
     };
 
-    // Waits until every key created before ours is gone. Watches only the one or two keys just
-    // before ours for their deletion (no herd: a key has at most two watchers). When those were
-    // all the keys before ours, their deletions are our turn without another look; otherwise
-    // look again after one is deleted, which is then while a key before it still holds. Keeps
+    // Waits until every key created before ours is gone. Follows the one or two keys just
+    // before ours, on the queue's watch (kept for the next wait: watch_queue; every waiter of
+    // the name reads each deletion, and looks again only for those keys). When those were all
+    // the keys before ours, their deletions are our turn without another look; otherwise look
+    // again after one is deleted, which is then while a key before it still holds. Keeps
     // our lease alive meanwhile. `known` is our place as the enqueuing transaction read it.
     // False when `until` passed first.
     bool wait_for_turn(etcd_key_state& s, std::optional<queue_place> known, milliseconds ttl,
@@ -918,6 +921,13 @@ class etcd_store final : public store {
         const json own = {{"key", base64(s.key)}, {"keys_only", true}};
         waiting_lease lease(s, ttl);
         deletion_watch watch;
+        // The stream goes back to the store for the next wait on the name, however this one ends.
+        struct keep_watch {
+            etcd_store& store;
+            const std::string& dir;
+            deletion_watch& watch;
+            ~keep_watch() { store.give_back_watch(dir, watch); }
+        } keeper{*this, names.dir, watch};
         for (;;) {
             if (steady_clock::now() >= until) return false;
             try {
@@ -946,7 +956,7 @@ class etcd_store final : public store {
                 }
                 if (place.before.empty()) return true;  // first in the queue
                 if (!watch.covers(place)) {
-                    watch = watch_deletion(place.before, until);
+                    watch = watch_queue(names, place.revision, until);
                     // Written meanwhile: a key may be gone already, look again (the watch stays if
                     // it covers what we then see).
                     if (watch.created > place.revision) continue;
@@ -971,7 +981,12 @@ class etcd_store final : public store {
                 // Our turn, without reading the queue again while our lease surely lives.
                 if (steady_clock::now() < lease.valid_until) return true;
             } catch (const backend_error& e) {
+                // A kept watch that the server (or a proxy) closed while it was idle: replaced
+                // at once, as a kept-alive connection is.
+                const bool kept_watch_failed =
+                    watch.reused && watch.stream && watch.stream->failed();
                 watch = {};
+                if (kept_watch_failed && e.kind() != error_kind::permanent) continue;
                 if (!wait_out(e, lease, until)) return false;
             }
         }
@@ -990,23 +1005,24 @@ class etcd_store final : public store {
         return out;
     }
 
-    // Opens a watch for the keys' deletions from the server's current revision on, never from
+    // Opens a watch for the queue's deletions from the server's current revision on, never from
     // an earlier one: etcd serves a watch that starts in the past from a loop that runs every
     // 100 ms, which made hand-overs wait that long whenever anything was written between our
     // read and the watch (bench/harness/analysis.md). Reads the server's confirmations, within
-    // request_timeout and not past `wait_until`, the waiter's deadline.
-    deletion_watch watch_deletion(const std::vector<std::string>& keys_b64, deadline wait_until) {
-        const std::string_view what = "watching the lock keys before ours";
+    // request_timeout and not past `wait_until`, the waiter's deadline. A watch kept from an
+    // earlier wait on the queue is taken instead when what it has reported so far is older than
+    // `revision`, the caller's read of the queue: then it reports every deletion since that read.
+    deletion_watch watch_queue(const queue_names& names, std::int64_t revision,
+                               deadline wait_until) {
+        if (auto kept = take_watch(names.dir, revision); kept.stream) return kept;
+        const std::string_view what = "watching the lock's queue";
         const auto until = std::min(wait_until, steady_clock::now() + options_.request_timeout);
         deletion_watch w;
-        w.keys = keys_b64;
-        for (const auto& k : keys_b64) {
-            const json request = {{"create_request", {{"key", k}, {"filters", {"NOPUT"}}}}};
-            std::int64_t created = 0;
-            w.streams.push_back(open_watch(request, until, what, created));
-            // Each watcher reports from its own creation on: the latest creation counts.
-            w.created = std::max(w.created, created);
-        }
+        const json request = {
+            {"create_request",
+             {{"key", names.dir_b64}, {"range_end", names.end_b64}, {"filters", {"NOPUT"}}}}};
+        w.stream = open_watch(request, until, what, w.created);
+        w.consumed = w.created;
         return w;
     }
 
@@ -1037,35 +1053,72 @@ class etcd_store final : public store {
         return stream;
     }
 
-    // The next deletion of a watched key.
+    // The next deletion in the watched queue. A message may report several (etcd batches the
+    // events of a few revisions): each is returned in turn.
     deletion next_deletion(deletion_watch& w, deadline until) {
-        std::vector<http_connection*> streams;
-        for (auto& c : w.streams) streams.push_back(c.get());
-        for (;;) {
-            const int ready = http_connection::wait_readable(streams, until);
-            if (ready < 0) return {};
-            const auto result =
-                next_watch_result(*streams[ready], until, "watching the lock keys before ours");
+        while (w.pending.empty()) {
+            const auto result = next_watch_result(*w.stream, until, "watching the lock's queue");
             if (result.is_null()) return {};
             if (field(result, "canceled").is_boolean()) {
-                w = {};  // ended: the next wait opens another
+                w = {};  // ended (a compaction passed it): the next look opens another
                 return {};
             }
-            if (auto d = deletion_in(result); d.revision != 0) return d;
+            w.consumed = std::max(w.consumed, number(field(result, "header"), "revision"));
+            const auto& events = field(result, "events");
+            if (events.is_array())
+                for (const auto& e : events)
+                    if (field(e, "type") == "DELETE") {
+                        const auto& key = field(field(e, "kv"), "key");
+                        w.pending.push_back(
+                            {number(field(e, "kv"), "mod_revision"),
+                             key.is_string() ? key.get<std::string>() : std::string()});
+                        w.consumed = std::max(w.consumed, w.pending.back().revision);
+                    }
+        }
+        auto d = std::move(w.pending.front());
+        w.pending.pop_front();
+        return d;
+    }
+
+    // --- kept queue watches ---
+
+    // The watch kept for the queue `dir` if it reported nothing after `revision`, or none.
+    // One kept longer than max_watch_idle is closed instead: the server queues for it what
+    // nobody reads meanwhile.
+    deletion_watch take_watch(const std::string& dir, std::int64_t revision) {
+        std::lock_guard guard(mutex_);
+        forget_if_forked();
+        drop_idle_watches();
+        deletion_watch w;
+        if (const auto it = watches_.find(dir);
+            it != watches_.end() && it->second.consumed <= revision) {
+            w.stream = std::move(it->second.stream);
+            w.created = it->second.created;
+            w.consumed = it->second.consumed;
+            w.reused = true;
+            watches_.erase(it);
+        }
+        return w;
+    }
+
+    // Keeps a wait's watch for the next wait on the queue (at most max_kept_watches queues).
+    void give_back_watch(const std::string& dir, deletion_watch& w) noexcept {
+        if (!w.stream || w.stream->failed() || w.stream->generation() != fork_generation()) return;
+        try {
+            std::lock_guard guard(mutex_);
+            drop_idle_watches();
+            if (watches_.size() >= max_kept_watches && !watches_.contains(dir)) return;
+            watches_[dir] = {std::move(w.stream), w.created, w.consumed, steady_clock::now()};
+        } catch (...) {
+            // Not kept: the next wait opens another.
         }
     }
 
-    // The first deletion a watch message reports (the watch asks for deletions only).
-    static deletion deletion_in(const json& result) {
-        const auto& events = field(result, "events");
-        if (events.is_array())
-            for (const auto& e : events)
-                if (field(e, "type") == "DELETE") {
-                    const auto& key = field(field(e, "kv"), "key");
-                    return {number(field(e, "kv"), "mod_revision"),
-                            key.is_string() ? key.get<std::string>() : std::string()};
-                }
-        return {};
+    void drop_idle_watches() {
+        const auto now = steady_clock::now();
+        std::erase_if(watches_, [&](const auto& kept) {
+            return now - kept.second.idle_since > max_watch_idle;
+        });
     }
 
     // The next message's "result" of a watch stream; null when `until` passed first.
@@ -1237,16 +1290,21 @@ class etcd_store final : public store {
 
     // --- connections ---
 
+    // A fork()ed child: the sockets are the parent's. Closing our copies leaves the parent's
+    // connections open. Under mutex_.
+    void forget_if_forked() {
+        if (generation_ == fork_generation()) return;
+        idle_.clear();
+        watches_.clear();
+        generation_ = fork_generation();
+    }
+
     // An idle connection (second = true), or a new one to the first endpoint that answers.
     std::pair<std::unique_ptr<http_connection>, bool> take() {
         {
             std::lock_guard guard(mutex_);
-            if (generation_ != fork_generation()) {
-                // A fork()ed child: the sockets are the parent's.
-                // Closing our copies leaves the parent's connections open.
-                idle_.clear();
-                generation_ = fork_generation();
-            }
+            forget_if_forked();
+            drop_idle_watches();
             while (!idle_.empty()) {
                 auto c = std::move(idle_.back());
                 idle_.pop_back();
@@ -1331,6 +1389,15 @@ class etcd_store final : public store {
     }
 
     static constexpr std::size_t max_idle = 16;
+    static constexpr std::size_t max_kept_watches = 8;
+    static constexpr auto max_watch_idle = std::chrono::seconds(2);
+
+    struct kept_watch {
+        std::unique_ptr<http_connection> stream;
+        std::int64_t created = 0;
+        std::int64_t consumed = 0;
+        steady_clock::time_point idle_since;
+    };
 
     const etcd_options options_;
     orphaned_leases& orphans_;
@@ -1339,6 +1406,7 @@ class etcd_store final : public store {
     std::atomic<std::size_t> preferred_{0};
     std::mutex mutex_;
     std::vector<std::unique_ptr<http_connection>> idle_;
+    std::map<std::string, kept_watch> watches_;  // by queue (queue_names::dir)
     std::uint64_t generation_ = fork_generation();
     std::string token_;
 };

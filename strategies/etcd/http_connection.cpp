@@ -4,14 +4,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <climits>
 #include <cstring>
 #include <memory>
 
@@ -196,27 +194,6 @@ std::optional<std::string> http_connection::next_message(deadline until, std::st
     }
 }
 
-int http_connection::wait_readable(const std::vector<http_connection*>& streams, deadline until) {
-    std::vector<pollfd> fds;
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-        const auto* c = streams[i];
-        if (c->messages_.find('\n') != std::string::npos || c->head_ != c->tail_ ||
-            c->stream_->buffered())
-            return int(i);
-        fds.push_back({c->stream_->fd(), POLLIN, 0});
-    }
-    for (;;) {
-        const auto left = std::chrono::ceil<milliseconds>(until - steady_clock::now());
-        if (left <= milliseconds(0)) return -1;
-        const int n =
-            ::poll(fds.data(), nfds_t(fds.size()), int(std::min<long long>(left.count(), INT_MAX)));
-        if (n > 0)
-            for (std::size_t i = 0; i < fds.size(); ++i)
-                if (fds[i].revents != 0) return int(i);
-        // EINTR or nothing yet: wait for the rest of the time.
-    }
-}
-
 void http_connection::send_request(std::string_view path, std::string_view body,
                                    std::string_view headers, deadline until,
                                    std::string_view what) {
@@ -388,7 +365,7 @@ bool http_connection::stale() const noexcept {
 
 void http_connection::fail(std::string_view what, const std::string& native_code,
                            const std::string& detail, error_kind kind) {
-    broken_ = true;
+    broken_ = failed_ = true;
     throw backend_error("etcd", native_code,
                         "etcd: " + std::string(what) + " at " + address_ + " failed: " + detail,
                         kind);

@@ -9,7 +9,6 @@
 //                    same deadline: strategies/common/tls), then one POST at a time on a keep-alive
 //                    connection (Content-Length request; Content-Length or chunked reply), or
 //                    one streamed POST (watch) whose chunked reply is read message by message
-//                    (wait_readable: the first of several streams with something to read)
 //
 // No HTTP library: the gateway needs a tenth of HTTP/1.1, and libcurl would make the statically
 // linked locksmith command load shared libraries (see strategies/etcd/CMakeLists.txt).
@@ -82,13 +81,13 @@ class http_connection {
     // any of it came. Throws backend_error when the stream ends or fails, when a message is
     // longer than max_reply_bytes, and when `until` passes in the middle of one.
     std::optional<std::string> next_message(deadline until, std::string_view what);
-    // The index of a stream in `streams` that has something for next_message() (a message,
-    // bytes of one, or its end), or -1 when `until` passed first.
-    static int wait_readable(const std::vector<http_connection*>& streams, deadline until);
 
     const std::string& address() const noexcept { return address_; }
     // True after any failure, or when the server asked to close: the connection must go.
+    // (And for a stream: it is never a unary request's connection again.)
     bool broken() const noexcept { return broken_; }
+    // True after a failure (a stream that failed must go too).
+    bool failed() const noexcept { return failed_; }
     // True when an idle connection has something to read (a hang-up, a restart) or is broken.
     bool stale() const noexcept;
     // The fork generation it was opened in: a child must not share its parent's socket.
@@ -118,6 +117,7 @@ class http_connection {
     std::string host_;  // the Host header: address_ without the scheme
     std::unique_ptr<tls::tls_stream> stream_;
     bool broken_ = false;
+    bool failed_ = false;
     std::uint64_t generation_ = 0;
     // The current reply's framing.
     bool chunked_ = false;

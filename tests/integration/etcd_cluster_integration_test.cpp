@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -32,13 +33,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <locksmith/author/strategy_support.hpp>
 #include <locksmith/locksmith.hpp>
 #include <locksmith/strategies/etcd.hpp>
+
+#include "tls_stream.hpp"
 
 #include "integration/integration_support.hpp"
 #include "support/child_process.hpp"
 #include "support/printers.hpp"
 #include "support/suite_helpers.hpp"
+#include "support/tcp_fault_proxy.hpp"
 #include "support/test_helpers.hpp"
 
 using namespace locksmith;
@@ -311,6 +316,128 @@ BOOST_AUTO_TEST_CASE(a_client_without_certificate_or_trust_is_refused_clearly) {
                 std::string(e.what()).find("is not the key of cert_file") != std::string::npos,
                 e.what());
         }
+    }
+}
+
+// TLS session resumption (strategies/common/tls: what spares the etcd strategy a full handshake
+// for each watch's connection): a second connection to a member resumes the first one's session,
+// and a connection under another name does not, since a resumed session checks no certificate.
+BOOST_AUTO_TEST_CASE(a_session_is_resumed_under_the_name_it_was_verified_for_only) {
+    const auto member = cluster_endpoints().front();  // https://127.0.0.1:PORT
+    const int port = std::stoi(member.substr(member.rfind(':') + 1));
+    const auto context = std::make_shared<const strategies::tls::tls_context>(
+        strategies::tls::tls_options{tls_dir() + "/ca.pem", tls_dir() + "/client.pem",
+                                     tls_dir() + "/client.key", ""},
+        "test");
+    // One request and its reply: TLS 1.3 sends its session tickets after the handshake.
+    const auto resumed = [&](const std::string& name) {
+        const auto until = std::chrono::steady_clock::now() + 5s;
+        const auto c = connect_tcp("127.0.0.1", port, until);
+        BOOST_REQUIRE(c.fd >= 0);
+        strategies::tls::tls_stream s(c.fd, context, name, until);
+        BOOST_REQUIRE(s.write_all("GET /version HTTP/1.1\r\nHost: " + name + "\r\n\r\n", until));
+        std::string reply;
+        char buffer[4096];
+        while (reply.find("etcdserver") == std::string::npos) {
+            const auto n = s.read_some(buffer, sizeof buffer, until);
+            BOOST_REQUIRE(n && *n > 0);
+            reply.append(buffer, *n);
+        }
+        return s.resumed();
+    };
+    BOOST_TEST(!resumed("127.0.0.1"));
+    BOOST_TEST(resumed("127.0.0.1"));
+    BOOST_TEST(!resumed("localhost"));  // the certificate is checked for this name: in full
+    BOOST_TEST(resumed("localhost"));
+    BOOST_TEST(resumed("127.0.0.1"));
+}
+
+// Connection reuse, the hostile case (issue 24): every connection to the server is closed while
+// idle (a proxy in between: a load balancer's idle timeout, a member's restart) — the pooled ones
+// of a holder and of a waiter in another process, and the waiter's watch — twice. Each side
+// notices and reconnects (resuming its TLS session): the holder keeps its lock (no loss
+// reported) and releases it, the waiter is served after the release, nothing waits long.
+BOOST_AUTO_TEST_CASE(connections_closed_while_idle_are_replaced_not_a_lost_lock) {
+    wait_healthy();
+    const auto member = cluster_endpoints().front();
+    const int port = std::stoi(member.substr(member.rfind(':') + 1));
+    const auto name = test::unique_resource("idle-closed");
+    // The proxy's port, for the waiter forked before the proxy's thread exists.
+    auto* proxy_port = static_cast<int*>(
+        ::mmap(nullptr, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    BOOST_REQUIRE(proxy_port != MAP_FAILED);
+    const auto options_through = [](int at) {
+        auto o = cluster_options();
+        o.endpoints = {"https://127.0.0.1:" + std::to_string(at)};
+        return o;
+    };
+    test::byte_pipe held, waiting;
+    const pid_t child = test::fork_child(
+        [&] {
+            waiting.close_read();
+            held.close_write();
+            if (held.get(30s) != 'h') return 4;
+            auto waiter =
+                make_lock(strategies::make_etcd_store(options_through(*proxy_port)), name, true);
+            waiting.put('w');
+            if (!waiter.try_lock_for(30s)) return 2;
+            waiter.unlock();
+            return 0;
+        },
+        std::chrono::seconds(60));
+    held.close_read();
+    waiting.close_write();
+    test::tcp_fault_proxy proxy("127.0.0.1", port);
+    *proxy_port = proxy.port();
+    // No auto_refresh: no renewal thread left behind (the failover case forks after this one).
+    auto holder =
+        make_lock(strategies::make_etcd_store(options_through(proxy.port())), name, false);
+    BOOST_REQUIRE(holder.try_lock());
+    held.put('h');
+    BOOST_REQUIRE(waiting.get(20s) == 'w');
+    std::this_thread::sleep_for(500ms);  // the waiter's key is queued and its watch open
+    const int before = proxy.connections();
+    for (int round = 0; round < 2; ++round) {
+        proxy.cut_all();
+        std::this_thread::sleep_for(300ms);
+        const auto started = std::chrono::steady_clock::now();
+        BOOST_TEST(holder.is_acquired(), lost());
+        BOOST_CHECK_NO_THROW(holder.refresh());
+        BOOST_TEST((std::chrono::steady_clock::now() - started < 2s));
+    }
+    BOOST_TEST(proxy.connections() > before);  // reconnected, not served by a closed connection
+    const auto released = std::chrono::steady_clock::now();
+    BOOST_CHECK_NO_THROW(holder.unlock());
+    BOOST_TEST(test::wait_child(child, 30s) == 0);
+    BOOST_TEST((std::chrono::steady_clock::now() - released < 10s));
+    ::munmap(proxy_port, sizeof(int));
+}
+
+// The queue's watch a store keeps between waits (issue 24), closed by the server while it is kept:
+// the next wait takes it, finds it closed, and watches anew, granted in its turn.
+BOOST_AUTO_TEST_CASE(a_kept_watch_closed_while_idle_is_replaced_and_the_wait_served) {
+    wait_healthy();
+    const auto member = cluster_endpoints().front();
+    const int port = std::stoi(member.substr(member.rfind(':') + 1));
+    test::tcp_fault_proxy proxy("127.0.0.1", port);
+    auto through = cluster_options();
+    through.endpoints = {"https://" + proxy.address()};
+    const auto direct = strategies::make_etcd_store(cluster_options());
+    const auto waiting = strategies::make_etcd_store(through);
+    const auto name = test::unique_resource("kept-watch");
+    auto holder = make_lock(direct, name, false);
+    auto waiter = make_lock(waiting, name, false);
+    for (int round = 0; round < 2; ++round) {
+        BOOST_REQUIRE(holder.try_lock());
+        auto granted = std::async(std::launch::async, [&] { return waiter.try_lock_for(20s); });
+        std::this_thread::sleep_for(700ms);  // queued and watching (round 1: the kept watch)
+        const auto released = std::chrono::steady_clock::now();
+        holder.unlock();
+        BOOST_TEST(granted.get());
+        BOOST_TEST((std::chrono::steady_clock::now() - released < 5s));
+        waiter.unlock();
+        if (round == 0) proxy.cut_all();  // the kept watch and the idle connections end
+        std::this_thread::sleep_for(200ms);
     }
 }
 

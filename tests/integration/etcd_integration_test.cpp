@@ -843,9 +843,10 @@ BOOST_AUTO_TEST_CASE(a_waiter_whose_predecessor_left_before_its_watch_began_need
     waiter.unlock();
 }
 
-// A waiter two places behind the holder watches both keys before its own; etcd may report their
-// deletions in either order (it serves a watcher that was created while a write was being
-// applied from its resync loop, later than the other), and either order is its turn.
+// A waiter two places behind the holder follows both keys before its own, on its one watch of
+// the queue; either order of their deletions is its turn (here the relay swaps the first two
+// events: two watchers, as waiters had before issue 24, could see them so, since etcd serves a
+// watcher created while a write was being applied from its resync loop, later than another).
 BOOST_AUTO_TEST_CASE(a_waiter_takes_its_turn_whatever_order_the_deletions_are_reported_in) {
     const auto endpoints = endpoint(endpoint_variable);
     const auto name = test::unique_resource("swapped_events");
@@ -869,7 +870,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_takes_its_turn_whatever_order_the_deletions_are_re
         return granted;
     });
     BOOST_REQUIRE(eventually_queue_length(endpoints, name, 3));
-    BOOST_REQUIRE(relay.wait_watchers_confirmed(2, must_happen));
+    BOOST_REQUIRE(relay.wait_watchers_confirmed(1, must_happen));
     holder.unlock();
     BOOST_TEST(first_done.get());
     BOOST_TEST(second_granted.get());

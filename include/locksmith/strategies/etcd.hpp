@@ -12,15 +12,17 @@
 //    `<prefix><stable_name_hash(name) hex>/<lease id hex>`, created with the lease in a
 //    transaction that checks it does not exist yet (create_revision == 0). The name itself never
 //    reaches etcd, so any name (`/`, `..`, NUL, 1 MiB) is safe.
-//  - Holder: the key with the lowest create revision under `<prefix><hash>/`. A waiter watches
-//    only the one or two keys created just before its own for their deletion (no herd: a key
-//    has at most two watchers), from etcd's current revision on; waiters are granted in the
-//    order their keys were created (FIFO-fair). While it waits, the waiter keeps its lease alive
-//    itself.
+//  - Holder: the key with the lowest create revision under `<prefix><hash>/`. A waiter follows
+//    the one or two keys created just before its own on a watch of the name's queue for
+//    deletions (from etcd's current revision on), which the store keeps open for its next wait
+//    on the name (up to 8 names, each for 2 s after its wait); every waiter of a name reads each
+//    deletion, and only those of the keys it follows make it look again or grant it. Waiters
+//    are granted in the order their keys were created (FIFO-fair). While it waits, the waiter
+//    keeps its lease alive itself.
 //  - Round trips: acquire is two (lease grant; the transaction, which also reads the holder and
 //    the keys just before ours), release is one (lease revoke, which deletes the key), refresh
 //    is one (lease keep-alive), holds() is one (range on the key). A failed try costs a third
-//    (the revoke). A wait adds the watch (a connection per watched key) and, when something was
+//    (the revoke). A wait adds the watch (a connection, unless one is kept) and, when something was
 //    written between the transaction and the watch, one read of the queue; the release is the
 //    whole hand-over: the next waiter is granted on the deletion event, without a request.
 //  - Fencing token: the key's create revision, strictly increasing over the whole cluster.
@@ -85,6 +87,26 @@
 //    false); release() may be called again (`locksmith run` does, for up to 10 s, before it
 //    exits: a process that exits in the outage cannot revoke later). A waiter whose deadline
 //    passes before the server answers again leaves its lease the same way.
+//  - Connections: unary requests share a store's keep-alive connections (at most 16 idle); one
+//    the server closed while idle is noticed (stale) or, when the close crosses the request, the
+//    request is sent once more on a fresh one. A watch needs a connection of its own while it is
+//    open, and etcd 3.4's gateway (Go's HTTP/1.1 server, not full duplex) ends a watch only with
+//    its connection: hence the queue's watch kept open between waits (Holder, above), rather
+//    than a watch per key closed after each wait; a kept watch the server closed meanwhile is
+//    replaced at once. A new connection over TLS resumes the session of the store's earlier one
+//    to that member (strategies/common/tls): no certificate exchange. Counting waits still
+//    open a watch per wait.
+//  - One lease per grant, not one per process (clientv3's concurrency.Session), decided so
+//    (issue 24): a session lease would save the lease grant of each acquisition (an uncontended
+//    pair two round trips, not three) and renew all held locks with one keep-alive, but
+//    (1) the TTL is per lock in this API: a lock its holder stops refreshing must end at its own
+//    TTL while the process renews others, and a session lease kept alive for one lock would keep
+//    them all; (2) a killed holder would block each name for the session's TTL, not the lock's;
+//    (3) a release that cannot reach etcd would leave a key under a lease that lives on (the
+//    orphan recovery revokes leases, it would have to delete keys); (4) losing the session lease
+//    loses every lock at once, which changes nothing in practice (one process renews all its
+//    leases through the same connections: what stops one keep-alive stops all). A session lease
+//    with one TTL for all locks of a store, as an option, is the way to the two-round-trip pair.
 #pragma once
 
 #include <chrono>

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -88,6 +89,31 @@ int passphrase_refused(char*, int, int, void*) {
     return 0;  // never a prompt on the terminal: an encrypted key fails to load instead
 }
 
+// OpenSSL's new-session callback (a full handshake's ticket, or under TLS 1.3 each ticket the
+// server sends after it): kept in the stream's context for the next connection to that server.
+int keep_new_session(SSL* ssl, SSL_SESSION* session) {
+    const auto* key = static_cast<const std::string*>(SSL_get_app_data(ssl));
+    const auto* context =
+        static_cast<const tls_context*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+    if (key == nullptr || context == nullptr || key->empty()) return 0;
+    // A copy: OpenSSL marks the connection's own session not resumable when the connection is
+    // freed without close_notify, which ours never send (fork: see the header).
+    if (SSL_SESSION* copy = SSL_SESSION_dup(session)) context->keep_session(*key, copy);
+    return 0;  // the connection keeps its own reference
+}
+
+// "address:port" of the socket's peer; empty when unknown.
+std::string peer_of(int fd) {
+    sockaddr_storage a{};
+    socklen_t size = sizeof a;
+    char host[NI_MAXHOST], port[NI_MAXSERV];
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &size) != 0 ||
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&a), size, host, sizeof host, port, sizeof port,
+                      NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return {};
+    return std::string(host) + ":" + port;
+}
+
 }  // namespace
 
 tls_context::tls_context(const tls_options& options, std::string_view who) : options_(options) {
@@ -108,6 +134,12 @@ tls_context::tls_context(const tls_options& options, std::string_view who) : opt
         SSL_CTX_set_options(ctx_, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
         SSL_CTX_set_mode(ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE);
         SSL_CTX_set_default_passwd_cb(ctx_, passphrase_refused);
+        // Client-side session cache of our own (session_for, keep_session): OpenSSL's internal
+        // store is for servers.
+        SSL_CTX_set_app_data(ctx_, this);
+        SSL_CTX_set_session_cache_mode(ctx_,
+                                       SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+        SSL_CTX_sess_set_new_cb(ctx_, keep_new_session);
         if (!options_.ca_file.empty()) {
             if (SSL_CTX_load_verify_locations(ctx_, options_.ca_file.c_str(), nullptr) != 1)
                 throw invalid_argument_error(prefix + "cannot load ca_file '" + options_.ca_file +
@@ -143,7 +175,27 @@ tls_context::tls_context(const tls_options& options, std::string_view who) : opt
 }
 
 tls_context::~tls_context() {
+    for (auto& [server, session] : sessions_) SSL_SESSION_free(session);
     SSL_CTX_free(ctx_);
+}
+
+SSL_SESSION* tls_context::session_for(const std::string& server) const {
+    std::lock_guard guard(sessions_mutex_);
+    const auto it = sessions_.find(server);
+    if (it == sessions_.end()) return nullptr;
+    SSL_SESSION_up_ref(it->second);
+    return it->second;
+}
+
+void tls_context::keep_session(const std::string& server, SSL_SESSION* session) const {
+    std::lock_guard guard(sessions_mutex_);
+    auto& kept = sessions_[server];
+    if (kept != nullptr) SSL_SESSION_free(kept);
+    kept = session;
+}
+
+bool tls_stream::resumed() const noexcept {
+    return ssl_ != nullptr && SSL_session_reused(ssl_) == 1;
 }
 
 tls_stream::tls_stream(int fd, std::shared_ptr<const tls_context> context, const std::string& host,
@@ -177,6 +229,14 @@ tls_stream::tls_stream(int fd, std::shared_ptr<const tls_context> context, const
                 SSL_set_tlsext_host_name(ssl_, checked_name_.c_str()) != 1)
                 throw stream_error("tls", "cannot check the name '" + checked_name_ + "'",
                                    error_kind::permanent);
+        }
+        if (const auto peer = peer_of(fd_); !peer.empty()) {
+            session_key_ = checked_name_ + '\n' + peer;
+            SSL_set_app_data(ssl_, &session_key_);
+            if (SSL_SESSION* kept = context_->session_for(session_key_)) {
+                SSL_set_session(ssl_, kept);  // takes its own reference
+                SSL_SESSION_free(kept);
+            }
         }
         for (;;) {
             ERR_clear_error();

@@ -16,6 +16,13 @@
 // be unencrypted (a passphrase is never asked for on the terminal). No message holds key
 // material: OpenSSL's errors name files and reasons, never contents.
 //
+// Resumption: a context keeps the latest session ticket each server gave (by the name checked
+// and the server's address) and offers it on the next connection to that server, so that the
+// connections a strategy opens after its first (etcd: one per watch; any reconnection) skip the
+// certificate exchange and its signatures. A ticket is only offered under the name its full
+// handshake verified: a resumed session checks no certificate. A server that cannot use it
+// (restarted, another member's keys) answers with a full handshake, verified as always.
+//
 // Fork: a child must not use its parent's sessions; destroying one never writes to the socket
 // (no close_notify), so a child that drops the connections it inherited leaves the parent's
 // sessions intact.
@@ -23,7 +30,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -33,6 +42,7 @@
 
 struct ssl_ctx_st;
 struct ssl_st;
+struct ssl_session_st;
 
 namespace locksmith {
 class options_reader;
@@ -84,9 +94,16 @@ class tls_context {
     const tls_options& options() const noexcept { return options_; }
     ssl_ctx_st* native() const noexcept { return ctx_; }
 
+    // The session kept for `server` (a reference the caller frees), or null.
+    ssl_session_st* session_for(const std::string& server) const;
+    // Keeps `session` (takes the caller's reference) for `server`, in place of the one before.
+    void keep_session(const std::string& server, ssl_session_st* session) const;
+
   private:
     tls_options options_;
     ssl_ctx_st* ctx_ = nullptr;
+    mutable std::mutex sessions_mutex_;
+    mutable std::map<std::string, ssl_session_st*> sessions_;
 };
 
 class tls_stream {
@@ -117,6 +134,8 @@ class tls_stream {
     bool idle_has_input() noexcept;
     int fd() const noexcept { return fd_; }
     bool secure() const noexcept { return ssl_ != nullptr; }
+    // True when the handshake resumed a kept session (no certificate exchanged).
+    bool resumed() const noexcept;
 
   private:
     // Waits for what SSL_get_error asked for; false when `until` passed first.
@@ -132,6 +151,7 @@ class tls_stream {
     ssl_st* ssl_ = nullptr;
     std::shared_ptr<const tls_context> context_;
     std::string checked_name_;
+    std::string session_key_;  // checked_name_ and the server's address: the kept session's
 };
 
 // "OpenSSL 3.0.x": for benchmarks and `locksmith version`-style reports.
