@@ -32,6 +32,10 @@
 //    grant of a missed quorum is released). A request to a member still busy with an earlier
 //    one of the same owner waits for it (up to 16; more count as late). A member that cannot
 //    start is tried again only after a pause (0.5 s, doubling up to 30 s).
+//    Such a request runs on, detached, inside its member's client library, also after the store
+//    is gone: a program that calls exit() meanwhile runs that library's finalizers under it
+//    (seen: GSSAPI's, under libpq connecting). Leave with _exit/_Exit once locks are released,
+//    as the locksmith command does, or give the slow member time to answer first.
 //  - Time: for expiring members, the grant counts only when the quorum was reached with time
 //    left: validity = ttl - elapsed - drift, drift = ttl/100 + 2 ms (Redlock). The lifetime
 //    the lock reports (remaining_lifetime) is that validity: ttl from before the attempt, less
