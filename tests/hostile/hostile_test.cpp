@@ -56,6 +56,7 @@
 #include <locksmith/registry.hpp>
 
 #include "support/child_process.hpp"
+#include "support/full_tmpfs.hpp"
 #include "support/hostile_server.hpp"
 #include "support/permit_helpers.hpp"
 #include "support/skip_report.hpp"
@@ -395,6 +396,23 @@ std::vector<std::string> directories_used(const strategy_under_test& e) {
     return dirs;
 }
 
+// One try of a fresh store of `e` in this process (a forked child's body), released when granted:
+// granted, refused, refused_with_error (a locksmith error, said on stderr) or foreign_exception.
+int try_once(const strategy_under_test& e, const std::string& what) {
+    try {
+        named_lock lock(create_store(e), std::make_shared<key>(unique_resource(what)));
+        const bool got = lock.try_lock();
+        if (got) lock.unlock();
+        return got ? granted : refused;
+    } catch (const error& err) {
+        std::fprintf(stderr, "  refused: %s\n", err.what());
+        return refused_with_error;
+    } catch (const std::exception& err) {
+        std::fprintf(stderr, "  not a locksmith error: %s\n", err.what());
+        return foreign_exception;
+    }
+}
+
 bool uses_a_directory(const strategy_under_test& e) {
     return !directories_used(e).empty();
 }
@@ -471,22 +489,8 @@ void test_directory_others_got_to_first(const strategy_under_test& entry) {
             }
             strategy_under_test e = entry;
             e.options = options;
-            const auto resource = unique_resource("hostile-dir");
-            const pid_t child = fork_child([&] {
-                try {
-                    named_lock lock(create_store(e), std::make_shared<key>(resource));
-                    const bool got = lock.try_lock();
-                    if (got) lock.unlock();
-                    return got ? granted : refused;
-                } catch (const error& e) {
-                    std::fprintf(stderr, "  refused: %s\n", e.what());
-                    return refused_with_error;
-                } catch (const std::exception& e) {
-                    std::fprintf(stderr, "  not a locksmith error: %s\n", e.what());
-                    return foreign_exception;
-                }
-            });
-            const int status = wait_child(child, 60s);
+            const int status =
+                wait_child(fork_child([&] { return try_once(e, "hostile-dir"); }), 60s);
             BOOST_TEST_INFO(entry.id() << " in " << planted.what << ": exit " << status);
             if (planted.taken) {
                 BOOST_CHECK(status == granted);
@@ -521,22 +525,7 @@ int try_with_option_renamed(const strategy_under_test& entry, const std::string&
     strategy_under_test e = entry;
     for (auto& [key, value] : e.options->items())
         if (value.is_string() && value.get<std::string>() == from) value = to;
-    const auto resource = unique_resource("hostile-shm");
-    const pid_t child = fork_child([&] {
-        try {
-            named_lock lock(create_store(e), std::make_shared<key>(resource));
-            const bool got = lock.try_lock();
-            if (got) lock.unlock();
-            return got ? granted : refused;
-        } catch (const error& err) {
-            std::fprintf(stderr, "  refused: %s\n", err.what());
-            return refused_with_error;
-        } catch (const std::exception& err) {
-            std::fprintf(stderr, "  not a locksmith error: %s\n", err.what());
-            return foreign_exception;
-        }
-    });
-    return wait_child(child, 60s);
+    return wait_child(fork_child([&] { return try_once(e, "hostile-shm"); }), 60s);
 }
 
 // Another local user got to the segment (in /dev/shm, which every user can write to) first or
@@ -579,6 +568,41 @@ void test_segment_others_got_to_first(const strategy_under_test& entry) {
         ::unlink(path.c_str());
         ::unlink(copy.c_str());
     }
+}
+
+// A full file system where the entry keeps its locks: any local user can fill a shared tmpfs
+// (/dev/shm, Debian's 5 MiB /run/lock) before a lock is taken there. A try is granted (nothing
+// needed room) and released, or refused with a locksmith error — never a crash (SIGBUS from a
+// mapping whose pages were never reserved) nor an error of another kind.
+void test_full_file_system(const strategy_under_test& entry) {
+    auto check = [&](const std::string& where, const strategy_under_test& e) {
+        std::string why;
+        const auto status = run_on_a_full_tmpfs(
+            where, 0700, [&] { return try_once(e, "hostile-full"); }, why);
+        if (!status) {
+            skip_case(why);
+            return;
+        }
+        BOOST_TEST_INFO(entry.id() << " with " << where << " full: exit " << *status);
+        BOOST_CHECK(*status == granted || *status == refused_with_error);
+    };
+    for (const auto& dir : directories_used(entry)) {
+        char base[] = "/tmp/locksmith-hostile-full-XXXXXX";
+        BOOST_REQUIRE(::mkdtemp(base) != nullptr);
+        if (const auto options = with_directory(entry, dir, base)) {
+            strategy_under_test e = entry;
+            e.options = options;
+            check(base, e);
+        } else {
+            skip_case(entry.id() + ": no option names " + dir + " (a default directory)");
+        }
+        std::filesystem::remove_all(base);
+    }
+    if (uses_a_segment(entry)) check("/dev/shm", entry);
+}
+
+bool uses_a_directory_or_segment(const strategy_under_test& e) {
+    return uses_a_directory(e) || uses_a_segment(e);
 }
 
 bool every_strategy(const strategy_under_test&) {
@@ -626,6 +650,8 @@ const case_spec cases[] = {
      test_directory_others_got_to_first},
     {"a_segment_another_user_got_to_first_is_refused", uses_a_segment,
      test_segment_others_got_to_first},
+    {"a_full_file_system_under_its_locks_is_an_error_not_a_crash", uses_a_directory_or_segment,
+     test_full_file_system},
 };
 
 }  // namespace
