@@ -180,6 +180,15 @@ BOOST_AUTO_TEST_CASE(a_config_file_others_can_change_is_refused) {
     fs::permissions(p.dir / "open", fs::perms::all, fs::perm_options::replace);
     refused(deeper, (p.dir / "open").string() + " is writable by group or others (mode 0777)");
 
+    // Directly in a sticky folder every user can write to, as /tmp: sticky lets another user
+    // plant a file of that name before ours exists (only a folder above the file's own may be).
+    const fs::path in_sticky = p.dir / "sticky" / "config.json";
+    places::write(in_sticky, "{}");
+    fs::permissions(in_sticky.parent_path(), fs::perms::all | fs::perms::sticky_bit,
+                    fs::perm_options::replace);
+    refused(in_sticky,
+            in_sticky.parent_path().string() + " is writable by group or others (mode 1777)");
+
     // A symlink planted in a folder others can write, to a config that is safe itself: checked
     // as written, not only where it leads.
     fs::create_symlink(file, p.dir / "open" / "planted.json");
