@@ -176,7 +176,11 @@ int explain_command(const std::optional<std::string>& config_flag,
     // With a name, what run NAME would do: the rule's capabilities and pin.
     std::optional<lock_resolution> resolved;
     if (name) resolved = factory->resolve(*name, request);
-    const capability wanted = resolved ? resolved->require : request.require;
+    const lock_rule* rule = resolved ? resolved->rule : nullptr;
+    // A name whose rule sets a limit is a counting semaphore: `run` asks for counting too.
+    const bool counted = rule && rule->limit;
+    const capability wanted = (resolved ? resolved->require : request.require) |
+                              (counted ? capability::counting : capability::none);
     const std::string pinned = resolved ? resolved->strategy : std::string();
     selection_report report =
         start && pinned.empty() ? factory->explain_and_start(wanted) : factory->explain(wanted);
@@ -194,7 +198,6 @@ int explain_command(const std::optional<std::string>& config_flag,
     const bool locking_off = !chosen.empty() && warn_if_locking_off(*factory, chosen, what);
     const auto warnings =
         chosen.empty() ? std::vector<std::string>() : warn_about_options(*factory, chosen);
-    const lock_rule* rule = resolved ? resolved->rule : nullptr;
     const char* require_from = !resolved || resolved->require_from_request ? "--require"
                                : rule && rule->require                     ? "rule"
                                                                            : "default";
@@ -221,6 +224,7 @@ int explain_command(const std::optional<std::string>& config_flag,
             out["pinned"] = pinned.empty() ? json(nullptr) : json(pinned);
             out["ttl_ms"] = resolved->ttl.count();
             out["fallback"] = resolved->fallback;
+            out["limit"] = counted ? json(*rule->limit) : json(nullptr);
         }
         put_bytes(out, "config", factory->settings().origin);
         std::cout << dump_line(out) << '\n';
@@ -230,7 +234,11 @@ int explain_command(const std::optional<std::string>& config_flag,
             std::cout << "name: " << *name << '\n'
                       << "rule: " << (rule ? "'" + rule->pattern + "'" : std::string("none"))
                       << '\n'
-                      << "requested: " << to_string(wanted) << " (from " << require_from << ")\n"
+                      << "requested: " << to_string(wanted) << " (from " << require_from
+                      << (counted
+                              ? "; counting: the rule's limit of " + std::to_string(*rule->limit)
+                              : std::string())
+                      << ")\n"
                       << "ttl: " << format_seconds(resolved->ttl)
                       << ", fallback: " << (resolved->fallback ? "yes" : "no") << '\n';
             if (!pinned.empty())

@@ -196,6 +196,13 @@ BOOST_AUTO_TEST_CASE(a_lock_rules_limit_makes_a_run_take_a_permit) {
     BOOST_TEST(r.out.find("0 of 2 permits held") != std::string::npos, describe(r));
     r = box.run(box.with_config("run", {"-s", name, "--", "true"}));
     BOOST_TEST(r.exit_code == EX_USAGE, describe(r));
+    // explain NAME asks what run asks: counting, with the rule's limit.
+    r = box.run(box.with_config("explain", {name, "--json"}));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, describe(r));
+    const auto doc = json::parse(r.out);
+    BOOST_TEST(doc["chosen"] == "semaphore", r.out);
+    BOOST_TEST(doc["limit"] == 2, r.out);
+    BOOST_TEST(doc["requested"].dump().find("counting") != std::string::npos, r.out);
 }
 
 BOOST_AUTO_TEST_CASE(bad_limits_and_shared_permits_are_usage_errors) {
