@@ -190,10 +190,7 @@ bool transient(const std::exception& e) {
 // reported. Returns false when the release failed and the lock was not lost.
 bool release(named_lock& lock, std::optional<int> command_status, bool lost, bool verbose,
              clock::duration retry_for = {}, int signals_fd = -1) {
-    // After a loss nothing of ours should be left: one attempt (it frees a key whose renewal
-    // the server confirmed too late), no retries, so that a lock lost on a dead network does
-    // not keep `run` there for the retries after its command was stopped.
-    const auto give_up_at = clock::now() + (lost ? clock::duration::zero() : retry_for);
+    const auto give_up_at = clock::now() + retry_for;
     bool said = false;
     try {
         for (;;) {

@@ -217,41 +217,6 @@ BOOST_AUTO_TEST_CASE(run_whose_renewal_is_stuck_stops_its_command_before_the_nex
     BOOST_TEST(box.read_file("second") == "told\n");
 }
 
-// After the loss, one release attempt and no retries: a run whose lock was lost on a dead
-// network took its command timeout and then 10 s of release retries to exit.
-BOOST_AUTO_TEST_CASE(run_that_lost_its_lock_on_a_dead_network_exits_after_one_release_attempt) {
-    auto url = server("LOCKSMITH_TEST_REDIS_URL");
-    if (!url) return;
-    const auto at = url->find("://") + 3;
-    const auto colon = url->find(':', at);
-    const auto slash = url->find('/', colon);
-    BOOST_REQUIRE(colon != std::string::npos && slash != std::string::npos);
-    locksmith::test::tcp_fault_proxy proxy(url->substr(at, colon - at),
-                                           std::stoi(url->substr(colon + 1, slash - colon - 1)));
-    cli_sandbox box;
-    auto config =
-        redis_config(url->substr(0, colon + 1) + std::to_string(proxy.port()) + url->substr(slash));
-    config["strategies"]["redis"]["options"]["command_timeout_s"] = 1;
-    const auto config_file = box.write_file("stalled.json", config.dump());
-    auto first =
-        box.start({"run", "--config", config_file, "--strategy", "redis", "--ttl", "3",
-                   "--kill-after", "30", "lost-on-a-dead-network", "-c",
-                   "trap 'touch " + box.path("stopped") + "; kill $!; exit 0' TERM; touch " +
-                       box.path("holding") + "; sleep 60 & wait"});
-    BOOST_REQUIRE(wait_for_file(box.path("holding")));
-    proxy.set_mode(locksmith::test::tcp_fault_proxy::mode::stall);
-    BOOST_REQUIRE(wait_for_file(box.path("stopped"), 30s));
-    const auto stopped = std::chrono::steady_clock::now();
-    auto r = box.wait(first, 60s);
-    const auto took = std::chrono::steady_clock::now() - stopped;
-    BOOST_TEST(r.exit_code == 75, describe(r));
-    // One attempt of 1 s (and the command's exit); the retries alone were 10 s.
-    BOOST_TEST((took < 6s),
-               describe(r) << " exited "
-                           << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                           << " ms after its command was stopped");
-}
-
 // The remote strategies of issues 13 and 14 under the command: a run holds the name, a second
 // run with -n is refused while it does, the command returns when its child exits (client
 // threads must not take the SIGCHLD that `run` waits for), and the name is free afterwards.
