@@ -50,8 +50,10 @@ struct named_lock::state : std::enable_shared_from_this<named_lock::state> {
     // without a lease; kept so by sync_lease_timer() after each change of lease_end. Guarded by
     // lease_timer_mutex, not `mutex`: loss_fd() must answer while a renewal holds that
     // (issue 25). The epoll set merges it with the store's own loss descriptor, if it has one.
+    // Atomic: sync_lease_timer() looks at it before the mutex (a lock nobody asked loss_fd() of
+    // takes no second mutex at each grant and release).
     std::mutex lease_timer_mutex;
-    int lease_timer = -1;
+    std::atomic<int> lease_timer{-1};
     int lease_epoll = -1;
     int lease_epoll_member = -1;  // the store's descriptor last added to lease_epoll
     // The timer, made if need be, set from lease_end. Throws backend_error when it cannot be made.

@@ -51,17 +51,21 @@ named_lock::state::~state() {
 int named_lock::state::lease_timer_fd() {
     std::lock_guard guard(lease_timer_mutex);
     if (lease_timer < 0) {
-        lease_timer = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (lease_timer < 0)
+        const int made = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (made < 0)
             throw backend_error(
                 store->strategy(), std::to_string(errno),
                 std::string("cannot make a timer for the lease: ") + std::strerror(errno));
+        lease_timer = made;
     }
     set_lease_timer();
     return lease_timer;
 }
 
 void named_lock::state::sync_lease_timer() noexcept {
+    // Without a timer yet, nothing to set: lease_timer_fd() reads lease_end after making one,
+    // and the caller stored lease_end before this load (both sequentially consistent).
+    if (lease_timer.load() < 0) return;
     std::lock_guard guard(lease_timer_mutex);
     set_lease_timer();
 }

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include <poll.h>
+
 #include <locksmith/named_lock.hpp>
 #include <locksmith/strategies/memory.hpp>
 
@@ -36,6 +38,20 @@ BOOST_AUTO_TEST_CASE(an_auto_refreshed_lock_outlives_its_ttl) {
     BOOST_TEST(!rival.try_lock());
     BOOST_TEST(holder.is_acquired());
     BOOST_TEST(holder.remaining_lifetime()->count() > 0);
+}
+
+// An event loop asks for loss_fd() once and polls it: each confirmed renewal must move the
+// timer behind it, else it turns readable at the first lease's end although nothing was lost.
+BOOST_AUTO_TEST_CASE(renewals_keep_the_loss_fd_quiet) {
+    auto store = strategies::make_memory_store();
+    named_lock holder(store, std::make_shared<key>("watched"), renewing(300ms));
+    BOOST_REQUIRE(holder.try_lock());
+    const auto fd = holder.loss_fd();
+    BOOST_REQUIRE(fd.has_value());
+    pollfd p{*fd, POLLIN, 0};
+    BOOST_TEST(::poll(&p, 1, 1000) == 0);  // three TTLs
+    BOOST_TEST(holder.is_acquired());
+    holder.unlock();
 }
 
 BOOST_AUTO_TEST_CASE(without_auto_refresh_the_lock_expires) {
