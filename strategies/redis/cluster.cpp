@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -362,8 +363,35 @@ reply_ptr slot_router::command(std::uint16_t slot, std::optional<lease>& c,
 
 namespace locksmith::strategies {
 
-std::string redis_key(std::string_view key_prefix, std::string_view kind, std::string_view name,
+namespace {
+
+std::string_view kind_text(redis_key_kind kind) {
+    switch (kind) {
+        case redis_key_kind::lock:
+            return "lock:";
+        case redis_key_kind::fence:
+            return "fence:";
+        case redis_key_kind::wait:
+            return "wait:";
+        case redis_key_kind::queue:
+            return "queue:";
+        case redis_key_kind::readers:
+            return "readers:";
+        case redis_key_kind::chan:
+            return "chan:";
+        case redis_key_kind::permits:
+            return "permits:";
+        case redis_key_kind::limit:
+            return "limit:";
+    }
+    throw std::logic_error("unknown redis_key_kind");
+}
+
+}  // namespace
+
+std::string redis_key(std::string_view key_prefix, redis_key_kind key_kind, std::string_view name,
                       bool cluster) {
+    const std::string_view kind = kind_text(key_kind);
     std::string out;
     out.reserve(key_prefix.size() + kind.size() + name.size() + 10);
     out.append(key_prefix).append(kind);

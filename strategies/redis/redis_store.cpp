@@ -29,6 +29,7 @@ namespace {
 using namespace redis_detail;
 using clock = deadline::clock;
 using std::chrono::milliseconds;
+using kind = redis_key_kind;
 
 // The longest a waiting writer sleeps between two retries, each of which renews its place in the
 // queue (the acquire script keeps a place for 3 s: a retry may come late on a loaded machine).
@@ -199,11 +200,12 @@ class redis_store final : public store {
         check_ttl(ttl);
         auto c = take(k.resource());
         const auto ttl_text = std::to_string(ttl.count());
-        auto r = k.limit() != 0
-                     ? run(c, refresh_permit_id,
-                           {name_of("permits:", k.resource()), name_of("limit:", k.resource())},
-                           {k.token(), ttl_text})
-                     : run(c, refresh_id, {name_of("lock:", k.resource())}, {k.token(), ttl_text});
+        auto r =
+            k.limit() != 0
+                ? run(c, refresh_permit_id,
+                      {name_of(kind::permits, k.resource()), name_of(kind::limit, k.resource())},
+                      {k.token(), ttl_text})
+                : run(c, refresh_id, {name_of(kind::lock, k.resource())}, {k.token(), ttl_text});
         if (integer_of(r.get()) != 1) return false;
         // Not confirmed: the lease is not extended (the watchdog retries while the last
         // confirmed one lasts, then reports the loss).
@@ -217,11 +219,11 @@ class redis_store final : public store {
             release_permit(c, k);
             return;
         }
-        const auto lock = name_of("lock:", k.resource());
-        const auto wait = name_of("wait:", k.resource());
-        const auto queue = name_of("queue:", k.resource());
-        const auto readers = name_of("readers:", k.resource());
-        const auto chan = name_of("chan:", k.resource());
+        const auto lock = name_of(kind::lock, k.resource());
+        const auto wait = name_of(kind::wait, k.resource());
+        const auto queue = name_of(kind::queue, k.resource());
+        const auto readers = name_of(kind::readers, k.resource());
+        const auto chan = name_of(kind::chan, k.resource());
         auto r = run(c, release_id, {lock, wait, queue, readers}, {k.token(), chan});
         const bool others_wait = integer_of(r.get()) == 2;
         auto* known = k.local_state_of<redis_key_state>(instance_id());
@@ -236,7 +238,7 @@ class redis_store final : public store {
     bool do_holds(const key& k) override {
         auto c = take(k.resource());
         // The holds script reads a permit set as it reads a reader set.
-        const auto lock = name_of(k.limit() != 0 ? "permits:" : "lock:", k.resource());
+        const auto lock = name_of(k.limit() != 0 ? kind::permits : kind::lock, k.resource());
         auto r = run(c, holds_id, {lock}, {k.token()});
         return integer_of(r.get()) == 1;
     }
@@ -246,8 +248,8 @@ class redis_store final : public store {
         auto c = take(k.resource());
         // A permit's token is drawn at its grant; a permit set is read as a reader set here, for
         // a key whose token did not travel with it.
-        const auto lock = name_of(k.limit() != 0 ? "permits:" : "lock:", k.resource());
-        const auto fence = name_of("fence:", k.resource());
+        const auto lock = name_of(k.limit() != 0 ? kind::permits : kind::lock, k.resource());
+        const auto fence = name_of(kind::fence, k.resource());
         auto r = run(c, fence_id, {lock, fence}, {k.token()});
         const auto token = integer_of(r.get());
         if (token <= 0)
@@ -262,9 +264,9 @@ class redis_store final : public store {
 
     lock_status do_status(std::string_view resource) override {
         auto c = take(resource);
-        const auto lock = name_of("lock:", resource);
-        const auto permits = name_of("permits:", resource);
-        const auto limit = name_of("limit:", resource);
+        const auto lock = name_of(kind::lock, resource);
+        const auto permits = name_of(kind::permits, resource);
+        const auto limit = name_of(kind::limit, resource);
         auto r = run(c, status_id, {lock, permits, limit}, {});
         lock_status s;
         const auto state = integer_at(r.get(), 0);
@@ -310,7 +312,7 @@ class redis_store final : public store {
     // retries at every release: permits are not handed over in order (not fair), which costs a
     // script call per waiter and release.
     bool wait_permit(key& k, milliseconds ttl, deadline until) {
-        return wait_announced(k, name_of("chan:", k.resource()), until,
+        return wait_announced(k, name_of(kind::chan, k.resource()), until,
                               [&](clock::time_point) { return acquire_permit(k, ttl); });
     }
 
@@ -318,9 +320,9 @@ class redis_store final : public store {
     // or a foreign key as the errors they are.
     outcome acquire_permit(key& k, milliseconds ttl) {
         check_ttl(ttl);
-        const auto permits = name_of("permits:", k.resource());
-        const auto limit = name_of("limit:", k.resource());
-        const auto fence = name_of("fence:", k.resource());
+        const auto permits = name_of(kind::permits, k.resource());
+        const auto limit = name_of(kind::limit, k.resource());
+        const auto fence = name_of(kind::fence, k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         const auto limit_text = std::to_string(k.limit());
         auto c = take(k.resource());
@@ -366,9 +368,9 @@ class redis_store final : public store {
     }
 
     void release_permit(link& c, key& k) {
-        const auto permits = name_of("permits:", k.resource());
-        const auto limit = name_of("limit:", k.resource());
-        const auto chan = name_of("chan:", k.resource());
+        const auto permits = name_of(kind::permits, k.resource());
+        const auto limit = name_of(kind::limit, k.resource());
+        const auto chan = name_of(kind::chan, k.resource());
         run(c, release_permit_id, {permits, limit}, {k.token(), chan});
     }
 
@@ -398,10 +400,11 @@ class redis_store final : public store {
     // are admitted together, so waking them all is what it takes. Its attempts mark the name as
     // awaited by readers, else a release would announce nothing.
     bool wait_shared(key& k, milliseconds ttl, deadline until) {
-        return wait_announced(k, name_of("chan:", k.resource()), until, [&](clock::time_point now) {
-            return acquire(k, lock_mode::shared, ttl, std::max<long long>(1, ms_until(until, now)),
-                           {});
-        });
+        return wait_announced(k, name_of(kind::chan, k.resource()), until,
+                              [&](clock::time_point now) {
+                                  return acquire(k, lock_mode::shared, ttl,
+                                                 std::max<long long>(1, ms_until(until, now)), {});
+                              });
     }
 
     // Retries `try_once(now)` (an outcome) until it grants or `until` passes, sleeping between
@@ -448,7 +451,7 @@ class redis_store final : public store {
     }
 
     // In a cluster, every key and channel of a name carries its hash tag (one slot).
-    std::string name_of(std::string_view kind, std::string_view resource) const {
+    std::string name_of(redis_key_kind kind, std::string_view resource) const {
         return redis_key(options_.key_prefix, kind, resource, router_ != nullptr);
     }
 
@@ -463,12 +466,12 @@ class redis_store final : public store {
     outcome acquire(key& k, lock_mode mode, milliseconds ttl, long long wait_ms,
                     std::string_view member) {
         check_ttl(ttl);
-        const auto lock = name_of("lock:", k.resource());
-        const auto fence = name_of("fence:", k.resource());
-        const auto wait = name_of("wait:", k.resource());
-        const auto queue = name_of("queue:", k.resource());
-        const auto readers = name_of("readers:", k.resource());
-        const auto chan = name_of("chan:", k.resource());
+        const auto lock = name_of(kind::lock, k.resource());
+        const auto fence = name_of(kind::fence, k.resource());
+        const auto wait = name_of(kind::wait, k.resource());
+        const auto queue = name_of(kind::queue, k.resource());
+        const auto readers = name_of(kind::readers, k.resource());
+        const auto chan = name_of(kind::chan, k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         const auto wait_text = std::to_string(wait_ms);
         auto c = take(k.resource());
@@ -494,7 +497,7 @@ class redis_store final : public store {
     // a reader set, the obstacle's TTL) is the acquire script's job: false sends the caller there.
     bool try_grant_exclusive(key& k, milliseconds ttl) {
         check_ttl(ttl);
-        const auto lock = name_of("lock:", k.resource());
+        const auto lock = name_of(kind::lock, k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         auto c = take(k.resource());
         auto r = c.command({"SET", lock, k.token(), "NX", "PX", ttl_text});
@@ -509,10 +512,10 @@ class redis_store final : public store {
     // it in the meantime: then it holds the lock, and the wait succeeded.
     bool withdraw(key& k, const std::string& member) {
         auto c = take(k.resource());
-        const auto wait = name_of("wait:", k.resource());
-        const auto queue = name_of("queue:", k.resource());
-        const auto lock = name_of("lock:", k.resource());
-        const auto chan = name_of("chan:", k.resource());
+        const auto wait = name_of(kind::wait, k.resource());
+        const auto queue = name_of(kind::queue, k.resource());
+        const auto lock = name_of(kind::lock, k.resource());
+        const auto chan = name_of(kind::chan, k.resource());
         auto r = run(c, unwait_id, {wait, queue, lock}, {k.token(), chan, member});
         if (integer_of(r.get()) != 1) return false;
         k.set_fencing_token(std::nullopt);
@@ -594,11 +597,11 @@ class redis_store final : public store {
                 k.set_fencing_token(std::nullopt);
                 not_replicated("granting a permit of '" + k.resource() + "'");
             }
-            const auto lock = name_of("lock:", k.resource());
-            const auto wait = name_of("wait:", k.resource());
-            const auto queue = name_of("queue:", k.resource());
-            const auto readers = name_of("readers:", k.resource());
-            const auto chan = name_of("chan:", k.resource());
+            const auto lock = name_of(kind::lock, k.resource());
+            const auto wait = name_of(kind::wait, k.resource());
+            const auto queue = name_of(kind::queue, k.resource());
+            const auto readers = name_of(kind::readers, k.resource());
+            const auto chan = name_of(kind::chan, k.resource());
             run(written, release_id, {lock, wait, queue, readers}, {k.token(), chan});
         } catch (const std::exception&) {
             // The lease ends with its TTL anyway.
@@ -612,7 +615,7 @@ class redis_store final : public store {
     bool confirm_hand_over(key& k, milliseconds ttl) {
         if (options_.wait_replicas == 0) return true;
         auto c = take(k.resource());
-        const auto lock = name_of("lock:", k.resource());
+        const auto lock = name_of(kind::lock, k.resource());
         const auto ttl_text = std::to_string(ttl.count());
         auto r = run(c, refresh_id, {lock}, {k.token(), ttl_text});
         if (integer_of(r.get()) != 1) return false;

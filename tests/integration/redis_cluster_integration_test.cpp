@@ -823,8 +823,10 @@ BOOST_AUTO_TEST_CASE(a_slot_resharded_key_by_key_keeps_one_holder_across_process
     BOOST_REQUIRE(first);
     to_waiter.put('g');
     to_rival.put('g');
-    const auto lock_key = strategies::redis_key(prefix, "lock:", name, true);
-    const auto fence_key = strategies::redis_key(prefix, "fence:", name, true);
+    const auto lock_key =
+        strategies::redis_key(prefix, strategies::redis_key_kind::lock, name, true);
+    const auto fence_key =
+        strategies::redis_key(prefix, strategies::redis_key_kind::fence, name, true);
     const int slot = slot_of(lock_key);
     BOOST_REQUIRE_EQUAL(slot_of(fence_key), slot);
     const int source = r.master_of(slot, r.port(0));

@@ -200,16 +200,28 @@ BOOST_AUTO_TEST_CASE(semaphore_keys_and_slots_are_pinned) {
 #ifdef LOCKSMITH_FORMATS_REDIS
 BOOST_AUTO_TEST_CASE(redis_keys_are_pinned) {
     for (const auto& p : names) {
-        pin(p, "redis lock key", redis_key("locksmith:", "lock:", p.name, false),
+        pin(p, "redis lock key", redis_key("locksmith:", redis_key_kind::lock, p.name, false),
             "locksmith:lock:" + p.name);
-        pin(p, "redis fence key", redis_key("app:", "fence:", p.name, false),
+        pin(p, "redis fence key", redis_key("app:", redis_key_kind::fence, p.name, false),
             "app:fence:" + p.name);
-        pin(p, "redis cluster lock key", redis_key("locksmith:", "lock:", p.name, true),
+        pin(p, "redis cluster lock key",
+            redis_key("locksmith:", redis_key_kind::lock, p.name, true),
             "locksmith:lock:" + std::string(p.redis_tag) + p.name);
-        pin(p, "redis cluster queue key", redis_key("locksmith:", "queue:", p.name, true),
+        pin(p, "redis cluster queue key",
+            redis_key("locksmith:", redis_key_kind::queue, p.name, true),
             "locksmith:queue:" + std::string(p.redis_tag) + p.name);
-        pin(p, "redis cluster fence key", redis_key("locksmith:", "fence:", p.name, true),
+        pin(p, "redis cluster fence key",
+            redis_key("locksmith:", redis_key_kind::fence, p.name, true),
             "locksmith:fence:" + std::string(p.redis_tag) + p.name);
+        // Every kind, once each: a kind's text is part of the frozen format too.
+        const std::pair<redis_key_kind, const char*> kinds[] = {
+            {redis_key_kind::lock, "lock:"},       {redis_key_kind::fence, "fence:"},
+            {redis_key_kind::wait, "wait:"},       {redis_key_kind::queue, "queue:"},
+            {redis_key_kind::readers, "readers:"}, {redis_key_kind::chan, "chan:"},
+            {redis_key_kind::permits, "permits:"}, {redis_key_kind::limit, "limit:"}};
+        for (const auto& [kind, text] : kinds)
+            pin(p, (std::string("redis ") + text + " key").c_str(),
+                redis_key("x:", kind, p.name, false), "x:" + std::string(text) + p.name);
     }
 }
 #endif

@@ -222,10 +222,18 @@ struct redis_options {
     std::vector<std::string> backends() const;
 };
 
-// The Redis key (or channel) of kind `kind` ("lock:", "fence:", "wait:", "queue:", "readers:",
-// "chan:") for `name`: `<key_prefix><kind><name>`, with the name's hash tag before the name when
-// `cluster` (see Redis Cluster above). A frozen format (doc/FORMATS.md): for `redis-cli` and ACLs.
-std::string redis_key(std::string_view key_prefix, std::string_view kind, std::string_view name,
+// The keys (and the channel) a name has in Redis, each written `<kind>:` in its key:
+//   lock      the exclusive holder's token (a string with the TTL)
+//   fence     the name's fencing counter
+//   wait      the waiters' registrations; queue  their order; readers  the shared holders
+//   chan      the channel a release is announced on
+//   permits   a counting semaphore's holders (a sorted set scored by expiry); limit  its limit
+enum class redis_key_kind { lock, fence, wait, queue, readers, chan, permits, limit };
+
+// The Redis key (or channel) of kind `kind` for `name`: `<key_prefix><kind>:<name>`, with the
+// name's hash tag before the name when `cluster` (see Redis Cluster above). A frozen format
+// (doc/FORMATS.md): for `redis-cli` and ACLs.
+std::string redis_key(std::string_view key_prefix, redis_key_kind kind, std::string_view name,
                       bool cluster);
 
 // Reads the password files, then connects (and authenticates) once, so that a wrong endpoint
