@@ -764,6 +764,112 @@ std::string move_slot(int slot, int from, int to, const std::vector<std::string>
 
 }  // namespace
 
+BOOST_AUTO_TEST_CASE(permits_held_through_a_slot_migration_keep_their_limit) {
+    // The slot of a semaphore (limit 2, both permits held) moves to another master phase by
+    // phase, as a reshard moves it, while a rival of another store keeps asking for a permit:
+    // the scripts that count the holders name several keys, so they follow ASK or get
+    // TRYAGAIN while the keys move, and must never count on an empty target (a third holder).
+    // The holders' refreshes keep working, and a release on the new master lets the rival in.
+    auto& r = rig();
+    const auto o = options_for(r.nodes());
+    auto s = strategies::make_redis_store(o);
+    const auto name = test::unique_resource("permits-migrated");
+    auto permit = [&](const std::shared_ptr<store>& st) {
+        auto k = std::make_shared<key>(name);
+        k->set_limit(2);
+        lock_options lo;
+        lo.ttl = 60s;
+        return named_semaphore(st, k, lo);
+    };
+    auto a = permit(s), b = permit(s);
+    BOOST_REQUIRE(a.try_acquire());
+    BOOST_REQUIRE(b.try_acquire());
+    const auto last_token = std::max(*a.fencing_token(), *b.fencing_token());
+    int source = 0, slot = -1;
+    for (int m : r.masters())
+        for (const auto& k : keys_at(m))
+            if (k.find("permits:") != std::string::npos && k.size() >= name.size() &&
+                k.compare(k.size() - name.size(), name.size(), name) == 0) {
+                source = m;
+                slot = slot_of(k);
+            }
+    BOOST_REQUIRE(source != 0);
+    int target = 0;
+    for (int m : r.masters())
+        if (m != source) target = m;
+    BOOST_TEST_MESSAGE("moving slot " << slot << " from " << source << " to " << target);
+
+    std::atomic<bool> stop{false}, may_get{false};
+    std::atomic<int> early_grants{0}, tries{0}, errors{0};
+    std::atomic<std::uint64_t> rival_token{0};
+    std::jthread rival([&] {
+        auto c = permit(strategies::make_redis_store(o));
+        while (!stop) {
+            try {
+                ++tries;
+                const bool allowed = may_get.load();
+                if (c.try_acquire()) {
+                    if (!allowed) ++early_grants;
+                    rival_token = c.fencing_token().value_or(0);
+                    c.release();
+                    if (allowed) return;
+                }
+            } catch (const std::exception& e) {
+                ++errors;
+                BOOST_TEST_MESSAGE("rival: " << e.what());
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+    });
+    auto the_rival_tries_again = [&] {
+        const int from = tries.load();
+        const auto t0 = clock_type::now();
+        for (auto until = t0 + must_happen; tries.load() < from + 3 && clock_type::now() < until;)
+            std::this_thread::sleep_for(10ms);
+        BOOST_CHECK_GE(tries.load(), from + 3);
+        BOOST_TEST_MESSAGE(
+            "3 tries in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count()
+            << " ms");
+    };
+    auto both_still_held = [&] {
+        BOOST_CHECK_NO_THROW(a.refresh());
+        BOOST_CHECK_NO_THROW(b.refresh());
+        BOOST_CHECK(a.is_acquired());
+        BOOST_CHECK(b.is_acquired());
+    };
+    std::string failed = move_slot(slot, source, target, {}, 1);  // IMPORTING / MIGRATING
+    BOOST_REQUIRE_EQUAL(failed, "");
+    the_rival_tries_again();
+    both_still_held();
+    failed = move_slot(slot, source, target, {}, 2, false);  // the keys, in one MIGRATE
+    BOOST_REQUIRE_EQUAL(failed, "");
+    the_rival_tries_again();
+    both_still_held();
+    failed = move_slot(slot, source, target, {}, 3, false);  // the new owner, told to all
+    BOOST_REQUIRE_EQUAL(failed, "");
+    BOOST_CHECK_EQUAL(r.master_of(slot, source), target);
+    the_rival_tries_again();
+    both_still_held();
+    BOOST_CHECK_EQUAL(early_grants.load(), 0);
+
+    may_get = true;
+    const auto released = clock_type::now();
+    a.release();
+    for (auto until = released + must_happen; rival_token.load() == 0 && clock_type::now() < until;)
+        std::this_thread::sleep_for(10ms);
+    const auto served = clock_type::now() - released;
+    stop = true;
+    rival.join();
+    BOOST_TEST_MESSAGE("the rival got a permit "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(served).count()
+                       << " ms after the release; it tried " << tries.load() << " times, "
+                       << errors.load() << " errors");
+    BOOST_CHECK_GT(rival_token.load(), last_token);  // served, with a later token
+    BOOST_CHECK_EQUAL(early_grants.load(), 0);
+    b.release();
+}
+
 BOOST_AUTO_TEST_CASE(a_slot_resharded_key_by_key_keeps_one_holder_across_processes) {
     // As an admin adding a node reshards: the slot of a held name moves one key at a time, so
     // that for a while its lock key is on the target and its fencing counter still on the
