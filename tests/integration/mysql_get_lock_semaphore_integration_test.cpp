@@ -28,6 +28,7 @@
 
 using namespace locksmith;
 using namespace std::chrono_literals;
+using locksmith::test::contains;
 using locksmith::test::endpoint;
 using locksmith::test::make_permit;
 using clock_type = std::chrono::steady_clock;
@@ -46,10 +47,6 @@ std::shared_ptr<store> store_for(const std::string& dsn) {
 
 std::shared_ptr<store> shared_store() {
     return store_for(endpoint(dsn_variable));
-}
-
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 }  // namespace
