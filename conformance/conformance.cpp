@@ -23,6 +23,7 @@
 #include <optional>
 #include <ostream>
 #include <regex>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 
@@ -1018,6 +1019,56 @@ class runner {
         expect(lock.try_lock(), "a semaphore's permits blocked the lock of the same name");
         lock.release();
     }
+    // Three owners of three get a permit each and a fourth none; each holder's permit() is
+    // distinct and, as named_semaphore.hpp says, the number of its slot (1..N) where the strategy
+    // numbers its permits, else its owner's token; status() counts them where it can. A permit
+    // given back is the next owner's: where permits are slots, the number given back.
+    void counting_limit_kept_and_permits_numbered() {
+        const auto name = fresh_name("numbered");
+        auto a = permit(name, 3), b = permit(name, 3), c = permit(name, 3), d = permit(name, 3);
+        expect(a.try_acquire() && b.try_acquire() && c.try_acquire(),
+               "three owners did not get three permits of three");
+        expect(!d.try_acquire(), "a fourth owner got a permit of three");
+        const auto first = a.permit();
+        expect(a.try_acquire() && a.permit() == first,
+               "a holder asking again did not keep its permit");
+        auto slot = [](const std::string& p) { return p == "1" || p == "2" || p == "3"; };
+        const bool slots = slot(first);
+        std::set<std::string> seen;
+        for (auto* p : {&a, &b, &c}) {
+            const auto number = p->permit();
+            expect(slots ? slot(number) : number == p->owner()->token(),
+                   "permit '" + number + "' is " +
+                       (slots ? "no slot of 1..3 (another holder's is " + first + ")"
+                              : "neither a slot of 1..3 nor its owner's token"));
+            expect(seen.insert(number).second, "two holders hold permit " + number);
+            expect(p->is_acquired(), "the holder of permit " + number + " is not acquired");
+        }
+        const auto st = this->st().status(name);
+        expect(st.limit.value_or(3) == 3,
+               "status() says the limit is " + std::to_string(st.limit.value_or(0)) + ", not 3");
+        expect(st.permits_held.value_or(3) == 3, "status() says " +
+                                                     std::to_string(st.permits_held.value_or(0)) +
+                                                     " permits are held, not 3");
+        expect(
+            st.held == lock_status::state::unknown || st.held == lock_status::state::held_exclusive,
+            "status() does not say every permit is held");
+        const auto freed = b.permit();
+        b.release();
+        expect(!b.is_acquired(), "a released permit is still held");
+        const auto after = this->st().status(name).held;
+        expect(after == lock_status::state::unknown || after == lock_status::state::free,
+               "status() does not say a permit is free after a release");
+        expect(d.try_acquire(), "the permit given back was not free for the next owner");
+        if (slots)
+            expect(d.permit() == freed, "the next owner got permit " + d.permit() +
+                                            ", not the one given back (" + freed + ")");
+        a.release();
+        c.release();
+        d.release();
+        expect(this->st().status(name).permits_held.value_or(0) == 0,
+               "status() counts permits after every holder gave its back");
+    }
     void counting_one_limit_per_name() {
         const auto name = fresh_name("limit");
         auto a = permit(name, 2);
@@ -1177,6 +1228,8 @@ const std::vector<runner::case_def>& runner::cases() {
         {"hostile_server_grants_nothing", c::distributed, none, false,
          &runner::hostile_server_grants_nothing},
         {"counting_at_most_n_owners", c::counting, none, false, &runner::counting_at_most_n_owners},
+        {"counting_limit_kept_and_permits_numbered", c::counting, none, false,
+         &runner::counting_limit_kept_and_permits_numbered},
         {"counting_one_limit_per_name", c::counting, none, false,
          &runner::counting_one_limit_per_name},
         {"counting_timed_waits_end_on_time", c::counting, none, false,
