@@ -14,13 +14,17 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <regex>
+#include <set>
+#include <shared_mutex>
 #include <thread>
 
 #include <locksmith/errors.hpp>
@@ -41,6 +45,14 @@ struct case_skipped {
 
 void expect(bool ok, const std::string& what) {
     if (!ok) throw case_failed{what};
+}
+
+double ms_since(std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
+        .count();
+}
+std::string ms(double milliseconds) {
+    return std::to_string(std::lround(milliseconds));
 }
 
 // A lock name no other run uses, so that leftovers of an earlier run do not matter.
@@ -260,10 +272,10 @@ class runner {
     // The process registry: plugins register into it once, however many runs there are.
     static strategy_registry& registry() { return default_registry(); }
 
-    named_lock make(const std::string& name) {
+    named_lock make(const std::string& name, std::chrono::milliseconds ttl = 30s) {
         lock_request r;
         r.strategy = subject_.strategy;
-        r.ttl = 30s;
+        r.ttl = ttl;
         return factory_.create_lock(name, r);
     }
     // The strategy's store, as the factory shares it between its locks.
@@ -285,8 +297,10 @@ class runner {
         auto a = make(name), b = make(name);
         expect(a.try_lock(), "the first owner did not get a free lock");
         expect(!b.try_lock(), "a second owner got a lock that was held");
-        a.release();
+        expect(a.try_lock(), "the holder's second try_lock failed");  // re-entry, not counted
+        a.release();                                                  // one release frees it
         expect(b.try_lock(), "a second owner did not get the lock after its release");
+        expect(!a.try_lock(), "the first owner got the lock back while the second held it");
         b.release();
     }
     void names_are_independent() {
@@ -315,18 +329,150 @@ class runner {
         const auto name = fresh_name("wait");
         auto a = make(name), b = make(name);
         expect(a.try_lock(), "could not lock");
+        expect(!b.try_lock(), "a second owner got a lock that was held");
+        // Set just before the release: a waiter that returns while it is false got the lock
+        // from a holder that still held it.
+        std::atomic<bool> releasing{false};
         // The waiter releases in its own thread: a lock may belong to its thread (shm's).
         auto waiter = std::async(std::launch::async, [&] {
             b.lock();
+            const bool early = !releasing;
             const bool got = b.is_acquired();
             b.release();
-            return got;
+            return std::pair{got, early};
         });
+        std::this_thread::sleep_for(50ms);  // lets the waiter block first; not a check
+        releasing = true;
         a.release();
         // A safety net, not a timing assertion: a waiter that never wakes is a failure.
         expect(waiter.wait_for(60s) == std::future_status::ready,
                "a blocked owner did not get the lock within 60 s of its release");
-        expect(waiter.get(), "the waiter returned without the lock");
+        const auto [got, early] = waiter.get();
+        expect(got, "the waiter returned without the lock");
+        expect(!early, "lock() returned before the holder released");
+    }
+    void bounded_wait_times_out() {
+        const auto name = fresh_name("bounded");
+        auto holder = make(name), waiter = make(name);
+        expect(holder.try_lock(), "could not lock");
+        auto start = std::chrono::steady_clock::now();
+        expect(!waiter.try_lock_for(200ms), "a bounded wait got a lock that was held");
+        auto waited = ms_since(start);
+        expect(waited >= 195, "try_lock_for(200 ms) gave up after " + ms(waited) + " ms");
+        expect(!waiter.held_mode().has_value(), "a waiter that timed out holds the lock");
+        expect(holder.is_acquired(), "the holder lost its lock to a waiter that timed out");
+        start = std::chrono::steady_clock::now();
+        expect(!waiter.try_lock_until(start + 100ms), "a bounded wait got a lock that was held");
+        waited = ms_since(start);
+        expect(waited >= 95, "try_lock_until(now + 100 ms) gave up after " + ms(waited) + " ms");
+        holder.release();
+    }
+    // Each grant's token is larger than every earlier grant's (capability `fencing`).
+    void fencing_tokens_increase() {
+        const auto name = fresh_name("fencing");
+        std::uint64_t last = 0;
+        for (int i = 0; i < 5; ++i) {
+            const std::string grant = "grant " + std::to_string(i);
+            auto lock = make(name);
+            expect(lock.acquire(), grant + ": could not lock");
+            const auto token = lock.fencing_token();
+            expect(token.has_value(), grant + ": no fencing token");
+            expect(*token > last,
+                   grant + ": token " + std::to_string(*token) + " after " + std::to_string(last));
+            last = *token;
+            lock.release();
+        }
+    }
+    // Four threads, each with an owner of its own, take the lock 200 times each and update a
+    // counter under it with a window for a lost update: never two inside.
+    void mutual_exclusion_across_threads() {
+        const auto name = fresh_name("threads");
+        std::vector<named_lock> locks;
+        for (int t = 0; t < 4; ++t) locks.push_back(make(name));
+        long counter = 0;
+        std::atomic<int> inside{0}, overlaps{0};
+        std::vector<std::thread> threads;
+        for (auto& lock : locks)
+            threads.emplace_back([&] {
+                for (int i = 0; i < 200; ++i) {
+                    std::lock_guard guard(lock);
+                    if (inside.fetch_add(1) != 0) ++overlaps;
+                    const long seen = counter;
+                    std::this_thread::yield();
+                    counter = seen + 1;
+                    inside.fetch_sub(1);
+                }
+            });
+        for (auto& t : threads) t.join();
+        expect(overlaps == 0, std::to_string(overlaps) + " times two threads were inside");
+        expect(counter == 800, std::to_string(800 - counter) + " of 800 updates lost");
+    }
+    // Four threads, each an owner, take the lock shared three times in four and exclusive else:
+    // never a writer beside anyone.
+    void readers_and_writers_across_threads() {
+        const auto name = fresh_name("rw_threads");
+        std::vector<named_lock> locks;
+        for (int t = 0; t < 4; ++t) locks.push_back(make(name));
+        std::atomic<int> readers{0}, writers{0}, violations{0};
+        std::mutex failed_mutex;
+        std::string failed;  // the first error a thread met: reported, not thrown out of it
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 4; ++t)
+            threads.emplace_back([&, t] {
+                try {
+                    auto& lock = locks[std::size_t(t)];
+                    for (int i = 0; i < 100; ++i) {
+                        if ((i + t) % 4 == 0) {
+                            std::unique_lock guard(lock);
+                            if (writers.fetch_add(1) != 0 || readers != 0) ++violations;
+                            std::this_thread::yield();
+                            writers.fetch_sub(1);
+                        } else {
+                            std::shared_lock guard(lock);
+                            readers.fetch_add(1);
+                            if (writers != 0) ++violations;
+                            std::this_thread::sleep_for(100us);
+                            readers.fetch_sub(1);
+                        }
+                    }
+                } catch (const std::exception& e) {
+                    std::lock_guard guard(failed_mutex);
+                    if (failed.empty()) failed = e.what();
+                }
+            });
+        for (auto& t : threads) t.join();
+        expect(failed.empty(), "a thread failed: " + failed);
+        expect(violations == 0, std::to_string(violations) + " times a writer was beside another");
+    }
+    // ---- TTLs (capability `expiring`) as named_lock reports them ----
+    void lock_remaining_lifetime() {
+        auto lock = make(fresh_name("lifetime"), 10s);
+        expect(lock.acquire(), "could not lock");
+        const auto left = lock.remaining_lifetime();
+        expect(left.has_value(), "a lock with a TTL has no remaining lifetime");
+        expect(left->count() > 9000 && left->count() <= 10000,
+               "a TTL of 10 s has " + std::to_string(left->count()) + " ms left at once");
+        lock.release();
+    }
+    void set_expiration() {
+        auto lock = make(fresh_name("set_expiration"), 10s);
+        expect(lock.acquire(), "could not lock");
+        lock.refresh(1s);
+        const auto left = lock.remaining_lifetime();
+        expect(left.has_value(), "a lock with a TTL has no remaining lifetime");
+        expect(left->count() >= 0 && left->count() <= 1000,
+               "refreshed to 1 s, " + std::to_string(left->count()) + " ms are left");
+        expect(!lock.is_expired(), "expired at once after a refresh to 1 s");
+        lock.release();
+    }
+    void no_lifetime_without_expiring() {
+        auto lock = make(fresh_name("no_lifetime"));
+        expect(lock.acquire(), "could not lock");
+        expect(!lock.remaining_lifetime().has_value(), "a lock that never expires has a lifetime");
+        expect(!lock.is_expired(), "a lock that never expires is expired");
+        lock.refresh();  // a no-op
+        expect(lock.is_acquired(), "a refresh of a lock that never expires lost it");
+        lock.release();
     }
     void status_follows_the_lock() {
         const auto name = fresh_name("status");
@@ -346,9 +492,12 @@ class runner {
         auto a = make(name), b = make(name), c = make(name);
         expect(a.try_lock_shared() && b.try_lock_shared(), "two readers did not coexist");
         expect(!c.try_lock(), "a writer got a lock readers held");
+        expect(!c.try_lock_for(50ms), "a writer's bounded wait got a lock readers held");
         a.release();
+        expect(!c.try_lock(), "a writer got a lock one reader still held");
         b.release();
         expect(c.try_lock(), "a writer did not get the lock after the readers left");
+        expect(!a.try_lock_shared(), "a reader got in beside a writer");
         c.release();
     }
     // Runs `child` in a forked process; its exit status is the result (0 = fine).
@@ -506,6 +655,62 @@ class runner {
         st().release(k);
         st().release(k);  // no error
         LOCKSMITH_CHECK(!st().holds(k));
+    }
+    // ---- the store's own wait (capability `native_wait`) ----
+    void native_wait_times_out() {
+        const auto resource = fresh_name("wait_timeout");
+        key holder(resource), waiter(resource);
+        LOCKSMITH_CHECK(st().try_acquire(holder, ex, long_ttl));
+        const auto start = std::chrono::steady_clock::now();
+        LOCKSMITH_CHECK(!st().wait_acquire(waiter, ex, long_ttl, start + 150ms));
+        const auto waited = ms_since(start);
+        expect(waited >= 145, "a wait of 150 ms gave up after " + ms(waited) + " ms");
+        LOCKSMITH_CHECK(!st().holds(waiter));
+        LOCKSMITH_CHECK(st().holds(holder));
+        // A deadline in the past is one attempt.
+        const auto past = std::chrono::steady_clock::now() - 1s;
+        LOCKSMITH_CHECK(!st().wait_acquire(waiter, ex, long_ttl, past));
+        st().release(holder);
+        LOCKSMITH_CHECK(st().wait_acquire(waiter, ex, long_ttl, past));
+        st().release(waiter);
+    }
+    // A holder in another thread (the same thread acquires and releases: shm's owner is a
+    // thread) lets go 50 ms after it is told to; the waiter's wait must end after that.
+    void blocking_locks_across_threads() {
+        const auto resource = fresh_name("blocking_thread");
+        std::promise<bool> acquired;
+        std::promise<void> go;
+        std::atomic<bool> releasing{false};
+        std::thread holder([&] {
+            key k(resource);
+            const bool ok = st().try_acquire(k, ex, long_ttl);
+            acquired.set_value(ok);
+            if (!ok) return;
+            go.get_future().wait();
+            std::this_thread::sleep_for(50ms);  // lets the waiter wait first; not a check
+            releasing = true;
+            st().release(k);
+        });
+        struct joined {
+            std::thread& t;
+            std::promise<void>& go;
+            bool told = false;
+            ~joined() {
+                if (!told) go.set_value();
+                t.join();
+            }
+        } join{holder, go};
+        LOCKSMITH_CHECK(acquired.get_future().get());
+        key waiter(resource);
+        LOCKSMITH_CHECK(!st().try_acquire(waiter, ex, long_ttl));
+        join.told = true;
+        go.set_value();
+        const bool got =
+            st().wait_acquire(waiter, ex, long_ttl, std::chrono::steady_clock::now() + 10s);
+        expect(got, "the waiter did not get the lock within 10 s of its release");
+        expect(releasing, "the wait returned before the holder released");
+        LOCKSMITH_CHECK(st().holds(waiter));
+        st().release(waiter);
     }
     void store_status_of_shared_holders() {
         const auto resource = fresh_name("status_shared");
@@ -791,11 +996,14 @@ class runner {
     }
 
     // ---- counting semaphores (issue 27): strategies with `counting` ----
-    named_semaphore permit(const std::string& name, std::uint32_t limit) {
+    named_semaphore permit(lock_factory& f, const std::string& name, std::uint32_t limit) {
         lock_request r;
         r.strategy = subject_.strategy;
         r.ttl = 30s;
-        return factory_.create_semaphore(name, limit, r);
+        return f.create_semaphore(name, limit, r);
+    }
+    named_semaphore permit(const std::string& name, std::uint32_t limit) {
+        return permit(factory_, name, limit);
     }
     void counting_at_most_n_owners() {
         const auto name = fresh_name("permits");
@@ -811,19 +1019,111 @@ class runner {
         expect(lock.try_lock(), "a semaphore's permits blocked the lock of the same name");
         lock.release();
     }
+    // Three owners of three get a permit each and a fourth none; each holder's permit() is
+    // distinct and, as named_semaphore.hpp says, the number of its slot (1..N) where the strategy
+    // numbers its permits, else its owner's token; status() counts them where it can. A permit
+    // given back is the next owner's: where permits are slots, the number given back.
+    void counting_limit_kept_and_permits_numbered() {
+        const auto name = fresh_name("numbered");
+        auto a = permit(name, 3), b = permit(name, 3), c = permit(name, 3), d = permit(name, 3);
+        expect(a.try_acquire() && b.try_acquire() && c.try_acquire(),
+               "three owners did not get three permits of three");
+        expect(!d.try_acquire(), "a fourth owner got a permit of three");
+        const auto first = a.permit();
+        expect(a.try_acquire() && a.permit() == first,
+               "a holder asking again did not keep its permit");
+        auto slot = [](const std::string& p) { return p == "1" || p == "2" || p == "3"; };
+        const bool slots = slot(first);
+        std::set<std::string> seen;
+        for (auto* p : {&a, &b, &c}) {
+            const auto number = p->permit();
+            expect(slots ? slot(number) : number == p->owner()->token(),
+                   "permit '" + number + "' is " +
+                       (slots ? "no slot of 1..3 (another holder's is " + first + ")"
+                              : "neither a slot of 1..3 nor its owner's token"));
+            expect(seen.insert(number).second, "two holders hold permit " + number);
+            expect(p->is_acquired(), "the holder of permit " + number + " is not acquired");
+        }
+        const auto st = this->st().status(name);
+        expect(st.limit.value_or(3) == 3,
+               "status() says the limit is " + std::to_string(st.limit.value_or(0)) + ", not 3");
+        expect(st.permits_held.value_or(3) == 3, "status() says " +
+                                                     std::to_string(st.permits_held.value_or(0)) +
+                                                     " permits are held, not 3");
+        expect(
+            st.held == lock_status::state::unknown || st.held == lock_status::state::held_exclusive,
+            "status() does not say every permit is held");
+        const auto freed = b.permit();
+        b.release();
+        expect(!b.is_acquired(), "a released permit is still held");
+        const auto after = this->st().status(name).held;
+        expect(after == lock_status::state::unknown || after == lock_status::state::free,
+               "status() does not say a permit is free after a release");
+        expect(d.try_acquire(), "the permit given back was not free for the next owner");
+        if (slots)
+            expect(d.permit() == freed, "the next owner got permit " + d.permit() +
+                                            ", not the one given back (" + freed + ")");
+        a.release();
+        c.release();
+        d.release();
+        expect(this->st().status(name).permits_held.value_or(0) == 0,
+               "status() counts permits after every holder gave its back");
+    }
     void counting_one_limit_per_name() {
         const auto name = fresh_name("limit");
-        auto a = permit(name, 2), b = permit(name, 3);
+        auto a = permit(name, 2);
         expect(a.try_acquire(), "could not take a permit");
-        bool refused = false;
+        // Another user: an owner of another factory (another store object and connection),
+        // or of this one where locks live in one process (their store object keeps them).
+        std::optional<lock_factory> other_factory;
+        if (info_.descriptor.spans_processes)
+            other_factory.emplace(make_config(subject_), registry());
+        auto& other = other_factory ? *other_factory : factory_;
+        auto b = permit(other, name, 3);
+        std::string refusal;
         try {
             (void)b.try_acquire();
-        } catch (const invalid_argument_error&) {
-            refused = true;
+        } catch (const invalid_argument_error& e) {
+            refusal = std::string("refused: ") + e.what();
         }
-        expect(refused, "an owner asking another limit for the name was not refused");
+        expect(!refusal.empty(), "an owner asking another limit for the name was not refused");
+        // Naming both limits: the one the name keeps and the one this owner asked for.
+        expect(refusal.find("limit of 2") != std::string::npos &&
+                   refusal.find("asks for 3") != std::string::npos,
+               "the refusal names not both limits (the name's 2, the owner's 3): " + refusal);
         expect(!b.held(), "an owner refused for its limit holds a permit");
+        auto same = permit(other, name, 2), third = permit(name, 2);
+        expect(same.try_acquire(), "an owner asking the name's own limit did not get a permit");
+        expect(!third.try_acquire(), "a third owner got a permit of two");
+        same.release();
         a.release();
+    }
+    // A bounded wait for a permit ends at its deadline, and one given back meanwhile ends it
+    // early.
+    void counting_timed_waits_end_on_time() {
+        const auto name = fresh_name("count_timed");
+        auto holder = permit(name, 1), waiter = permit(name, 1);
+        expect(holder.try_acquire(), "could not take a permit");
+        const auto start = std::chrono::steady_clock::now();
+        expect(!waiter.try_acquire_for(200ms), "a bounded wait got the only permit, held");
+        const auto waited = ms_since(start);
+        expect(waited >= 195 && waited < 2000,
+               "try_acquire_for(200 ms) gave up after " + ms(waited) + " ms");
+        expect(!waiter.try_acquire_for(0ms), "a wait of 0 ms got the only permit, held");
+        // The waiter in a thread of its own (a permit may belong to its thread: shm's).
+        auto waited_for = std::async(std::launch::async, [&] {
+            const auto begin = std::chrono::steady_clock::now();
+            const bool got = waiter.try_acquire_for(30s);
+            const double took = ms_since(begin);
+            if (got) waiter.release();
+            return std::pair{got, took};
+        });
+        std::this_thread::sleep_for(100ms);
+        holder.release();
+        const auto [got, took] = waited_for.get();
+        expect(got, "a waiter did not get the permit given back during its wait of 30 s");
+        // A safety net, not a time the strategy must meet.
+        expect(took < 20000, "the wait took " + ms(took) + " ms after the permit came back");
     }
     void counting_across_processes() {
         const auto name = fresh_name("permits-process");
@@ -884,6 +1184,15 @@ const std::vector<runner::case_def>& runner::cases() {
         {"reacquire_after_release", none, none, false, &runner::reacquire_after_release},
         {"blocking_lock_waits_for_release", none, none, false,
          &runner::blocking_lock_waits_for_release},
+        {"bounded_wait_times_out", c::exclusive, none, false, &runner::bounded_wait_times_out},
+        {"fencing_tokens_increase", c::exclusive | c::fencing, none, false,
+         &runner::fencing_tokens_increase},
+        {"mutual_exclusion_across_threads", c::exclusive, none, false,
+         &runner::mutual_exclusion_across_threads},
+        {"lock_remaining_lifetime", c::expiring, none, false, &runner::lock_remaining_lifetime},
+        {"set_expiration", c::expiring, none, false, &runner::set_expiration},
+        {"no_lifetime_without_expiring", c::exclusive, c::expiring, false,
+         &runner::no_lifetime_without_expiring},
         {"status_follows_the_lock", none, none, false, &runner::status_follows_the_lock},
         {"save", none, none, false, &runner::store_save},
         {"save_with_different_resources", none, none, false,
@@ -895,7 +1204,12 @@ const std::vector<runner::case_def>& runner::cases() {
         {"release_by_another_owner_is_ignored", none, none, false,
          &runner::store_release_by_another_owner_is_ignored},
         {"release_twice", none, none, false, &runner::store_release_twice},
+        {"native_wait_times_out", c::native_wait, none, false, &runner::native_wait_times_out},
+        {"blocking_locks_across_threads", c::native_wait, none, false,
+         &runner::blocking_locks_across_threads},
         {"shared_owners_coexist", c::shared, none, false, &runner::shared_owners_coexist},
+        {"readers_and_writers_across_threads", c::shared, none, false,
+         &runner::readers_and_writers_across_threads},
         {"status_of_shared_holders", c::shared, none, false,
          &runner::store_status_of_shared_holders},
         {"shared_lock_read_first", c::shared, none, false, &runner::store_shared_read_first},
@@ -914,8 +1228,12 @@ const std::vector<runner::case_def>& runner::cases() {
         {"hostile_server_grants_nothing", c::distributed, none, false,
          &runner::hostile_server_grants_nothing},
         {"counting_at_most_n_owners", c::counting, none, false, &runner::counting_at_most_n_owners},
+        {"counting_limit_kept_and_permits_numbered", c::counting, none, false,
+         &runner::counting_limit_kept_and_permits_numbered},
         {"counting_one_limit_per_name", c::counting, none, false,
          &runner::counting_one_limit_per_name},
+        {"counting_timed_waits_end_on_time", c::counting, none, false,
+         &runner::counting_timed_waits_end_on_time},
         {"counting_across_processes", c::counting, none, true, &runner::counting_across_processes},
         {"counting_crash_gives_the_permit_back", c::counting | c::crash_release, none, true,
          &runner::counting_crash_gives_the_permit_back},

@@ -130,15 +130,6 @@ class admin {
     MYSQL* db_;
 };
 
-bool eventually(const std::function<bool()>& condition) {
-    const auto until = clock_type::now() + must_happen;
-    while (clock_type::now() < until) {
-        if (condition()) return true;
-        std::this_thread::sleep_for(5ms);
-    }
-    return false;
-}
-
 }  // namespace
 
 // No server needed: the names, and options checked before anything connects.
@@ -253,7 +244,7 @@ BOOST_AUTO_TEST_CASE(waiter_sleeps_in_the_server_and_wakes_at_release) {
     const long before = a.waiting();
     auto got = std::async(std::launch::async, [&] { return waiter.try_lock_for(must_happen); });
     // The wait is a session blocked in GET_LOCK, not a client polling.
-    BOOST_TEST(eventually([&] { return a.waiting() > before; }));
+    BOOST_TEST(test::eventually([&] { return a.waiting() > before; }, must_happen));
     const auto released = clock_type::now();
     holder.unlock();
     BOOST_TEST(got.get());
@@ -488,7 +479,7 @@ BOOST_AUTO_TEST_CASE(holder_killed_frees_the_lock_at_once) {
     const long before = a.waiting();
     auto waiter = make_lock(shared_store(), name);
     auto got = std::async(std::launch::async, [&] { return waiter.try_lock_for(must_happen); });
-    BOOST_REQUIRE(eventually([&] { return a.waiting() > before; }));
+    BOOST_REQUIRE(test::eventually([&] { return a.waiting() > before; }, must_happen));
     const auto killed_at = clock_type::now();
     ::kill(child, SIGKILL);
     BOOST_TEST(got.get());
@@ -749,7 +740,7 @@ BOOST_AUTO_TEST_CASE(server_stopped_while_held_and_while_waiting_then_back) {
     });
     {
         admin a(server.dsn());
-        BOOST_REQUIRE(eventually([&] { return a.waiting() >= 1; }));
+        BOOST_REQUIRE(test::eventually([&] { return a.waiting() >= 1; }, must_happen));
     }
     const auto fd = holder.loss_fd();
     BOOST_REQUIRE(fd.value_or(-1) >= 0);

@@ -2,7 +2,8 @@
 // Counting semaphores on the pg_advisory strategy (issue 27) against the PostgreSQL of
 // scripts/services.sh (LOCKSMITH_TEST_POSTGRES_DSN): permits are advisory locks of sessions, so
 // a killed holder's permit comes back at once; each case names the path it guards
-// (tests/mutants/faults.txt).
+// (tests/mutants/faults.txt). The limit and the permits' numbers are the conformance suite's
+// (counting_limit_kept_and_permits_numbered, for every strategy with `counting`).
 #define BOOST_TEST_MODULE pg_advisory_semaphore_integration
 #include <boost/test/unit_test.hpp>
 
@@ -11,7 +12,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <set>
 #include <string>
 #include <thread>
 
@@ -54,40 +54,6 @@ std::shared_ptr<store> shared_store() {
 BOOST_AUTO_TEST_SUITE(pg_advisory_permits,
                       *boost::unit_test::precondition(locksmith::test::server_precondition{
                           dsn_variable}))
-
-// Guards: grant beyond the limit; the permit's number.
-BOOST_AUTO_TEST_CASE(the_limit_is_kept_and_permits_are_numbered) {
-    const std::string name = test::unique_resource("three");
-    auto s = shared_store();
-    BOOST_TEST(has(s->capabilities(), capability::counting));
-    auto a = make_permit(s, name, 3), b = make_permit(s, name, 3), c = make_permit(s, name, 3),
-         d = make_permit(s, name, 3);
-    BOOST_TEST(a.try_acquire());
-    BOOST_TEST(b.try_acquire());
-    BOOST_TEST(c.try_acquire());
-    BOOST_TEST(!d.try_acquire());
-    BOOST_TEST(a.try_acquire());  // held already
-    std::set<std::string> numbers{a.permit(), b.permit(), c.permit()};
-    BOOST_TEST((numbers == std::set<std::string>{"1", "2", "3"}));
-    auto st = s->status(name);
-    BOOST_TEST(st.limit.value_or(0) == 3u);
-    BOOST_TEST(st.permits_held.value_or(0) == 3u);
-    BOOST_TEST(st.held == lock_status::state::held_exclusive);
-    BOOST_TEST(a.is_acquired());
-    b.release();
-    BOOST_TEST(!b.is_acquired());
-    BOOST_TEST(s->status(name).held == lock_status::state::free);
-    BOOST_TEST(d.try_acquire());
-    BOOST_TEST(d.permit() == "2");  // the one given back
-    // A lock of the same name is another object.
-    named_lock lock(s, std::make_shared<key>(name));
-    BOOST_TEST(lock.try_lock());
-    lock.unlock();
-    a.release();
-    c.release();
-    d.release();
-    BOOST_TEST(!s->status(name).limit.has_value());  // nothing of the semaphore is left
-}
 
 // Crash: the session of a killed holder ends, and its permit with it, at once.
 BOOST_AUTO_TEST_CASE(a_killed_holders_permit_returns_at_once) {

@@ -562,15 +562,16 @@ BOOST_AUTO_TEST_CASE(a_hand_over_learned_from_a_retry_carries_a_new_fencing_toke
     waiter.unlock();
 }
 
-// A holder whose renewal is stuck on a dead network (a proxy that holds every byte; its command
-// timeout far longer than its lease) is told that it lost the lock by its lease's end, not when
-// the renewal gives up: before the server lets the key expire and grants the next owner (issue
-// 25: holders were told up to 1.3 s after that grant). The holder marks the moment it is told in
-// a file, which must exist when the next owner is granted.
-BOOST_AUTO_TEST_CASE(a_holder_whose_renewal_is_stuck_is_told_before_the_next_grant) {
-    const std::string name = test::unique_resource("stuck_renewal");
+// The next owner's side of a holder whose renewal is stuck on a dead network: `hold` runs in a
+// child with options that reach the server through a proxy; it takes `name` with a lease it
+// renews, stalls the proxy, says 'h' on `held`, writes `marker` when it hears of the loss, and
+// waits for 'g' on `granted` (the grant to the next owner). `marker` must exist by that grant,
+// and the child exit with 0.
+void the_stuck_holder_hears_of_the_loss_before_the_next_grant(
+    const std::string& name, const std::filesystem::path& marker,
+    const std::function<int(strategies::redis_options&, test::tcp_fault_proxy&, test::byte_pipe&,
+                            test::byte_pipe&)>& hold) {
     const std::string url = endpoint(url_variable);
-    const auto marker = std::filesystem::temp_directory_path() / (name + ".told");
     std::filesystem::remove(marker);
     test::byte_pipe held, granted;
     const pid_t holder = test::fork_child(
@@ -578,6 +579,30 @@ BOOST_AUTO_TEST_CASE(a_holder_whose_renewal_is_stuck_is_told_before_the_next_gra
             auto o = options_for(url);
             test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
             o.endpoint.port = proxy.port();
+            return hold(o, proxy, held, granted);
+        },
+        120s);
+    BOOST_REQUIRE(held.get(must_happen) == 'h');
+    auto waiter = make_lock(shared_store(), name);
+    BOOST_REQUIRE(waiter.try_lock_for(must_happen));
+    const bool heard_before_the_grant = std::filesystem::exists(marker);
+    BOOST_TEST(heard_before_the_grant);
+    granted.put('g');
+    waiter.unlock();
+    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
+    std::filesystem::remove(marker);
+}
+
+// A holder whose renewal is stuck on a dead network (a proxy that holds every byte; its command
+// timeout far longer than its lease) is told that it lost the lock by its lease's end, not when
+// the renewal gives up: before the server lets the key expire and grants the next owner (issue
+// 25: holders were told up to 1.3 s after that grant). The holder marks the moment it is told in
+// a file, which must exist when the next owner is granted.
+BOOST_AUTO_TEST_CASE(a_holder_whose_renewal_is_stuck_is_told_before_the_next_grant) {
+    const std::string name = test::unique_resource("stuck_renewal");
+    const auto marker = std::filesystem::temp_directory_path() / (name + ".told");
+    the_stuck_holder_hears_of_the_loss_before_the_next_grant(
+        name, marker, [&](auto& o, auto& proxy, auto& held, auto& granted) {
             o.command_timeout = 10s;
             lock_options lo;
             lo.ttl = 1500ms;
@@ -597,17 +622,7 @@ BOOST_AUTO_TEST_CASE(a_holder_whose_renewal_is_stuck_is_told_before_the_next_gra
             if (lock.is_acquired()) return 3;
             if (clock_type::now() - asked > 2s) return 4;
             return told == 1 ? 0 : 5;
-        },
-        120s);
-    BOOST_REQUIRE(held.get(must_happen) == 'h');
-    auto waiter = make_lock(shared_store(), name);
-    BOOST_REQUIRE(waiter.try_lock_for(must_happen));
-    const bool told_before_the_grant = std::filesystem::exists(marker);
-    BOOST_TEST(told_before_the_grant);
-    granted.put('g');
-    waiter.unlock();
-    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
-    std::filesystem::remove(marker);
+        });
 }
 
 // A holder that waits on loss_fd() rather than on on_lost (an event loop, `locksmith run`) hears
@@ -616,15 +631,9 @@ BOOST_AUTO_TEST_CASE(a_holder_whose_renewal_is_stuck_is_told_before_the_next_gra
 // before the next owner is granted (issue 25: loss_fd() waited for the stuck renewal).
 BOOST_AUTO_TEST_CASE(loss_fd_turns_readable_at_the_lease_end_while_the_renewal_is_stuck) {
     const std::string name = test::unique_resource("stuck_renewal_fd");
-    const std::string url = endpoint(url_variable);
     const auto marker = std::filesystem::temp_directory_path() / (name + ".readable");
-    std::filesystem::remove(marker);
-    test::byte_pipe held, granted;
-    const pid_t holder = test::fork_child(
-        [&] {
-            auto o = options_for(url);
-            test::tcp_fault_proxy proxy(o.endpoint.host, o.endpoint.port);
-            o.endpoint.port = proxy.port();
+    the_stuck_holder_hears_of_the_loss_before_the_next_grant(
+        name, marker, [&](auto& o, auto& proxy, auto& held, auto& granted) {
             o.command_timeout = 30s;
             lock_options lo;
             lo.ttl = 3s;
@@ -648,17 +657,7 @@ BOOST_AUTO_TEST_CASE(loss_fd_turns_readable_at_the_lease_end_while_the_renewal_i
             if (granted.get(must_happen) != 'g') return 6;
             lock.set_auto_release(false);  // its release would wait for the stalled proxy
             return lock.is_acquired() ? 7 : 0;
-        },
-        120s);
-    BOOST_REQUIRE(held.get(must_happen) == 'h');
-    auto waiter = make_lock(shared_store(), name);
-    BOOST_REQUIRE(waiter.try_lock_for(must_happen));
-    const bool readable_before_the_grant = std::filesystem::exists(marker);
-    BOOST_TEST(readable_before_the_grant);
-    granted.put('g');
-    waiter.unlock();
-    BOOST_TEST(test::wait_child(holder, must_happen) == 0);
-    std::filesystem::remove(marker);
+        });
 }
 
 // A refresh on a dead network gives up at the lease's end, not at the store's command timeout:

@@ -58,6 +58,30 @@ named_semaphore make(const std::shared_ptr<store>& s, const std::string& name, s
     return named_semaphore(s, permit_key(name, limit), std::move(options));
 }
 
+// Six threads, each an owner, take a permit of `limit` 200 times each: the most owners that
+// were inside at once.
+int most_inside_at_once(const std::shared_ptr<store>& s, const std::string& name,
+                        std::uint32_t limit) {
+    std::atomic<int> inside{0}, most{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t)
+        threads.emplace_back([&] {
+            auto p = make(s, name, limit);
+            for (int i = 0; i < 200; ++i) {
+                p.acquire();
+                const int now = ++inside;
+                int seen = most.load();
+                while (now > seen && !most.compare_exchange_weak(seen, now)) {
+                }
+                std::this_thread::yield();
+                --inside;
+                p.release();
+            }
+        });
+    for (auto& t : threads) t.join();
+    return most.load();
+}
+
 template <class F>
 std::string error_of(F&& f) {
     try {
@@ -187,25 +211,9 @@ BOOST_AUTO_TEST_CASE(guards_and_destruction_give_the_permit_back) {
 
 BOOST_AUTO_TEST_CASE(threads_never_exceed_the_limit) {
     auto s = std::make_shared<recording_store>(counting);
-    std::atomic<int> inside{0}, most{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 6; ++t)
-        threads.emplace_back([&] {
-            auto p = make(s, "threads", 3);
-            for (int i = 0; i < 200; ++i) {
-                p.acquire();
-                const int now = ++inside;
-                int seen = most.load();
-                while (now > seen && !most.compare_exchange_weak(seen, now)) {
-                }
-                std::this_thread::yield();
-                --inside;
-                p.release();
-            }
-        });
-    for (auto& t : threads) t.join();
-    BOOST_TEST(most.load() <= 3);
-    BOOST_TEST(most.load() >= 2);
+    const int most = most_inside_at_once(s, "threads", 3);
+    BOOST_TEST(most <= 3);
+    BOOST_TEST(most >= 2);
 }
 
 // The memory strategy counts in its store object (process-local), waiting on its condition
@@ -259,23 +267,7 @@ BOOST_AUTO_TEST_CASE(memory_permits_expire_and_threads_never_exceed_the_limit) {
     BOOST_TEST(!held.is_acquired());
     next.release();
 
-    std::atomic<int> inside{0}, most{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 6; ++t)
-        threads.emplace_back([&] {
-            auto p = make(s, "memory-threads", 3);
-            for (int i = 0; i < 200; ++i) {
-                p.acquire();
-                const int now = ++inside;
-                int seen = most.load();
-                while (now > seen && !most.compare_exchange_weak(seen, now)) {
-                }
-                std::this_thread::yield();
-                --inside;
-                p.release();
-            }
-        });
-    for (auto& t : threads) t.join();
-    BOOST_TEST(most.load() <= 3);
-    BOOST_TEST(most.load() >= 2);
+    const int most = most_inside_at_once(s, "memory-threads", 3);
+    BOOST_TEST(most <= 3);
+    BOOST_TEST(most >= 2);
 }
