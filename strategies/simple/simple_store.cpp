@@ -288,7 +288,8 @@ class simple_store final : public store {
                 throw_errno(strategy_name, "removing lock file " + path_of(name), errno);
         } catch (const error& e) {
             throw release_error(std::string(e.what()) + "; " + (permit ? "permit of '" : "lock '") +
-                                k.resource() + "' stays held: its file " + path_of(name) +
+                                k.resource() + "' stays held: its " +
+                                (permit ? "slot file " : "lock file ") + path_of(name) +
                                 " is left until it is released or its owner process is gone");
         }
     }
@@ -370,7 +371,8 @@ class simple_store final : public store {
                                 " was removed while this owner read it; try again");
     }
 
-    // Tries slots 1..N once each: the key's own slot first (a continued key), then in order.
+    // Tries slots 1..N once each: the key's own slot first (a re-acquire while held), then in
+    // order.
     bool acquire_permit(key& k) {
         if (k.limit() > max_simple_permits)
             throw invalid_argument_error("simple: a limit of " + std::to_string(k.limit()) +
@@ -393,7 +395,7 @@ class simple_store final : public store {
         return false;
     }
 
-    // The permit number the key records (set at its grant, carried by a serialized key).
+    // The permit number the key records (set at its grant).
     static std::optional<std::uint32_t> numbered_slot(const key& k) {
         const auto& state = k.portable_state();
         auto it = state.find("permit");
