@@ -9,12 +9,18 @@ pairs on one lock object, as each library documents it. Prints one JSON line.
   /usr/bin/python3 bench/peers/python_lock.py kazoo PAIRS           python3-kazoo KazooClient.Lock()
   /usr/bin/python3 bench/peers/python_lock.py kazoo-semaphore-N PAIRS   KazooClient.Semaphore(max_leases=N)
   /usr/bin/python3 bench/peers/python_lock.py etcd3 PAIRS           python3-etcd3 Etcd3Client.lock()
+
+  /usr/bin/python3 bench/peers/python_lock.py kazoo|kazoo-semaphore-N --contended NAME START SECONDS HOLD_MS
+    One of several processes on the node /NAME: from the wall-clock time START (seconds since
+    the epoch) for SECONDS, a blocking acquire, HOLD_MS of sleep, release. Prints the grants this
+    process made. The nodes under /NAME stay (ZooKeeper of the tests: remove with zkCli).
 """
 import json, os, sys, tempfile, time
 from urllib.parse import urlparse
 
 kind = sys.argv[1] if len(sys.argv) > 1 else "redis-py"
-pairs = max(1, min(10_000_000, int(sys.argv[2]) if len(sys.argv) > 2 else 5000))
+contended = len(sys.argv) > 2 and sys.argv[2] == "--contended"
+pairs = 0 if contended else max(1, min(10_000_000, int(sys.argv[2]) if len(sys.argv) > 2 else 5000))
 redis_url = urlparse(os.environ.get("LOCKSMITH_TEST_REDIS_URL", "redis://127.0.0.1:16379"))
 mc = os.environ.get("LOCKSMITH_TEST_MEMCACHED", "127.0.0.1:21211")
 zk = os.environ.get("LOCKSMITH_TEST_ZOOKEEPER", "127.0.0.1:12181")
@@ -65,7 +71,7 @@ elif kind == "kazoo" or kind.startswith("kazoo-semaphore-"):
     from kazoo.client import KazooClient
     client = KazooClient(hosts=zk)
     client.start(timeout=10)
-    path = f"/locksmith-bench-python-{os.getpid()}"
+    path = f"/{sys.argv[3]}" if contended else f"/locksmith-bench-python-{os.getpid()}"
     if kind == "kazoo":
         lock = client.Lock(path + "/lock")
     else:  # Curator's InterProcessSemaphoreV2 shape: a lock node, then a lease node
@@ -82,6 +88,20 @@ elif kind == "etcd3":
     acquire, release = lock.acquire, lock.release
 else:
     sys.exit(f"python_lock.py: unknown peer {kind}")
+
+if contended:
+    start, seconds, hold = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]) / 1000
+    time.sleep(max(0.001, start - time.time()))
+    made, end = 0, start + seconds
+    while time.time() < end:
+        acquire()
+        time.sleep(hold)
+        release()
+        made += 1
+    print(json.dumps({"peer": kind, "pairs": made, "seconds": time.time() - start}))
+    if kind.startswith("kazoo"):
+        client.stop()
+    sys.exit(0)
 
 for _ in range(50):  # warm-up, not timed
     acquire(); release()

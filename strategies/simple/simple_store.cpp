@@ -40,10 +40,15 @@ namespace {
 constexpr const char* strategy_name = "simple";
 // What the store offers and the registry entry says (one statement of both).
 constexpr capability simple_capabilities =
-    capability::exclusive | capability::noblock | capability::serializable;
+    capability::exclusive | capability::noblock | capability::serializable | capability::counting;
 constexpr std::string_view magic_line = "locksmith-simple 1";
 constexpr const char* guard_name = ".locksmith-simple.guard";
 constexpr std::size_t max_record = 4096;
+// A counting semaphore's limit file: written complete under a temporary name, then linked at
+// its name (link(2) is atomic on NFS too), so a reader never sees half of it.
+constexpr std::string_view limit_magic = "locksmith-simple-limit 1";
+// A round of tries costs up to one create and one read per slot.
+constexpr std::uint32_t max_simple_permits = 1000;
 
 // The first line of a /proc file. "e": close-on-exec, which std::ifstream cannot ask for
 // (another thread's fork and exec would pass the descriptor on).
@@ -118,14 +123,17 @@ struct record {
     std::string token;
     identity owner;
     std::int64_t created_ms = 0;
+    std::uint32_t limit = 0;  // a permit's: the limit its owner asked for; 0 for a lock
 };
 
-std::string format_record(const std::string& token, const identity& id, std::int64_t created_ms) {
+std::string format_record(const std::string& token, const identity& id, std::int64_t created_ms,
+                          std::uint32_t limit) {
     std::string text(magic_line);
     text += "\ntoken=" + token + "\nhost=" + id.host + "\npid=" + std::to_string(id.pid) +
             "\nstart=" + id.start + "\nboot=" + id.boot + "\npidns=" + id.pidns +
-            "\ncreated_ms=" + std::to_string(created_ms) + "\nend\n";
-    return text;
+            "\ncreated_ms=" + std::to_string(created_ms);
+    if (limit != 0) text += "\nlimit=" + std::to_string(limit);
+    return text + "\nend\n";
 }
 
 enum class parse_result { ok, truncated, foreign };
@@ -164,6 +172,8 @@ parse_result parse_record(std::string_view text, record& out) {
             out.owner.pidns = v;
         else if (k == "created_ms")
             out.created_ms = std::strtoll(v.c_str(), nullptr, 10);
+        else if (k == "limit")
+            out.limit = std::uint32_t(std::strtoul(v.c_str(), nullptr, 10));
         // Unknown keys come from newer versions: ignored.
     }
     if (!ended) return parse_result::truncated;
@@ -185,58 +195,26 @@ class simple_store final : public store {
 
   protected:
     bool do_try_acquire(key& k, lock_mode, std::chrono::milliseconds) override {
-        const std::string name = lock_file_name(k.resource(), ".slock");
-        // Each round either creates the file, finds it held, or removes a stale one and tries
-        // again; a handful of rounds only run out when others keep winning the races.
-        for (int round = 0; round < 8; ++round) {
-            if (create(name, k.token())) return true;
-            auto file = read(name);
-            if (!file) continue;  // released meanwhile
-            record r;
-            switch (parse_record(file->text, r)) {
-                case parse_result::foreign:
-                    fail_foreign(name);
-                case parse_result::truncated:
-                    if (!stale_truncated(*file)) return false;
-                    break_stale(k.resource(), name);
-                    continue;
-                case parse_result::ok:
-                    break;
-            }
-            if (r.token == k.token()) {
-                adopt(k, name, r);
-                return true;
-            }
-            if (!is_stale(r)) return false;
-            break_stale(k.resource(), name);
-        }
-        return false;
+        if (k.limit() != 0) return acquire_permit(k);
+        return try_file(k, lock_file_name(k.resource(), ".slock"), k.resource(), 0);
     }
 
     void do_release(key& k) override {
-        const std::string name = lock_file_name(k.resource(), ".slock");
-        try {
-            guard g(*this, k.resource());
-            auto file = read(name);
-            if (!file) return;
-            record r;
-            if (parse_record(file->text, r) != parse_result::ok || r.token != k.token()) return;
-            if (::unlinkat(dir_->fd(), name.c_str(), 0) != 0 && errno != ENOENT)
-                throw_errno(strategy_name, "removing lock file " + path_of(name), errno);
-        } catch (const error& e) {
-            throw release_error(std::string(e.what()) + "; lock '" + k.resource() +
-                                "' stays held: its lock file " + path_of(name) +
-                                " is left until it is released or its owner process is gone");
+        if (k.limit() != 0) {
+            if (auto slot = held_slot(k)) release_file(k, slot_name(k.resource(), *slot), true);
+            return;
         }
+        release_file(k, lock_file_name(k.resource(), ".slock"), false);
     }
 
     bool do_holds(const key& k) override {
-        auto file = read(lock_file_name(k.resource(), ".slock"));
-        record r;
-        return file && parse_record(file->text, r) == parse_result::ok && r.token == k.token();
+        if (k.limit() != 0) return held_slot(k).has_value();
+        return holds_file(k, lock_file_name(k.resource(), ".slock"));
     }
 
     lock_status do_status(std::string_view resource) override {
+        // A name used as a semaphore has a limit file: that is what the name is.
+        if (auto permits = permit_status(resource)) return *permits;
         lock_status status;
         auto file = read(lock_file_name(resource, ".slock"));
         status.held = lock_status::state::free;
@@ -262,6 +240,216 @@ class simple_store final : public store {
     }
 
   private:
+    // One try at the lock file or permit slot `name`; `guarded` picks the guard byte of its
+    // removals. Each round either creates the file, finds it held, or removes a stale one and
+    // tries again; a handful of rounds only run out when others keep winning the races.
+    // `limit` is the permit's (0 for a lock): a live slot whose owner asked for another limit is
+    // refused, so that one name keeps one limit even when its limit file was removed.
+    bool try_file(key& k, const std::string& name, std::string_view guarded, std::uint32_t limit) {
+        for (int round = 0; round < 8; ++round) {
+            if (create(name, k.token(), limit)) return true;
+            auto file = read(name);
+            if (!file) continue;  // released meanwhile
+            record r;
+            switch (parse_record(file->text, r)) {
+                case parse_result::foreign:
+                    fail_foreign(name);
+                case parse_result::truncated:
+                    if (!stale_truncated(*file)) return false;
+                    break_stale(guarded, name);
+                    continue;
+                case parse_result::ok:
+                    break;
+            }
+            if (r.token == k.token()) {
+                adopt(k, name, guarded, r);
+                return true;
+            }
+            if (!is_stale(r)) {
+                if (limit != 0 && r.limit != 0 && r.limit != limit)
+                    fail_limit(k, r.limit, "its holder " + path_of(name) + " asked for it");
+                return false;
+            }
+            break_stale(guarded, name);
+        }
+        return false;
+    }
+
+    // Removes `name` if it still holds k's token, under the guard.
+    void release_file(key& k, const std::string& name, bool permit) {
+        const std::string guarded = permit ? name : k.resource();
+        try {
+            guard g(*this, guarded);
+            auto file = read(name);
+            if (!file) return;
+            record r;
+            if (parse_record(file->text, r) != parse_result::ok || r.token != k.token()) return;
+            if (::unlinkat(dir_->fd(), name.c_str(), 0) != 0 && errno != ENOENT)
+                throw_errno(strategy_name, "removing lock file " + path_of(name), errno);
+        } catch (const error& e) {
+            throw release_error(std::string(e.what()) + "; " + (permit ? "permit of '" : "lock '") +
+                                k.resource() + "' stays held: its " +
+                                (permit ? "slot file " : "lock file ") + path_of(name) +
+                                " is left until it is released or its owner process is gone");
+        }
+    }
+
+    bool holds_file(const key& k, const std::string& name) {
+        auto file = read(name);
+        record r;
+        return file && parse_record(file->text, r) == parse_result::ok && r.token == k.token();
+    }
+
+    // ---- permits: slot files <prefix>.<hash>.permit-<i>.slock, the limit file .slimit ----
+
+    static std::string slot_name(std::string_view resource, std::uint32_t slot) {
+        return lock_file_name(resource, ".permit-" + std::to_string(slot) + ".slock");
+    }
+
+    [[noreturn]] void fail_limit(const key& k, std::uint32_t kept, const std::string& where) const {
+        const std::string limit_path = path_of(lock_file_name(k.resource(), ".slimit"));
+        throw invalid_argument_error(
+            "simple semaphore '" + k.resource() + "' has a limit of " + std::to_string(kept) +
+            " (" + where + "); this owner asks for " + std::to_string(k.limit()) +
+            ". One name has one limit: ask for " + std::to_string(kept) + ", or remove " +
+            limit_path + " when no process holds a permit (rm " + limit_path +
+            ") so that the next user sets the limit anew");
+    }
+
+    // The limit kept in the name's limit file; nullopt when there is none. A file there that is
+    // not one (a symlink, another file type, other content) is backend_error naming it.
+    std::optional<std::uint32_t> read_limit(std::string_view resource) const {
+        const std::string name = lock_file_name(resource, ".slimit");
+        auto file = read(name);
+        if (!file) return std::nullopt;
+        const std::string head = std::string(limit_magic) + "\nlimit=";
+        unsigned long limit = 0;
+        if (file->text.compare(0, head.size(), head) == 0) {
+            const char* digits = file->text.c_str() + head.size();
+            char* end = nullptr;
+            limit = std::strtoul(digits, &end, 10);
+            if (end == digits || std::string_view(end) != "\nend\n") limit = 0;
+        }
+        if (limit < 1 || limit > max_simple_permits)
+            throw backend_error(strategy_name, "bad limit file",
+                                "simple: " + path_of(name) +
+                                    " is not a locksmith limit file (or is corrupted); remove it "
+                                    "when no process holds a permit of that name");
+        return std::uint32_t(limit);
+    }
+
+    // The name's limit: the one its limit file keeps, or k's, written there when there is none.
+    std::uint32_t kept_limit(const key& k) {
+        if (auto kept = read_limit(k.resource())) return *kept;
+        const std::string name = lock_file_name(k.resource(), ".slimit");
+        const std::string temp = "." + name + "." + k.token() + ".tmp";
+        const int fd =
+            ::openat(dir_->fd(), temp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                     dir_->file_mode());
+        if (fd < 0) throw_errno(strategy_name, "creating " + path_of(temp), errno);
+        share_new(fd, temp);
+        const std::string text =
+            std::string(limit_magic) + "\nlimit=" + std::to_string(k.limit()) + "\nend\n";
+        const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+        const int err = written ? 0 : (errno != 0 ? errno : ENOSPC);
+        const bool closed = ::close(fd) == 0;
+        // link(2), not rename: it fails when a limit file is there (two first users at once),
+        // and is atomic on NFS.
+        const int linked = written && closed
+                               ? ::linkat(dir_->fd(), temp.c_str(), dir_->fd(), name.c_str(), 0)
+                               : -1;
+        const int link_err = errno;
+        ::unlinkat(dir_->fd(), temp.c_str(), 0);
+        if (!written || !closed)
+            throw_errno(strategy_name, "writing limit file " + path_of(temp), err ? err : errno);
+        if (linked != 0 && link_err != EEXIST)
+            throw_errno(strategy_name, "linking limit file " + path_of(name), link_err);
+        if (linked == 0) return k.limit();
+        if (auto kept = read_limit(k.resource())) return *kept;  // the other first user's
+        throw backend_error(strategy_name, "limit file vanished",
+                            "simple: the limit file " + path_of(name) +
+                                " was removed while this owner read it; try again");
+    }
+
+    // Tries slots 1..N once each: the key's own slot first (a re-acquire while held), then in
+    // order.
+    bool acquire_permit(key& k) {
+        if (k.limit() > max_simple_permits)
+            throw invalid_argument_error("simple: a limit of " + std::to_string(k.limit()) +
+                                         " for '" + k.resource() + "' exceeds the strategy's " +
+                                         std::to_string(max_simple_permits) +
+                                         " (a round of tries costs a create per slot)");
+        const std::uint32_t kept = kept_limit(k);
+        if (kept != k.limit()) fail_limit(k, kept, "kept in its limit file");
+        if (auto own = numbered_slot(k); own && *own <= k.limit()) {
+            const std::string name = slot_name(k.resource(), *own);
+            if (holds_file(k, name)) return try_file(k, name, name, k.limit());
+        }
+        for (std::uint32_t slot = 1; slot <= k.limit(); ++slot) {
+            const std::string name = slot_name(k.resource(), slot);
+            if (try_file(k, name, name, k.limit())) {
+                set_permit_number(k, slot);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // The permit number the key records (set at its grant).
+    static std::optional<std::uint32_t> numbered_slot(const key& k) {
+        const auto& state = k.portable_state();
+        auto it = state.find("permit");
+        if (it == state.end() || !it->is_number_unsigned()) return std::nullopt;
+        const auto slot = it->get<std::uint64_t>();
+        if (slot < 1 || slot > max_simple_permits) return std::nullopt;
+        return std::uint32_t(slot);
+    }
+
+    // The slot whose file holds k's token, if any.
+    std::optional<std::uint32_t> held_slot(const key& k) {
+        auto own = numbered_slot(k);
+        if (own && holds_file(k, slot_name(k.resource(), *own))) return own;
+        return std::nullopt;
+    }
+
+    std::optional<lock_status> permit_status(std::string_view resource) const {
+        std::optional<std::uint32_t> limit;
+        try {
+            limit = read_limit(resource);
+        } catch (const backend_error&) {
+            return std::nullopt;  // not one to trust
+        }
+        if (!limit) return std::nullopt;
+        lock_status status;
+        std::uint32_t held = 0;
+        for (std::uint32_t slot = 1; slot <= *limit; ++slot) {
+            const std::string name = slot_name(resource, slot);
+            std::optional<lock_file> file;
+            try {
+                file = read(name);
+            } catch (const backend_error&) {
+                ++held;  // a foreign file there blocks the slot
+                status.holders.push_back("permit " + std::to_string(slot) +
+                                         ": not a locksmith "
+                                         "lock file");
+                continue;
+            }
+            if (!file) continue;
+            record r;
+            const auto parsed = parse_record(file->text, r);
+            if (parsed == parse_result::ok && is_stale(r)) continue;  // broken by the next grant
+            if (parsed == parse_result::truncated && stale_truncated(*file)) continue;
+            ++held;
+            if (parsed == parse_result::ok)
+                status.holders.push_back("permit " + std::to_string(slot) + ": pid " +
+                                         std::to_string(r.owner.pid) + " on host " + r.owner.host);
+        }
+        status.limit = *limit;
+        status.permits_held = held;
+        status.held = held < *limit ? lock_status::state::free : lock_status::state::held_exclusive;
+        return status;
+    }
+
     // The OFD lock on this name's byte of the guard file; released by closing the descriptor.
     // Its holders only read and remove a file, so waiting longer than write_grace for it means
     // a holder is stopped or foreign: an error, never an endless wait.
@@ -353,7 +541,7 @@ class simple_store final : public store {
     }
 
     // The O_EXCL create. Returns false when the file exists.
-    bool create(const std::string& name, const std::string& token) {
+    bool create(const std::string& name, const std::string& token, std::uint32_t limit) {
         const int fd =
             ::openat(dir_->fd(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                      dir_->file_mode());
@@ -362,7 +550,7 @@ class simple_store final : public store {
             throw_errno(strategy_name, "creating lock file " + path_of(name), errno);
         }
         share_new(fd, name);
-        const std::string text = format_record(token, me(), now_unix_ms());
+        const std::string text = format_record(token, me(), now_unix_ms(), limit);
         const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
         const int err = written ? 0 : (errno != 0 ? errno : ENOSPC);
         if (::close(fd) != 0 || !written) {
@@ -451,26 +639,25 @@ class simple_store final : public store {
 
     // The file holds our token. When it names another process (a continued key), rewrite it so
     // that our process is the one whose death makes it stale.
-    void adopt(key& k, const std::string& name, const record& seen) {
+    void adopt(key& k, const std::string& name, std::string_view guarded, const record& seen) {
         const identity& self = me();
         if (seen.owner.pid == self.pid && seen.owner.host == self.host &&
             seen.owner.start == self.start)
             return;  // already ours: an idempotent re-acquire
-        guard g(*this, k.resource());
+        guard g(*this, guarded);
         auto file = read(name);
         record r;
         if (!file || parse_record(file->text, r) != parse_result::ok || r.token != k.token())
             throw acquire_error("simple: lock '" + k.resource() +
                                 "' changed owner while this process was taking it over");
         // Written beside it and renamed over it, so readers see the old or the new record.
-        const std::string temp =
-            "." + stable_name_hash(k.resource()).hex() + "." + k.token() + ".tmp";
+        const std::string temp = "." + stable_name_hash(guarded).hex() + "." + k.token() + ".tmp";
         const int fd =
             ::openat(dir_->fd(), temp.c_str(),
                      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, dir_->file_mode());
         if (fd < 0) throw_errno(strategy_name, "creating " + path_of(temp), errno);
         share_new(fd, temp);
-        const std::string text = format_record(k.token(), me(), r.created_ms);
+        const std::string text = format_record(k.token(), me(), r.created_ms, r.limit);
         const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
         const int err = errno;
         if (::close(fd) != 0 || !written ||

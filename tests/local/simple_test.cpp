@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The `simple` strategy: exclusion across processes and threads, stale locks (dead owner, other
-// boot, max_age), racing breakers, bad lock files, release by token, and a key continued and
-// released by another process.
+// boot, max_age), racing breakers, bad lock files, release by token, a key continued and
+// released by another process, and counting semaphores' slot and limit files (issue 27).
 #define BOOST_TEST_MODULE simple strategy
 #include <boost/test/unit_test.hpp>
 
@@ -23,6 +23,9 @@
 
 #include "local/fresh_objects.hpp"
 #include "local/local_helpers.hpp"
+#include "support/full_tmpfs.hpp"
+#include "support/permit_helpers.hpp"
+#include "support/skip_report.hpp"
 #include "support/test_environment.hpp"
 #include "support/test_helpers.hpp"
 
@@ -342,6 +345,181 @@ BOOST_FIXTURE_TEST_CASE(status_names_the_holder, dir_fixture) {
     BOOST_TEST(st.held == lock_status::state::held_exclusive);
     BOOST_REQUIRE(st.holders.size() == 1u);
     BOOST_TEST(st.holders[0].find("pid " + std::to_string(::getpid())) != std::string::npos);
+}
+
+// ---- counting semaphores (issue 27): slot files <prefix>.<hash>.permit-<i>.slock, .slimit ----
+
+namespace {
+
+std::filesystem::path slot_path(const dir_fixture& f, const std::string& name, int slot) {
+    auto p = f.path(name).string();
+    return p.substr(0, p.size() - 6) + ".permit-" + std::to_string(slot) + ".slock";
+}
+
+std::filesystem::path limit_path(const dir_fixture& f, const std::string& name) {
+    auto p = f.path(name).string();
+    return p.substr(0, p.size() - 6) + ".slimit";
+}
+
+}  // namespace
+
+// Each permit is its slot's O_EXCL file (the limit in its record), the limit one file kept with
+// the name; a release removes the slot, the limit file stays.
+BOOST_FIXTURE_TEST_CASE(permits_are_slot_files_and_the_limit_file_stays, dir_fixture) {
+    auto s = make();
+    auto a = make_permit(s, "pool", 2), b = make_permit(s, "pool", 2),
+         c = make_permit(s, "pool", 2);
+    BOOST_REQUIRE(a.try_acquire());
+    BOOST_REQUIRE(b.try_acquire());
+    BOOST_TEST(!c.try_acquire());
+    BOOST_TEST(a.permit() == "1");
+    BOOST_TEST(b.permit() == "2");
+    BOOST_TEST(read_file(slot_path(*this, "pool", 1)).find("\nlimit=2\n") != std::string::npos);
+    BOOST_TEST(read_file(limit_path(*this, "pool")) == "locksmith-simple-limit 1\nlimit=2\nend\n");
+    auto status = s->status("pool");
+    BOOST_TEST(status.limit.value_or(0) == 2u);
+    BOOST_TEST(status.permits_held.value_or(0) == 2u);
+    a.release();
+    BOOST_TEST(!std::filesystem::exists(slot_path(*this, "pool", 1)));
+    BOOST_TEST(c.try_acquire());
+    BOOST_TEST(c.permit() == "1");
+    b.release();
+    c.release();
+    BOOST_TEST(std::filesystem::exists(limit_path(*this, "pool")));
+    BOOST_TEST(!std::filesystem::exists(slot_path(*this, "pool", 2)));
+}
+
+// A holder killed with SIGKILL leaves its slot file; the next grant breaks it (dead pid), as a
+// lock's.
+BOOST_FIXTURE_TEST_CASE(a_killed_holders_slot_is_broken_by_the_next_grant, dir_fixture) {
+    byte_pipe held;
+    pid_t holder = fork_child([&] {
+        auto p = make_permit(make(), "crashed", 1);
+        if (!p.try_acquire()) return 2;
+        held.put('h');
+        ::pause();
+        return 0;
+    });
+    held.close_write();
+    BOOST_REQUIRE(held.get(10s));
+    auto p = make_permit(make(), "crashed", 1);
+    BOOST_TEST(!p.try_acquire());
+    ::kill(holder, SIGKILL);
+    wait_child(holder);
+    BOOST_TEST(std::filesystem::exists(slot_path(*this, "crashed", 1)));
+    BOOST_TEST(p.try_acquire());
+}
+
+// What another user of a shared directory (or a careless admin) can leave in the slots' and the
+// limit's places is refused with backend_error naming it and left alone, never followed,
+// removed or counted as a free permit.
+BOOST_FIXTURE_TEST_CASE(foreign_files_and_symlinks_in_slots_and_limit_are_refused, dir_fixture) {
+    auto s = make();
+    // A foreign file in slot 1.
+    write_file(slot_path(*this, "planted", 1), "somebody else's\n");
+    try {
+        make_permit(s, "planted", 2).try_acquire();
+        BOOST_FAIL("a foreign slot file was taken or skipped");
+    } catch (const backend_error& e) {
+        BOOST_TEST(std::string(e.what()).find(slot_path(*this, "planted", 1).string()) !=
+                       std::string::npos,
+                   e.what());
+    }
+    BOOST_TEST(read_file(slot_path(*this, "planted", 1)) == "somebody else's\n");
+    // A symlink in slot 1, to a file the attacker wants overwritten or removed.
+    const auto target = dir.path() / "target";
+    write_file(target, "precious");
+    std::filesystem::create_symlink(target, slot_path(*this, "linked", 1));
+    BOOST_CHECK_THROW(make_permit(s, "linked", 2).try_acquire(), backend_error);
+    BOOST_TEST(read_file(target) == "precious");
+    // A symlink, a garbage file and an out-of-range limit at the limit's place.
+    std::filesystem::create_symlink(target, limit_path(*this, "limitlink"));
+    BOOST_CHECK_THROW(make_permit(s, "limitlink", 2).try_acquire(), backend_error);
+    BOOST_TEST(read_file(target) == "precious");
+    write_file(limit_path(*this, "garbage"), "limit=2\n");
+    BOOST_CHECK_THROW(make_permit(s, "garbage", 2).try_acquire(), backend_error);
+    write_file(limit_path(*this, "zero"), "locksmith-simple-limit 1\nlimit=0\nend\n");
+    BOOST_CHECK_THROW(make_permit(s, "zero", 2).try_acquire(), backend_error);
+    BOOST_TEST(!std::filesystem::exists(slot_path(*this, "zero", 1)));
+}
+
+// The limit file keeps the name's limit after every permit was released: an owner of another
+// limit is refused then too, naming both and the file.
+BOOST_FIXTURE_TEST_CASE(a_second_limit_is_refused_while_no_permit_is_held, dir_fixture) {
+    auto s = make();
+    auto first = make_permit(s, "kept", 2);
+    BOOST_REQUIRE(first.try_acquire());
+    first.release();
+    auto other = make_permit(s, "kept", 3);
+    try {
+        other.try_acquire();
+        BOOST_FAIL("an owner of a second limit was granted");
+    } catch (const invalid_argument_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(what.find("limit of 2") != std::string::npos, what);
+        BOOST_TEST(what.find("asks for 3") != std::string::npos, what);
+        BOOST_TEST(what.find(limit_path(*this, "kept").string()) != std::string::npos, what);
+    }
+    BOOST_TEST(!std::filesystem::exists(slot_path(*this, "kept", 1)));
+}
+
+// A limit file removed while permits are held (`rm` too early): an owner of another limit is
+// still refused by the holders' records, never a share of a second semaphore.
+BOOST_FIXTURE_TEST_CASE(a_removed_limit_file_does_not_let_a_second_limit_in, dir_fixture) {
+    auto s = make();
+    auto a = make_permit(s, "reset", 1);
+    BOOST_REQUIRE(a.try_acquire());
+    std::filesystem::remove(limit_path(*this, "reset"));
+    auto b = make_permit(s, "reset", 2);
+    try {
+        b.try_acquire();
+        BOOST_FAIL("an owner of a second limit was let in beside a holder of the first");
+    } catch (const invalid_argument_error& e) {
+        BOOST_TEST(std::string(e.what()).find("limit of 1") != std::string::npos, e.what());
+    }
+    BOOST_TEST(!b.is_acquired());
+}
+
+// Limits beyond the strategy's 1000 are refused by name.
+BOOST_FIXTURE_TEST_CASE(a_limit_beyond_a_thousand_is_refused, dir_fixture) {
+    BOOST_CHECK_THROW(make_permit(make(), "big", 1001).try_acquire(), invalid_argument_error);
+    BOOST_TEST(!std::filesystem::exists(limit_path(*this, "big")));
+}
+
+// A full file system (any local user can fill /run/lock or /tmp): a permit is refused with a
+// locksmith error naming the file, never granted on an empty slot file nor a crash, and leaves
+// no slot, limit or temporary file behind.
+BOOST_AUTO_TEST_CASE(a_full_file_system_refuses_a_permit_cleanly) {
+    temp_dir where("simple-full");
+    std::string why;
+    const auto status = run_on_a_full_tmpfs(
+        where.path(), 0700,
+        [&]() -> int {
+            simple_options o;
+            o.lock_dir = where.path() / "locks";
+            std::shared_ptr<store> s;
+            try {
+                s = make_simple_store(o);
+            } catch (const error&) {
+                return 3;  // no room for the directory: nothing to test
+            }
+            try {
+                return make_permit(s, "full", 2).try_acquire() ? 1 : 2;
+            } catch (const error& e) {
+                if (std::string(e.what()).find(o.lock_dir.string()) == std::string::npos) return 4;
+            }
+            for (const auto& entry : std::filesystem::directory_iterator(o.lock_dir))
+                if (entry.path().filename().string().find(".simple.guard") == std::string::npos &&
+                    entry.path().filename().string() != ".locksmith-simple.guard")
+                    return 5;
+            return 0;
+        },
+        why);
+    if (!status) {
+        skip_case(why);
+        return;
+    }
+    BOOST_TEST(*status == 0, "exit " << *status);
 }
 
 BOOST_AUTO_TEST_CASE(options_are_validated_strictly) {

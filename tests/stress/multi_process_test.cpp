@@ -7,7 +7,9 @@
 //  - crash: a holder killed with SIGKILL releases at once (strategies with crash_release), or
 //    after its TTL, while other processes keep counting (expiring strategies without it);
 //  - fencing: tokens increase strictly in grant order across processes (strategies with fencing);
-//  - shared: readers in several processes coexist and exclude a writer (strategies with shared).
+//  - shared: readers in several processes coexist and exclude a writer (strategies with shared);
+//  - `locksmith run --limit 3`: 8 processes x 100 runs, at most 3 at once (strategies with
+//    counting; in a build with the command).
 // Processes are forked; they synchronise through pipes, never through sleeps.
 #include <boost/test/unit_test.hpp>
 
@@ -15,6 +17,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +36,7 @@
 #include "support/strategies_under_test.hpp"
 #include "support/suite_helpers.hpp"
 #include "support/test_environment.hpp"
+#include "support/test_paths.hpp"
 
 using namespace locksmith;
 using namespace locksmith::test;
@@ -443,6 +447,65 @@ void test_a_release_on_this_host_wakes_a_polling_waiter(const strategy_under_tes
     BOOST_TEST(wait_child(holder, 10s) == 0);
 }
 
+// The issue's torture through the command (issue 27): 8 processes, each running `locksmith run
+// --strategy <entry> --limit 3` 100 times; every command counts the commands inside with it
+// (marker files; shell builtins but one rm). Never more than 3 inside at once, and 3 at some
+// point under load: each loop's first command stays 0.5 s, so while the first three granted
+// stay, the third sees the other two and the others queue behind them.
+void test_run_limit_torture(const strategy_under_test& entry) {
+    const std::string name = unique_resource("torture");
+    note_permit_name(name);
+    const auto dir = scratch_dir() / (entry.id() + ".torture");
+    std::filesystem::create_directories(dir / "inside");
+    const std::string config = (dir / "config.json").string();
+    {
+        const nlohmann::json c = {{"strategies", {{entry.name, {{"options", *entry.options}}}}}};
+        std::FILE* f = std::fopen(config.c_str(), "we");
+        BOOST_REQUIRE(f != nullptr);
+        const std::string text = c.dump();
+        BOOST_REQUIRE(std::fwrite(text.data(), 1, text.size(), f) == text.size());
+        std::fclose(f);
+    }
+    const std::string inside = (dir / "inside").string(), counts = (dir / "counts").string();
+    const std::string count =
+        "echo > " + inside + "/$$; set -- " + inside + "/*; echo $# >> " + counts + "; ";
+    const auto descriptor = default_registry().find(entry.name);
+    BOOST_REQUIRE(descriptor);
+    const bool expiring = has(expected_capabilities(*descriptor, entry), capability::expiring);
+    const std::string run = "'" + cli_path() + "' run --config '" + config + "' --strategy " +
+                            entry.name + (expiring ? " --ttl 30" : "") + " --limit 3 " + name +
+                            " -c ";
+    const std::string loop = run + "'" + count + "sleep 0.5; rm " + inside + "/$$' || exit 1; " +
+                             "i=1; while [ $i -lt 100 ]; do i=$((i+1)); " + run + "'" + count +
+                             "rm " + inside + "/$$' || exit 1; done";
+    const auto started = steady::now();
+    std::vector<pid_t> loops;
+    for (int i = 0; i < 8; ++i)
+        loops.push_back(fork_child(
+            [&]() -> int {
+                ::execl("/bin/sh", "sh", "-c", loop.c_str(), static_cast<char*>(nullptr));
+                return 127;
+            },
+            300s));
+    for (auto pid : loops) {
+        const int status = wait_child(pid, 300s);
+        BOOST_TEST(status == 0, "loop " << pid << ": " << exit_text(status));
+    }
+    BOOST_TEST_MESSAGE(
+        entry.id()
+        << ": 800 runs of `locksmith run --limit 3` in "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - started).count()
+        << " ms");
+    std::FILE* f = std::fopen(counts.c_str(), "re");
+    BOOST_REQUIRE(f != nullptr);
+    int most = 0, lines = 0;
+    for (int n; std::fscanf(f, "%d", &n) == 1; ++lines) most = std::max(most, n);
+    std::fclose(f);
+    BOOST_TEST(lines == 800);
+    BOOST_TEST(most <= 3);
+    BOOST_TEST(most == 3);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct case_spec {
@@ -467,6 +530,7 @@ const case_spec cases[] = {
     {"shared_holders_coexist_and_exclude_a_writer", capability::shared, test_shared_holders},
     {"a_release_on_this_host_wakes_a_polling_waiter", capability::exclusive,
      test_a_release_on_this_host_wakes_a_polling_waiter, capability::native_wait},
+    {"run_limit_3_eight_loops_of_a_hundred", capability::counting, test_run_limit_torture},
 };
 
 }  // namespace
@@ -488,6 +552,7 @@ bool init_unit_test() {
         for (const auto& spec : cases) {
             if (!has(caps, spec.needs)) continue;
             if ((caps & spec.needs_absent) != capability::none) continue;
+            if (spec.run == test_run_limit_torture && cli_path().empty()) continue;  // no CLI
             const strategy_under_test* e = &entry;
             auto run = spec.run;
             auto* tc = make_test_case(

@@ -32,8 +32,9 @@
 //    a locksmith lock file is never removed: acquire throws backend_error naming it.
 //  - Files: `<lock_dir>/<readable prefix>.<128-bit hash of the name>.slock`, mode 0600, opened
 //    with O_NOFOLLOW, present only while held; plus the one guard file. After any number of
-//    names, the directory holds (locks currently held) + 1 entries, plus a temporary
-//    `.<hash>.<token>.tmp` per process that died during a takeover (rare).
+//    names, the directory holds (locks and permits currently held) + 1 entries, plus a limit file
+//    per name used as a semaphore, and a temporary `.<hash>.<token>.tmp` per process that died
+//    during a takeover or a limit file's write (rare).
 //  - Works on NFS (O_EXCL and rename are atomic on NFSv3+); the guard needs working fcntl locks.
 //  - lock_dir: must be absolute; checked as for `file` (open_lock_directory() in
 //    strategy_support.hpp), default default_lock_dir(), shared with `file` (`.slock` files do
@@ -41,6 +42,21 @@
 //    that the group's users can judge and remove each other's locks.
 //  - Release waits at most write_grace for the guard, then throws release_error, as it does when
 //    the lock file cannot be removed (the lock then stays held).
+//  - Counting semaphores (`counting`, named_semaphore): permit i (1..N, at most 1000) of a name
+//    is a lock file of its own, `<prefix>.<hash>.permit-<i>.slock`, taken and released exactly
+//    as a lock file (O_EXCL create, token checked under the guard, stale slots broken by the
+//    next grant: a killed holder's permit comes back then, not at once), its record also naming
+//    the limit. A grant tries slots 1..N in order, so only those can be held, on NFS too. The
+//    limit is kept in `<prefix>.<hash>.slimit`, written under a temporary name and linked at its
+//    name by the name's first user (link(2) fails when another first user won; atomic on NFS)
+//    and never changed; an owner of another limit is invalid_argument_error naming both and the
+//    file, and so is one that finds a live slot whose record names another limit (a limit file
+//    removed while permits are held lets no second limit in). It stays until removed (`rm`
+//    while no permit is held). A limit file that is not one (a symlink, another file type or
+//    content, a limit outside 1..1000) is backend_error naming it, never followed or replaced;
+//    a slot file that is not a record, as a lock file. Waiting: polled by named_lock, as locks
+//    (a release on this host wakes the waiters); not fair. A semaphore's key cannot be
+//    serialized (named_semaphore has no serialize_key).
 #pragma once
 
 #include <chrono>
