@@ -549,7 +549,8 @@ class etcd_store final : public store {
         const queue_names names(options_.prefix, k.resource());
         bool kept = take_lease(q.state, names.dir);
         json r;
-        for (;;) try {
+        for (;;) {
+            try {
                 const auto key_b64 = base64(q.state.key);
                 // Created only if absent (a repeated request finds its own key); the queue's first
                 // key and (after the put: ours and the two before it) its last three keys are read
@@ -571,16 +572,16 @@ class etcd_store final : public store {
                          "creating the lock key");
                 break;
             } catch (const backend_error& e) {
-                if (lease_gone(e, kept)) {
-                    kept = new_lease(q.state, names.dir);
-                    continue;
+                if (!lease_gone(e, kept)) {
+                    revoke_quietly(q.state.lease);
+                    throw;
                 }
-                revoke_quietly(q.state.lease);
-                throw;
             } catch (...) {
                 revoke_quietly(q.state.lease);
                 throw;
             }
+            kept = new_lease(q.state, names.dir);
+        }
         const auto& responses = field(r, "responses");
         const bool created = field(r, "succeeded").is_boolean() && r["succeeded"].get<bool>();
         if (!responses.is_array() || responses.size() != (created ? 3u : 2u))
