@@ -79,8 +79,8 @@
 //    key: another client that deletes a holder's key (its lease alive) gives its place to a
 //    waiter, and the holder learns at its next refresh or is_acquired() that it lost the permit;
 //    keys another client adds take places (fewer holders, never more). Fencing token: the key's
-//    create revision. Round trips: a grant is two (three for a name's first user), a release
-//    one, a refresh two.
+//    create revision. Round trips: a grant is two, one with a kept lease (one more for a name's
+//    first user), a release one, a refresh two.
 //  - fork(): a child's copy of a grant releases nothing (the lease stays the parent's), and the
 //    child takes none of the leases its parent kept.
 //  - Leaves behind: nothing once released (but a semaphore's limit key, and a store's kept
@@ -109,8 +109,8 @@
 //    grant's lifetime counts from its lease's last renewal. One that another client revoked
 //    (or that expired) is replaced by a new lease at the acquisition that finds it gone. A
 //    store's first release revokes (a process that locks once leaves nothing); a store revokes
-//    its kept leases when it is destroyed, and those of a process that exits without that (as
-//    `locksmith run` does) end at their TTL, holding no key. A release whose delete cannot reach
+//    its kept leases when it is destroyed, and those of a process that exits without that end at
+//    their TTL, holding no key. A release whose delete cannot reach
 //    etcd leaves the lease among the orphans (above), as a failed revoke does.
 //  - One lease per grant, not one per session (clientv3's concurrency.Session), decided so
 //    (issue 24, twice): kept leases give the two-round-trip pair without what a session lease
