@@ -325,19 +325,45 @@ class etcd_store final : public store {
         call("/v3/maintenance/status", json::object(), "asking for the server's status");
     }
 
+    ~etcd_store() override {
+        // The kept leases (no keys on them) are revoked rather than left to their TTL; not when
+        // the server is away (they expire on their own), nor in a fork()ed child (the parent's).
+        std::vector<kept_lease> kept;
+        {
+            std::lock_guard guard(mutex_);
+            if (generation_ == fork_generation()) kept.swap(leases_);
+        }
+        for (const auto& l : kept) {
+            if (key::clock::now() >= l.renewed + std::chrono::seconds(l.ttl_s)) continue;
+            try {
+                call("/v3/lease/revoke", {{"ID", std::to_string(l.lease)}}, "revoking the lease");
+            } catch (...) {
+                break;
+            }
+        }
+    }
+
   protected:
     bool do_try_acquire(key& k, lock_mode, milliseconds ttl) override {
         if (auto renewed = reacquire(k, ttl)) return *renewed;
+        const auto began = key::clock::now();
         auto s = enter_queue(k, ttl);
-        if (s.owner) return grant(k, std::move(s.state));
-        revoke(s.state.lease);
+        if (s.owner) {
+            lives_from_its_lease(k, s.state, began);
+            return grant(k, std::move(s.state));
+        }
+        end_key(s.state);
         return false;
     }
 
     bool do_wait_acquire(key& k, lock_mode, milliseconds ttl, deadline until) override {
         if (auto renewed = reacquire(k, ttl)) return *renewed;
+        const auto began = key::clock::now();
         auto s = enter_queue(k, ttl);
-        if (s.owner) return grant(k, std::move(s.state));
+        if (s.owner) {
+            lives_from_its_lease(k, s.state, began);
+            return grant(k, std::move(s.state));
+        }
         try {
             if (k.limit() != 0 ? wait_for_permit(k, s.state, std::move(s.permit), ttl, until)
                                : wait_for_turn(s.state, std::move(s.place), ttl, until)) {
@@ -360,9 +386,15 @@ class etcd_store final : public store {
         // A permit's key is checked too: another client may have deleted it while its lease
         // lives, and then a waiter took its place among the first `limit` (never limit + 1
         // holders that believe they hold past a refresh). A lock's holder is always first.
-        if (seconds == s->ttl_s) return keep_alive(s->lease) && (k.limit() == 0 || key_is_ours(*s));
+        if (seconds == s->ttl_s) {
+            const auto sent = key::clock::now();
+            if (!keep_alive(s->lease)) return false;
+            s->renewed = sent;  // for end_key, which keeps the lease after the release
+            return k.limit() == 0 || key_is_ours(*s);
+        }
         // Another TTL: a lease's TTL is fixed, so move the key to a new lease (a put keeps the
         // create revision, hence the place and the fencing token), then drop the old one.
+        const auto sent = key::clock::now();
         const auto fresh = grant_lease(seconds);
         const auto r = call("/v3/kv/txn",
                             {{"compare",
@@ -382,6 +414,7 @@ class etcd_store final : public store {
         revoke_quietly(s->lease);
         s->lease = fresh;
         s->ttl_s = seconds;
+        s->renewed = sent;
         return true;
     }
 
@@ -393,10 +426,8 @@ class etcd_store final : public store {
             k.set_local_state(instance_id(), nullptr);
             return;
         }
-        const auto lease = s->lease;
         try {
-            // Revoking the lease deletes the key with it, in one round trip.
-            revoke(lease);
+            end_key(*s);
         } catch (const backend_error& e) {
             // Transient: the lease is an orphan now (revoke()), which the next acquisition
             // revokes. The state stays for a release that is tried again, but the grant is
@@ -488,7 +519,16 @@ class etcd_store final : public store {
         return std::nullopt;
     }
 
+    // A kept lease renewed before this attempt `began`: the grant lives its TTL from then, not
+    // from the attempt's start (a lease granted or renewed within the attempt lives longer than
+    // that: the attempt's start stays, so that a late reply still counts against the grant).
+    static void lives_from_its_lease(key& k, const etcd_key_state& s,
+                                     key::clock::time_point began) {
+        if (s.renewed < began) k.set_attempt_started(s.renewed);
+    }
+
     bool grant(key& k, etcd_key_state state) {
+        grants_.fetch_add(1, std::memory_order_relaxed);
         k.set_fencing_token(std::uint64_t(state.revision));
         k.set_local_state(instance_id(), std::make_unique<etcd_key_state>(std::move(state)));
         return true;
@@ -501,37 +541,46 @@ class etcd_store final : public store {
         return k.limit() != 0 ? enqueue_permit(k, ttl) : enqueue(k, ttl);
     }
 
-    // Creates k's key under a fresh lease, at the end of the name's queue, and reads its place
-    // there. Two round trips.
+    // Creates k's key under a lease (kept from a release, else a new one: take_lease), at the end
+    // of the name's queue, and reads its place there. One round trip with a kept lease, else two.
     queued enqueue(const key& k, milliseconds ttl) {
         queued q;
         q.state.ttl_s = ttl_seconds(ttl);
-        q.state.renewed = key::clock::now();
-        q.state.lease = grant_lease(q.state.ttl_s);
         const queue_names names(options_.prefix, k.resource());
-        q.state.key = names.dir + hex(std::uint64_t(q.state.lease));
-        const auto key_b64 = base64(q.state.key);
+        bool kept = take_lease(q.state, names.dir);
         json r;
-        try {
-            // Created only if absent (a repeated request finds its own key); the queue's first key
-            // and (after the put: ours and the two before it) its last three keys are read in the
-            // same transaction, so that a waiter knows whom to watch without another round trip.
-            r = call(
-                "/v3/kv/txn",
-                {{"compare", {{{"target", "CREATE"}, {"key", key_b64}, {"create_revision", "0"}}}},
-                 {"success",
-                  {{{"request_put",
-                     {{"key", key_b64},
-                      {"value", base64(k.token())},
-                      {"lease", std::to_string(q.state.lease)}}}},
-                   {{"request_range", names.first()}},
-                   {{"request_range", names.last(3)}}}},
-                 {"failure",
-                  {{{"request_range", {{"key", key_b64}}}}, {{"request_range", names.first()}}}}},
-                "creating the lock key");
-        } catch (...) {
-            revoke_quietly(q.state.lease);
-            throw;
+        for (;;) {
+            try {
+                const auto key_b64 = base64(q.state.key);
+                // Created only if absent (a repeated request finds its own key); the queue's first
+                // key and (after the put: ours and the two before it) its last three keys are read
+                // in the same transaction, so that a waiter knows whom to watch without another
+                // round trip.
+                r = call("/v3/kv/txn",
+                         {{"compare",
+                           {{{"target", "CREATE"}, {"key", key_b64}, {"create_revision", "0"}}}},
+                          {"success",
+                           {{{"request_put",
+                              {{"key", key_b64},
+                               {"value", base64(k.token())},
+                               {"lease", std::to_string(q.state.lease)}}}},
+                            {{"request_range", names.first()}},
+                            {{"request_range", names.last(3)}}}},
+                          {"failure",
+                           {{{"request_range", {{"key", key_b64}}}},
+                            {{"request_range", names.first()}}}}},
+                         "creating the lock key");
+                break;
+            } catch (const backend_error& e) {
+                if (!lease_gone(e, kept)) {
+                    revoke_quietly(q.state.lease);
+                    throw;
+                }
+            } catch (...) {
+                revoke_quietly(q.state.lease);
+                throw;
+            }
+            kept = new_lease(q.state, names.dir);
         }
         const auto& responses = field(r, "responses");
         const bool created = field(r, "succeeded").is_boolean() && r["succeeded"].get<bool>();
@@ -609,32 +658,37 @@ class etcd_store final : public store {
         const auto limit_text = std::to_string(k.limit());
         queued q;
         q.state.ttl_s = ttl_seconds(ttl);
-        q.state.renewed = key::clock::now();
-        q.state.lease = grant_lease(q.state.ttl_s);
-        q.state.key = names.queue.dir + hex(std::uint64_t(q.state.lease));
-        const auto key_b64 = base64(q.state.key);
-        const json own = {{"key", key_b64}, {"keys_only", true}};
+        bool kept = take_lease(q.state, names.queue.dir);
         try {
             for (int round = 0;; ++round) {
+                const auto key_b64 = base64(q.state.key);
+                const json own = {{"key", key_b64}, {"keys_only", true}};
                 // Created only if absent (a repeated request finds its own key) and only under
                 // the owner's limit; the keys before ours (up to limit + 1) are read in the same
                 // transaction.
-                const auto r = call(
-                    "/v3/kv/txn",
-                    {{"compare",
-                      {{{"target", "CREATE"}, {"key", key_b64}, {"create_revision", "0"}},
-                       {{"target", "VALUE"},
-                        {"key", names.limit_b64},
-                        {"value", base64(limit_text)}}}},
-                     {"success",
-                      {{{"request_put",
-                         {{"key", key_b64},
-                          {"value", base64(k.token())},
-                          {"lease", std::to_string(q.state.lease)}}}},
-                       {{"request_range", names.queue.last(int(k.limit()) + 2)}}}},
-                     {"failure",
-                      {{{"request_range", own}}, {{"request_range", {{"key", names.limit_b64}}}}}}},
-                    "creating the permit key");
+                json r;
+                try {
+                    r = call("/v3/kv/txn",
+                             {{"compare",
+                               {{{"target", "CREATE"}, {"key", key_b64}, {"create_revision", "0"}},
+                                {{"target", "VALUE"},
+                                 {"key", names.limit_b64},
+                                 {"value", base64(limit_text)}}}},
+                              {"success",
+                               {{{"request_put",
+                                  {{"key", key_b64},
+                                   {"value", base64(k.token())},
+                                   {"lease", std::to_string(q.state.lease)}}}},
+                                {{"request_range", names.queue.last(int(k.limit()) + 2)}}}},
+                              {"failure",
+                               {{{"request_range", own}},
+                                {{"request_range", {{"key", names.limit_b64}}}}}}},
+                             "creating the permit key");
+                } catch (const backend_error& e) {
+                    if (!lease_gone(e, kept)) throw;
+                    kept = new_lease(q.state, names.queue.dir);
+                    continue;
+                }
                 const auto& responses = field(r, "responses");
                 if (!responses.is_array() || responses.size() != 2)
                     protocol_error("creating the permit key");
@@ -1171,6 +1225,94 @@ class etcd_store final : public store {
         return number(field(r, "result"), "TTL") > 0;
     }
 
+    // --- leases kept between acquisitions (issue 24) ---
+    // A store that grants more than once keeps a released key's lease (the key deleted) for its
+    // next acquisition with the same TTL, which then skips the lease grant: an uncontended
+    // acquire + release is two round trips, not three. A lease still carries at most one key
+    // at a time, so each lock keeps its own TTL, refresh and loss, and a killed holder's key
+    // goes with its own lease, as before (etcd.hpp, "One lease per grant").
+
+    // Sets `s`'s lease (and its key in the queue `dir`): the latest kept lease of its TTL,
+    // renewed first unless it was renewed lately, or else a new one. True when it was kept.
+    bool take_lease(etcd_key_state& s, const std::string& dir) {
+        std::optional<kept_lease> found;
+        {
+            std::lock_guard guard(mutex_);
+            forget_if_forked();
+            const auto now = key::clock::now();
+            std::erase_if(leases_, [&](const kept_lease& l) {  // expired at the server too
+                return now >= l.renewed + std::chrono::seconds(l.ttl_s);
+            });
+            for (auto it = leases_.rbegin(); it != leases_.rend(); ++it)
+                if (it->ttl_s == s.ttl_s) {
+                    found = *it;
+                    leases_.erase(std::next(it).base());
+                    break;
+                }
+        }
+        if (!found) return new_lease(s, dir);
+        s.lease = found->lease;
+        s.key = dir + hex(std::uint64_t(s.lease));
+        // A grant lives from its lease's last renewal: a kept lease serves as it is while that
+        // costs the grant at most a twentieth of its TTL (and at most a second), else it is
+        // renewed to its full TTL first, in one round trip as a grant would be.
+        const auto fresh_for = std::min(milliseconds(1000), milliseconds(s.ttl_s * 1000 / 20));
+        if (key::clock::now() - found->renewed < fresh_for) {
+            s.renewed = found->renewed;
+            return true;
+        }
+        const auto sent = key::clock::now();
+        if (!keep_alive(s.lease)) return new_lease(s, dir);  // revoked by another client
+        s.renewed = sent;
+        return true;
+    }
+
+    // A new lease for `s` (and its key in the queue `dir`). False: not a kept one.
+    bool new_lease(etcd_key_state& s, const std::string& dir) {
+        s.renewed = key::clock::now();
+        s.lease = grant_lease(s.ttl_s);
+        s.key = dir + hex(std::uint64_t(s.lease));
+        return false;
+    }
+
+    // Whether `e`, the error of a put on a `kept` lease, says that the lease is gone (another
+    // client revoked it, or the process was paused past its TTL): then a new lease is taken.
+    static bool lease_gone(const backend_error& e, bool kept) {
+        return kept && e.native_code() == "grpc 5";  // "requested lease not found"
+    }
+
+    // Ends `s`'s key in one round trip. A store that granted more than once deletes the key and
+    // keeps the lease for its next acquisition; otherwise (a process that locks once leaves
+    // nothing), or when the key was gone already, the lease is revoked, which deletes the key
+    // with it. When the server cannot be reached the lease joins orphans_ (revoked before this
+    // process's next acquisition on the cluster) and the error is thrown.
+    void end_key(const etcd_key_state& s) {
+        if (grants_.load(std::memory_order_relaxed) > 1 && !s.orphaned &&
+            s.generation == fork_generation() && room_for_lease()) {
+            json r;
+            try {
+                r = call("/v3/kv/deleterange", {{"key", base64(s.key)}}, "deleting the lock key");
+            } catch (const backend_error& e) {
+                if (e.kind() != error_kind::permanent) orphans_.add(s.lease);
+                throw;
+            }
+            // Deleted: the lease lived (its key was there); else revoke whatever is left.
+            if (number(r, "deleted") == 1) {
+                std::lock_guard guard(mutex_);
+                if (generation_ == s.generation && leases_.size() < max_kept_leases) {
+                    leases_.push_back({s.lease, s.ttl_s, s.renewed});
+                    return;
+                }
+            }
+        }
+        revoke(s.lease);
+    }
+
+    bool room_for_lease() {
+        std::lock_guard guard(mutex_);
+        return leases_.size() < max_kept_leases;
+    }
+
     // Revokes `lease`; when the server cannot be reached, the lease joins orphans_ (revoked
     // before this process's next acquisition on the cluster) and the error is thrown.
     void revoke(std::int64_t lease) {
@@ -1296,6 +1438,7 @@ class etcd_store final : public store {
         if (generation_ == fork_generation()) return;
         idle_.clear();
         watches_.clear();
+        leases_.clear();  // the parent's: a child that used one would create the parent's keys
         generation_ = fork_generation();
     }
 
@@ -1392,6 +1535,13 @@ class etcd_store final : public store {
     static constexpr std::size_t max_kept_watches = 8;
     static constexpr auto max_watch_idle = std::chrono::seconds(2);
 
+    // A released key's lease, without the key, for the store's next acquisition (end_key).
+    struct kept_lease {
+        std::int64_t lease = 0;
+        std::int64_t ttl_s = 0;
+        key::clock::time_point renewed{};
+    };
+
     struct kept_watch {
         std::unique_ptr<http_connection> stream;
         std::int64_t created = 0;
@@ -1407,6 +1557,9 @@ class etcd_store final : public store {
     std::mutex mutex_;
     std::vector<std::unique_ptr<http_connection>> idle_;
     std::map<std::string, kept_watch> watches_;  // by queue (queue_names::dir)
+    std::vector<kept_lease> leases_;             // released keys' leases (end_key)
+    std::atomic<std::uint64_t> grants_{0};       // end_key's rule: more than one
+    static constexpr std::size_t max_kept_leases = 8;
     std::uint64_t generation_ = fork_generation();
     std::string token_;
 };

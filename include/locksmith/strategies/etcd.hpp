@@ -7,8 +7,10 @@
 //
 // Contract:
 //  - Owner: the lock object's key, bound to this process (not serializable). Each grant has a
-//    lease of its own (TTL = the lock's TTL in whole seconds, rounded up; etcd raises TTLs below
-//    its minimum, 1.5 election timeouts: 2 s by default, to that minimum); the lock is the etcd key
+//    lease of its own, which carries no other key while it holds (a new lease, or one this
+//    store kept from a released key: Kept leases, below). Its TTL is the lock's TTL in whole
+//    seconds, rounded up (etcd raises TTLs below its minimum, 1.5 election timeouts: 2 s by
+//    default, to that minimum). The lock is the etcd key
 //    `<prefix><stable_name_hash(name) hex>/<lease id hex>`, created with the lease in a
 //    transaction that checks it does not exist yet (create_revision == 0). The name itself never
 //    reaches etcd, so any name (`/`, `..`, NUL, 1 MiB) is safe.
@@ -19,12 +21,15 @@
 //    deletion, and only those of the keys it follows make it look again or grant it. Waiters
 //    are granted in the order their keys were created (FIFO-fair). While it waits, the waiter
 //    keeps its lease alive itself.
-//  - Round trips: acquire is two (lease grant; the transaction, which also reads the holder and
-//    the keys just before ours), release is one (lease revoke, which deletes the key), refresh
-//    is one (lease keep-alive), holds() is one (range on the key). A failed try costs a third
-//    (the revoke). A wait adds the watch (a connection, unless one is kept) and, when something was
-//    written between the transaction and the watch, one read of the queue; the release is the
-//    whole hand-over: the next waiter is granted on the deletion event, without a request.
+//  - Round trips: acquire is one with a kept lease (the transaction, which also reads the holder
+//    and the keys just before ours), two otherwise (a lease grant first, or a keep-alive of a kept
+//    lease that waited), release is one (the key's delete, or the lease's revoke, which deletes
+//    the key), refresh is one (lease keep-alive), holds() is one (range on the key). A failed try
+//    adds one (the delete or the revoke). An uncontended acquire + release on a store that
+//    acquires again is two round trips. A wait adds the watch (a connection, unless one is kept)
+//    and, when something was written between the transaction and the watch, one read of the queue;
+//    the release is the whole hand-over: the next waiter is granted on the deletion event, without
+//    a request.
 //  - Fencing token: the key's create revision, strictly increasing over the whole cluster.
 //  - Lease: a holder that dies keeps the lock until its lease expires (its TTL, plus up to about
 //    half a second of etcd's expiry sweep). A holder paused past its TTL loses the lock: holds()
@@ -74,11 +79,12 @@
 //    key: another client that deletes a holder's key (its lease alive) gives its place to a
 //    waiter, and the holder learns at its next refresh or is_acquired() that it lost the permit;
 //    keys another client adds take places (fewer holders, never more). Fencing token: the key's
-//    create revision. Round trips: a grant is two (three for a name's first user), a release
-//    one, a refresh two.
-//  - fork(): a child's copy of a grant releases nothing (the lease stays the parent's).
-//  - Leaves behind: nothing once released (but a semaphore's limit key); a killed holder's key
-//    and lease until its TTL ends.
+//    create revision. Round trips: a grant is two, one with a kept lease (one more for a name's
+//    first user), a release one, a refresh two.
+//  - fork(): a child's copy of a grant releases nothing (the lease stays the parent's), and the
+//    child takes none of the leases its parent kept.
+//  - Leaves behind: nothing once released (but a semaphore's limit key, and a store's kept
+//    leases, without keys: see Kept leases); a killed holder's key and lease until its TTL ends.
 //    A revocation that cannot reach etcd (a release, or a waiter giving up, while the server is
 //    down) leaves the lease to this process's next acquisition on the same cluster (any store),
 //    which revokes it first: etcd keeps leases across a restart and renews each to its full TTL
@@ -96,17 +102,24 @@
 //    replaced at once. A new connection over TLS resumes the session of the store's earlier one
 //    to that member (strategies/common/tls): no certificate exchange. Counting waits still
 //    open a watch per wait.
-//  - One lease per grant, not one per process (clientv3's concurrency.Session), decided so
-//    (issue 24): a session lease would save the lease grant of each acquisition (an uncontended
-//    pair two round trips, not three) and renew all held locks with one keep-alive, but
-//    (1) the TTL is per lock in this API: a lock its holder stops refreshing must end at its own
-//    TTL while the process renews others, and a session lease kept alive for one lock would keep
-//    them all; (2) a killed holder would block each name for the session's TTL, not the lock's;
-//    (3) a release that cannot reach etcd would leave a key under a lease that lives on (the
-//    orphan recovery revokes leases, it would have to delete keys); (4) losing the session lease
-//    loses every lock at once, which changes nothing in practice (one process renews all its
-//    leases through the same connections: what stops one keep-alive stops all). A session lease
-//    with one TTL for all locks of a store, as an option, is the way to the two-round-trip pair.
+//  - Kept leases (issue 24): a store that has granted more than once deletes a released (or
+//    failed try's) key and keeps its lease, up to 8, for its next acquisition with the same TTL
+//    in whole seconds, which then needs no lease grant. A kept lease serves as it is when it was
+//    renewed less than a twentieth of its TTL (at most 1 s) ago, else after a keep-alive: a
+//    grant's lifetime counts from its lease's last renewal. One that another client revoked
+//    (or that expired) is replaced by a new lease at the acquisition that finds it gone. A
+//    store's first release revokes (a process that locks once leaves nothing); a store revokes
+//    its kept leases when it is destroyed, and those of a process that exits without that end at
+//    their TTL, holding no key. A release whose delete cannot reach
+//    etcd leaves the lease among the orphans (above), as a failed revoke does.
+//  - One lease per grant, not one per session (clientv3's concurrency.Session), decided so
+//    (issue 24, twice): kept leases give the two-round-trip pair without what a session lease
+//    would change: (1) the TTL is per lock in this API: a lock its holder stops refreshing must
+//    end at its own TTL while the process renews others, and a session lease kept alive for one
+//    lock would keep them all; (2) a killed holder would block each name for the session's TTL,
+//    not the lock's; (3) a release that cannot reach etcd would leave a key under a lease that
+//    lives on (the orphan recovery revokes leases, it would have to delete keys); (4) another
+//    client revoking one lease would end every lock of the process at once.
 #pragma once
 
 #include <chrono>
