@@ -195,7 +195,7 @@ class socket_cutter {
 };
 
 // Bounds the session's calls by refresh_deadline() while it lives (the outermost one arms);
-// finish() says whether the deadline cut the call short, as the error to throw.
+// failed() says whether the deadline cut the call short, as the error to throw.
 class mariadb_session::deadline_guard {
   public:
     explicit deadline_guard(mariadb_session& s) : s_(s) {
