@@ -308,23 +308,28 @@ int run_client(const nlohmann::json& spec) {
     std::this_thread::sleep_for(std::chrono::microseconds(
         std::uniform_int_distribution<long>(0, spec.at("hold_us").get<long>())(random)));
     if (const ms stretch{spec.value("stretch_ms", 0L)}; stretch.count() > 0) {
-        // locksmith's SIGTERM says the lock is lost. (Elsewhere SIGTERM ends the client at once:
-        // after a SIGKILL of locksmith, the kill nemesis, it must not write.)
-        static volatile sig_atomic_t terminated = 0;
-        struct sigaction term {};
-        term.sa_handler = [](int) { terminated = 1; };
-        ::sigaction(SIGTERM, &term, nullptr);
+        // locksmith's SIGTERM says the lock is lost: taken as it comes (blocked, then waited
+        // for), so that the L record has the moment it arrived. (Elsewhere SIGTERM ends the
+        // client at once: after a SIGKILL of locksmith, the kill nemesis, it must not write.)
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        ::sigprocmask(SIG_BLOCK, &term, nullptr);
         log.record(pid, worker, seq, 'Q');  // the nemesis waits for this
-        // A long critical section, cut off from the server: work in steps, stop when locksmith
-        // says the lock is lost (SIGTERM), as the library variant stops at on_lost. Not told by
-        // the end: write, as a holder that believes it still holds does.
+        // A long critical section, cut off from the server: work on, and stop when locksmith
+        // says the lock is lost, as the library variant stops at on_lost. Not told by the end:
+        // write, as a holder that believes it still holds does.
         const auto until = std::chrono::steady_clock::now() + stretch;
-        while (!terminated && std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(20ms);
-        if (terminated) {
-            log.record(pid, worker, seq, 'L');  // told now, not when locksmith exits
-            log.record(pid, worker, seq, 'E');
-            return 0;
+        for (auto now = std::chrono::steady_clock::now(); now < until;
+             now = std::chrono::steady_clock::now()) {
+            const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now);
+            const timespec wait{time_t(left.count() / 1'000'000'000),
+                                long(left.count() % 1'000'000'000)};
+            if (::sigtimedwait(&term, nullptr, &wait) == SIGTERM) {
+                log.record(pid, worker, seq, 'L');  // told now, not when locksmith exits
+                log.record(pid, worker, seq, 'E');
+                return 0;
+            }
         }
     }
     reg.write(worker, seq, token, value + 1, pid);
