@@ -19,6 +19,8 @@
 #include <optional>
 #include <string_view>
 
+#include <locksmith/author/caller_deadline.hpp>
+
 #include "cli_common.hpp"
 #include "inherited_fds.hpp"
 
@@ -187,10 +189,14 @@ bool transient(const std::exception& e) {
 // until a stop request; said once. A release that fails may leave the lock held, blocking everyone
 // else: the caller exits with exit_release_failed then, and the message says how the command itself
 // ended, which that code replaces. After a lost lock, a failed release is expected and only
-// reported. Returns false when the release failed and the lock was not lost.
+// reported, and every attempt ends with the retries (at least release_retry from now): a lock
+// lost on a stalled network (a request that waits for its whole command timeout) must not keep
+// `run` there longer. Returns false when the release failed and the lock was not lost.
 bool release(named_lock& lock, std::optional<int> command_status, bool lost, bool verbose,
              clock::duration retry_for = {}, int signals_fd = -1) {
     const auto give_up_at = clock::now() + retry_for;
+    std::optional<request_deadline_scope> bounded;
+    if (lost) bounded.emplace(clock::now() + std::max<clock::duration>(retry_for, release_retry));
     bool said = false;
     try {
         for (;;) {

@@ -53,6 +53,15 @@ caller_deadline_scope::~caller_deadline_scope() {
     current_caller_deadline = previous_;
 }
 
+request_deadline_scope::request_deadline_scope(deadline until) noexcept
+    : previous_(current_refresh_deadline) {
+    current_refresh_deadline = previous_ ? std::min(*previous_, until) : until;
+}
+
+request_deadline_scope::~request_deadline_scope() {
+    current_refresh_deadline = previous_;
+}
+
 store::store(std::string strategy, capability capabilities)
     : strategy_(std::move(strategy)),
       capabilities_(capabilities),

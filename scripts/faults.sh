@@ -19,9 +19,10 @@
 # (SIGKILL holders and waiters, respawned), restart (kill the strategy's server and start it
 # again: a private server through scripts/services.sh, for the strategies that have one);
 # through `locksmith run`, pause stops locksmith and its command, kill SIGKILLs locksmith.
-# partition, stall and cut (the strategies with a TCP server, through the library only): one
-# worker in a long critical section is cut off from its server by a TCP proxy of its own (every
-# byte dropped, every byte held, or its connections closed). clock (redis, through the library):
+# partition, stall and cut (the strategies with a TCP server): one worker in a long critical
+# section is cut off from its server by a TCP proxy of its own (every byte dropped, every byte
+# held, or its connections closed); through `locksmith run`, locksmith reaches the server through
+# the worker's proxy and its command stops at locksmith's SIGTERM. clock (redis, through the library):
 # a private redis-server's wall clock, the one its TTLs run on, jumps forward past the TTL while
 # such a worker holds (tests/faults/clock_shift.cpp, preloaded into the server).
 # Pause and kill use the servers of `scripts/services.sh env` (LOCKSMITH_TEST_*): start them
@@ -71,11 +72,11 @@ for s in "${strategies[@]}"; do
       restart:redis|restart:memcached|restart:pg_advisory|restart:sql.postgresql|restart:zookeeper|restart:etcd) ;;
       clock:redis) ;;
       partition:*|stall:*|cut:*)
-        case $s in redis|memcached|pg_advisory|sql.postgresql|zookeeper|etcd) ;; *) continue ;; esac ;;
+        case $s in redis|memcached|pg_advisory|sql.postgresql|sql.mariadb|zookeeper|etcd) ;; *) continue ;; esac ;;
       restart:*|clock:*) continue ;;
     esac
     for v in "${vias[@]}"; do
-      case "$n:$v" in partition:run|stall:run|cut:run|clock:run) continue ;; esac
+      case "$n:$v" in clock:run) continue ;; esac
       echo "faults: $s under $n (via $v)" >&2
       rc=0
       "$program" run --strategy "$s" --nemesis "$n" --seconds "$seconds" --seed "$seed" \
@@ -156,18 +157,19 @@ def summary(cells):
             f" {sum(c['lost_untold'] for c in cs)} |"
             f" {pair(cs, 'kill', ms)} | {pair(cs, 'restart', ms)} |")
     return lines
-# The network nemeses (library): per strategy and nemesis, lost locks / told only after the next
-# grant / acted on while untold, and stale writes accepted / refused.
+# The network nemeses: per strategy, way (library or run) and nemesis, lost locks / told only
+# after the next grant / acted on while untold, and stale writes accepted / refused.
 def network(cells):
     got = [c for c in cells if "skipped" not in c and c.get("nemesis") in ("partition", "stall", "cut")]
     if not got:
         return []
     order = []
     for c in got:
-        if c["strategy"] not in order:
-            order.append(c["strategy"])
-    def cell(s, n):
-        cs = [c for c in got if c["strategy"] == s and c["nemesis"] == n]
+        row = (c["strategy"], c.get("via", "library"))
+        if row not in order:
+            order.append(row)
+    def cell(row, n):
+        cs = [c for c in got if (c["strategy"], c.get("via", "library")) == row and c["nemesis"] == n]
         if not cs:
             return "-"
         t = lambda k: sum(c.get(k, 0) for c in cs)
@@ -175,12 +177,13 @@ def network(cells):
         late = max(c.get("told_late_ms_max", 0) for c in cs)
         late = f" (by {late:.0f} ms at most)" if t("told_late") else ""
         return f"{t('faults')} faults: lost {t('lost_locks')}, told late {t('told_late')}{late}, acted untold {t('acted_untold')}{stale}"
-    lines = ["", "Network faults (through the library): per fault window, lost locks (another process"
+    lines = ["", "Network faults (through the library, or through `locksmith run`, told by its SIGTERM):"
+             " per fault window, lost locks (another process"
              " granted while the holder was cut off), of them told only after that grant, and acted on"
              " after it without being told; stale writes accepted / refused.", "",
-             "| strategy | partition | stall | cut |", "|---|---|---|---|"]
-    for s in order:
-        lines.append(f"| {s} | {cell(s, 'partition')} | {cell(s, 'stall')} | {cell(s, 'cut')} |")
+             "| strategy | via | partition | stall | cut |", "|---|---|---|---|---|"]
+    for row in order:
+        lines.append(f"| {row[0]} | {row[1]} | {cell(row, 'partition')} | {cell(row, 'stall')} | {cell(row, 'cut')} |")
     return lines
 lines += ["", "Per strategy: counts summed over its cells; x / y: through the library / through"
           " `locksmith run`; recovery: the longest time from a fault's end to the next grant, and"

@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include <locksmith/strategies/sql.hpp>
@@ -175,46 +177,127 @@ BOOST_AUTO_TEST_CASE(lost_lock_sigkills_a_child_that_ignores_sigterm) {
     BOOST_TEST(contains(r.err, "SIGKILL"), r.err);
 }
 
-// Issue 25: a run whose renewal is stuck on a dead network (a proxy that holds every byte, the
-// command timeout far past the lease) stops its command at the lease's end, before the server
-// lets the key expire and grants the name to a second run on the real server. The command marks
-// its SIGTERM in a file (a shell builtin, no fork between the signal and the mark); the second
-// run's command looks for that mark first thing. (The supervision refreshed the lock itself,
-// stuck in that refresh for the command timeout while the second run's command ran.)
-BOOST_AUTO_TEST_CASE(run_whose_renewal_is_stuck_stops_its_command_before_the_next_grant) {
-    auto url = server("LOCKSMITH_TEST_REDIS_URL");
-    if (!url) return;
-    // redis://HOST:PORT/DB, as scripts/services.sh gives it.
-    const auto at = url->find("://") + 3;
-    const auto colon = url->find(':', at);
-    const auto slash = url->find('/', colon);
-    BOOST_REQUIRE(colon != std::string::npos && slash != std::string::npos);
-    locksmith::test::tcp_fault_proxy proxy(url->substr(at, colon - at),
-                                           std::stoi(url->substr(colon + 1, slash - colon - 1)));
-    const std::string proxied =
-        url->substr(0, colon + 1) + std::to_string(proxy.port()) + url->substr(slash);
-    cli_sandbox box(redis_config(*url));
-    auto stalled = redis_config(proxied);
-    stalled["strategies"]["redis"]["options"]["command_timeout_s"] = 15;
-    const auto stalled_config = box.write_file("stalled.json", stalled.dump());
+// A fault proxy in front of the server of `address` (a URL, a DSN or HOST:PORT: its authority's
+// last ":PORT"), and `address` with the proxy's port in its place.
+struct proxied_server {
+    explicit proxied_server(const std::string& address) {
+        const auto scheme = address.find("://");
+        const auto at = scheme == std::string::npos ? 0 : scheme + 3;
+        const auto end = std::min(address.find('/', at), address.size());
+        const auto user = address.rfind('@', end);
+        const auto host = user == std::string::npos || user < at ? at : user + 1;
+        const auto colon = address.rfind(':', end);
+        BOOST_REQUIRE_MESSAGE(colon != std::string::npos && colon > host, "no port in " << address);
+        proxy.emplace(address.substr(host, colon - host),
+                      std::stoi(address.substr(colon + 1, end - colon - 1)));
+        proxied =
+            address.substr(0, colon + 1) + std::to_string(proxy->port()) + address.substr(end);
+    }
+    std::optional<locksmith::test::tcp_fault_proxy> proxy;
+    std::string proxied;
+};
+
+// Issue 25: a run whose server connection stalls (a proxy that holds every byte, the command
+// timeout far past the lease) stops its command at the lease's end and exits with the lost-lock
+// code well before its command timeout (its lease, then at most release_retry, 10 s, of retried
+// releases), before the server lets the name expire and grants it to
+// a second run on the real server. The command marks its SIGTERM in a file (a shell builtin, no
+// fork between the signal and the mark); the second run's command looks for that mark first
+// thing. (The supervision refreshed the lock itself, stuck in that refresh for the command
+// timeout while the second run's command ran.) `options(address)`: the strategy's options with
+// the server at `address`; `timeout`: the option that bounds one request, in seconds.
+void run_whose_server_stalls_stops_its_command_before_the_next_grant(
+    const std::string& strategy, const std::string& address,
+    const std::function<json(const std::string&)>& options, const std::string& timeout) {
+    proxied_server stalled(address);
+    json config, stalled_config;
+    config["strategies"][strategy]["options"] = options(address);
+    stalled_config["strategies"][strategy]["options"] = options(stalled.proxied);
+    stalled_config["strategies"][strategy]["options"][timeout] = 40;
+    cli_sandbox box(config);
+    const auto stalled_file = box.write_file("stalled.json", stalled_config.dump());
     auto first =
-        box.start({"run", "--config", stalled_config, "--strategy", "redis", "--ttl", "5",
+        box.start({"run", "--config", stalled_file, "--strategy", strategy, "--ttl", "4",
                    "--kill-after", "30", "stuck", "-c",
                    "trap 'echo term > " + box.path("stopped") + "; kill $!; exit 0' TERM; touch " +
                        box.path("holding") + "; sleep 60 & wait"});
-    BOOST_REQUIRE(wait_for_file(box.path("holding")));
-    proxy.set_mode(locksmith::test::tcp_fault_proxy::mode::stall);
+    BOOST_REQUIRE_MESSAGE(wait_for_file(box.path("holding")), strategy << ": the run never held");
+    stalled.proxy->set_mode(locksmith::test::tcp_fault_proxy::mode::stall);
+    const auto stalled_at = std::chrono::steady_clock::now();
     auto second = box.start(box.with_config(
-        "run", {"-w", "60", "--strategy", "redis", "stuck", "-c",
+        "run", {"-w", "60", "--strategy", strategy, "stuck", "-c",
                 "if [ -e " + box.path("stopped") + " ]; then echo told > " + box.path("second") +
                     "; else echo untold > " + box.path("second") + "; fi"}));
     auto r = box.wait(first, 90s);
-    BOOST_TEST(r.exit_code == 75, describe(r));
-    BOOST_TEST(contains(r.err, "lost the lock stuck"), r.err);
-    BOOST_TEST(box.read_file("stopped") == "term\n");
+    const auto took = std::chrono::steady_clock::now() - stalled_at;
+    BOOST_TEST_MESSAGE(
+        strategy << ": the stalled run exited "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                 << " ms after the stall");
+    BOOST_TEST(r.exit_code == 75, strategy << ": " << describe(r));
+    BOOST_TEST(contains(r.err, "lost the lock stuck"), strategy << ": " << r.err);
+    BOOST_TEST(box.read_file("stopped") == "term\n", strategy);
+    // The lease (4 s), the release's retries (10 s) and a margin for a loaded machine; the command
+    // timeout is 40 s.
+    BOOST_TEST(took < 25s, strategy << ": the stalled run stayed past its lease");
     auto next = box.wait(second, 90s);
-    BOOST_TEST(next.exit_code == 0, describe(next));
-    BOOST_TEST(box.read_file("second") == "told\n");
+    BOOST_TEST(next.exit_code == 0, strategy << ": " << describe(next));
+    BOOST_TEST(box.read_file("second") == "told\n", strategy);
+}
+
+BOOST_AUTO_TEST_CASE(run_whose_renewal_is_stuck_stops_its_command_before_the_next_grant) {
+    auto url = server("LOCKSMITH_TEST_REDIS_URL");
+    if (!url) return;
+    run_whose_server_stalls_stops_its_command_before_the_next_grant(
+        "redis", *url,
+        [](const std::string& at) { return redis_config(at)["strategies"]["redis"]["options"]; },
+        "command_timeout_s");
+}
+
+BOOST_AUTO_TEST_CASE(run_on_memcached_whose_server_stalls_stops_its_command_before_the_next_grant) {
+    auto servers = server("LOCKSMITH_TEST_MEMCACHED");
+    if (!servers) return;
+    run_whose_server_stalls_stops_its_command_before_the_next_grant(
+        "memcached", *servers,
+        [](const std::string& at) {
+            return json{{"servers", at}, {"key_prefix", prefix()}};
+        },
+        "command_timeout_s");
+}
+
+BOOST_AUTO_TEST_CASE(run_on_etcd_whose_server_stalls_stops_its_command_before_the_next_grant) {
+    auto endpoints = server("LOCKSMITH_TEST_ETCD");
+    if (!endpoints) return;
+    run_whose_server_stalls_stops_its_command_before_the_next_grant(
+        "etcd", *endpoints,
+        [](const std::string& at) {
+            return json{{"endpoints", at}, {"prefix", prefix()}};
+        },
+        "request_timeout_s");
+}
+
+BOOST_AUTO_TEST_CASE(
+    run_on_sql_postgres_whose_server_stalls_stops_its_command_before_the_next_grant) {
+    auto dsn = server("LOCKSMITH_TEST_POSTGRES_DSN");
+    if (!dsn) return;
+    run_whose_server_stalls_stops_its_command_before_the_next_grant(
+        "sql", *dsn,
+        [](const std::string& at) {
+            return json{{"dsn", at}, {"table", "locksmith_cli_stall"}};
+        },
+        "command_timeout_s");
+}
+
+BOOST_AUTO_TEST_CASE(
+    run_on_sql_mariadb_whose_server_stalls_stops_its_command_before_the_next_grant) {
+    auto dsn = server("LOCKSMITH_TEST_MARIADB_DSN");
+    if (!dsn) return;
+    run_whose_server_stalls_stops_its_command_before_the_next_grant(
+        "sql", *dsn,
+        [](const std::string& at) {
+            return json{{"dsn", at}, {"table", "locksmith_cli_stall"}};
+        },
+        "command_timeout_s");
 }
 
 // The remote strategies of issues 13 and 14 under the command: a run holds the name, a second

@@ -14,20 +14,21 @@
 //       schedule drawn from the seed: `pause` SIGSTOPs the holder past its TTL / session timeout
 //       / lease and SIGCONTs it; `kill` SIGKILLs holders and waiters (and respawns them);
 //       `restart` kills the strategy's server and starts it again (a private server, through
-//       scripts/services.sh); `partition`, `stall` and `cut` (through the library only) give
-//       each worker a TCP proxy of its own to the server (tests/support/tcp_fault_proxy) and, once
-//       a worker asked for it (SIGUSR1) is in a long critical section, drop every byte between
-//       it and the server, hold every byte, or close its connections, for a pause's length; the
-//       worker works on in 20 ms steps, stops when told (on_lost, or loss_fd then
-//       is_acquired()), and writes at the end when it was not. `clock` (redis, through the
-//       library) jumps a private redis-server's wall clock forward past the TTL while such a
-//       stretched section holds (clock_shift.cpp, preloaded into the server). Then the checker
-//       reads the resource's log (checker.hpp), prints its verdict as JSON (appended as one line to
-//       FILE), and the exit status says whether the invariants hold (0), not (1), or the strategy's
-//       server is not configured (77; 1 under CI=true).
-//   locksmith_faults ci ID [run|network]  the CI-sized cells of one strategy (CTest faults.ID,
-//                                 faults.ID.run for the `run` variant, faults.ID.network for
-//                                 one fault of partition, stall and cut)
+//       scripts/services.sh); `partition`, `stall` and `cut` give each worker a TCP proxy of its
+//       own to the server (tests/support/tcp_fault_proxy) and, once a worker asked for it
+//       (SIGUSR1) is in a long critical section, drop every byte between it and the server, hold
+//       every byte, or close its connections, for a pause's length; the worker works on in 20 ms
+//       steps, stops when told (on_lost, or loss_fd then is_acquired(); through `run`: the
+//       SIGTERM that locksmith sends its command), and writes at the end when it was not. `clock`
+//       (redis, through the library) jumps a private redis-server's wall clock forward past the TTL
+//       while such a stretched section holds (clock_shift.cpp, preloaded into the server). Then the
+//       checker reads the resource's log (checker.hpp), prints its verdict as JSON (appended as one
+//       line to FILE), and the exit status says whether the invariants hold (0), not (1), or the
+//       strategy's server is not configured (77; 1 under CI=true).
+//   locksmith_faults ci ID [run|network|network-run]  the CI-sized cells of one strategy (CTest
+//                                 faults.ID, faults.ID.run for the `run` variant,
+//                                 faults.ID.network for one fault of partition, stall and cut,
+//                                 faults.ID.network.run for those through `locksmith run`)
 //   locksmith_faults check LOG    the checker alone, on a log
 //
 // Invariants (issue 25; counts from the log, no timing): a `fencing` strategy accepts 0 stale
@@ -226,11 +227,18 @@ int run_worker_via_cli(const nlohmann::json& spec, faults::history_log& log) {
     std::mt19937_64 random(spec.at("seed").get<std::uint64_t>());
     const pid_t self = ::getpid();
     constexpr int conflict = 3, lost = 75;
+    struct sigaction asked {};
+    asked.sa_handler = [](int) { stretch_next = 1; };
+    asked.sa_flags = SA_RESTART;
+    ::sigaction(SIGUSR1, &asked, nullptr);
     for (long seq = 1; !fs::exists(stop_file); ++seq) {
         auto client = spec;
         client["pid"] = self;
         client["seq"] = seq;
         client["seed"] = random();
+        // Asked for a long critical section (the network nemeses): this run's command makes it.
+        client["stretch_ms"] = stretch_next ? spec.value("stretch_ms", 0L) : 0L;
+        stretch_next = 0;
         const auto client_text = client.dump();
         const pid_t pid = ::fork();
         if (pid == 0) {
@@ -299,6 +307,31 @@ int run_client(const nlohmann::json& spec) {
     const auto value = reg.read(worker, seq, pid);
     std::this_thread::sleep_for(std::chrono::microseconds(
         std::uniform_int_distribution<long>(0, spec.at("hold_us").get<long>())(random)));
+    if (const ms stretch{spec.value("stretch_ms", 0L)}; stretch.count() > 0) {
+        // locksmith's SIGTERM says the lock is lost: taken as it comes (blocked, then waited
+        // for), so that the L record has the moment it arrived. (Elsewhere SIGTERM ends the
+        // client at once: after a SIGKILL of locksmith, the kill nemesis, it must not write.)
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        ::sigprocmask(SIG_BLOCK, &term, nullptr);
+        log.record(pid, worker, seq, 'Q');  // the nemesis waits for this
+        // A long critical section, cut off from the server: work on, and stop when locksmith
+        // says the lock is lost, as the library variant stops at on_lost. Not told by the end:
+        // write, as a holder that believes it still holds does.
+        const auto until = std::chrono::steady_clock::now() + stretch;
+        for (auto now = std::chrono::steady_clock::now(); now < until;
+             now = std::chrono::steady_clock::now()) {
+            const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now);
+            const timespec wait{time_t(left.count() / 1'000'000'000),
+                                long(left.count() % 1'000'000'000)};
+            if (::sigtimedwait(&term, nullptr, &wait) == SIGTERM) {
+                log.record(pid, worker, seq, 'L');  // told now, not when locksmith exits
+                log.record(pid, worker, seq, 'E');
+                return 0;
+            }
+        }
+    }
     reg.write(worker, seq, token, value + 1, pid);
     log.record(pid, worker, seq, 'E');
     return 0;
@@ -523,13 +556,6 @@ cell_outcome run_cell(const cell& c) {
         server->export_env();
     }
     auto entry = find_entry(c.strategy);
-    if (network_nemesis(c.nemesis) && c.via == "run") {
-        // The nemesis stretches the critical section of a worker (SIGUSR1) to cut it off while
-        // it holds; `locksmith run`'s command does not take that request.
-        out.skipped = true;
-        out.json = {{"skipped", c.nemesis + " runs through the library only"}};
-        return out;
-    }
     if (c.via == "run" && test::cli_path().empty()) {
         out.skipped = true;
         out.json = {{"skipped", "this build has no CLI (LOCKSMITH_BUILD_CLI=OFF)"}};
@@ -585,6 +611,18 @@ cell_outcome run_cell(const cell& c) {
     const auto resource_name =
         "faults." + std::to_string(::getpid()) + "." + c.strategy + "." + c.nemesis + "." + c.via;
 
+    // The `run` variant through the proxies: a configuration per worker, with its proxy.
+    auto worker_config = [&](int index) {
+        if (proxies.empty()) return config_path;
+        const auto path = run_dir / ("locksmith-" + std::to_string(index) + ".json");
+        std::ofstream(path) << nlohmann::json{{"strategies",
+                                               {{entry->name,
+                                                 {{"options",
+                                                   through(*entry->options, server_port,
+                                                           proxies[index]->address())}}}}}}
+                                   .dump();
+        return path;
+    };
     auto spawn = [&](int index) -> pid_t {
         nlohmann::json spec = {
             {"log", log_path.string()},
@@ -607,7 +645,7 @@ cell_outcome run_cell(const cell& c) {
             {"seed", random()},
             {"via", c.via},
             {"locksmith", test::cli_path()},
-            {"config", config_path.string()}};
+            {"config", worker_config(index).string()}};
         const auto text = spec.dump();
         const auto err = (run_dir / ("worker-" + std::to_string(index) + ".err")).string();
         pid_t pid = ::fork();
@@ -835,14 +873,16 @@ int report(const cell_outcome& o, const std::optional<std::string>& json_file) {
 }
 
 // The CI-sized cells of one strategy: seconds, not minutes (the full run is scripts/faults.sh).
-// `via` "network": the partition, stall and cut cells (one fault each), through the library.
+// `via` "network": the partition, stall and cut cells (one fault each), through the library;
+// "network-run": the same through `locksmith run`.
 int run_ci(const std::string& id, const std::string& via) {
     int worst = 0;
-    if (via == "network") {
+    if (via == "network" || via == "network-run") {
         for (const auto* n : {"partition", "stall", "cut"}) {
             cell c;
             c.strategy = id;
             c.nemesis = n;
+            c.via = via == "network" ? "library" : "run";
             c.seconds = 1.5;  // the first fault comes after 1 s, and the run outlasts it
             c.seed = 25;
             const int status = report(run_cell(c), std::nullopt);
@@ -874,7 +914,7 @@ int usage() {
     std::cerr << "usage: locksmith_faults run --strategy ID --nemesis "
                  "none|pause|kill|restart|partition|stall|cut|clock "
                  "[--seconds S] [--seed N] [--workers K] [--via library|run] [--json FILE]\n"
-                 "       locksmith_faults ci ID [run|network]\n"
+                 "       locksmith_faults ci ID [run|network|network-run]\n"
                  "       locksmith_faults check LOG\n";
     return 2;
 }
@@ -891,9 +931,11 @@ int main(int argc, char** argv) {
             std::cout << faults::check_history(argv[2]).to_json().dump(2) << std::endl;
             return 0;
         }
-        if (command == "ci" && (argc == 3 || (argc == 4 && (argv[3] == std::string("run") ||
-                                                            argv[3] == std::string("network"))))) {
-            const int status = run_ci(argv[2], argc == 4 ? argv[3] : "library");
+        const std::string ci_via = argc == 4 ? argv[3] : "library";
+        if (command == "ci" &&
+            (argc == 3 ||
+             (argc == 4 && (ci_via == "run" || ci_via == "network" || ci_via == "network-run")))) {
+            const int status = run_ci(argv[2], ci_via);
             test::remove_test_lock_dirs();
             return status;
         }

@@ -689,6 +689,20 @@ BOOST_AUTO_TEST_CASE(a_server_that_echoes_the_password_does_not_get_it_shown) {
 BOOST_AUTO_TEST_SUITE(etcd_server,
                       *boost::unit_test::precondition(test::server_precondition{endpoint_variable}))
 
+// Issue 25: a refresh (a lease keep-alive) whose server stalls gives up at the lease's end.
+BOOST_AUTO_TEST_CASE(a_refresh_on_a_dead_network_gives_up_at_the_lease_end) {
+    const auto url = endpoint(endpoint_variable);  // http://HOST:PORT
+    const auto host = url.find("://") + 3;
+    const auto colon = url.rfind(':');
+    test::stuck_refresh_gives_up_at_the_lease_end(
+        url.substr(host, colon - host), std::stoi(url.substr(colon + 1)),
+        [&](const test::tcp_fault_proxy& proxy) {
+            auto o = options_for(url.substr(0, host) + proxy.address());
+            o.request_timeout = 30s;
+            return strategies::make_etcd_store(o);
+        });
+}
+
 BOOST_AUTO_TEST_CASE(registry_builds_the_store_and_the_factory_picks_it) {
     auto d = default_registry().find("etcd");
     BOOST_REQUIRE(d);

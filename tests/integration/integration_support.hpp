@@ -9,6 +9,8 @@
 //   private_postgres     a PostgreSQL of the test's own, through scripts/services.sh
 //   shared_counter       an unsynchronised counter in a file: mutual exclusion is what keeps
 //                        its read-modify-write from losing updates
+//   stuck_refresh_gives_up_at_the_lease_end
+//                        a refresh through a proxy that holds every byte ends with the lease
 #pragma once
 
 #include <fcntl.h>
@@ -25,10 +27,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <locksmith/locksmith.hpp>
+
+#include "support/suite_helpers.hpp"
+#include "support/tcp_fault_proxy.hpp"
 #include "support/test_environment.hpp"
 #include "support/test_paths.hpp"
 
@@ -305,5 +313,30 @@ class private_mariadb {
     int port_;
     std::string dir_;
 };
+
+// A refresh on a dead network (a tcp_fault_proxy in front of host:port that holds every byte)
+// gives up at the lease's end, not at the store's request timeout: a reply after it would be of
+// no use (issue 25). `make_store(proxy)`: the strategy's store on the proxy, its request timeout
+// 30 s.
+inline void stuck_refresh_gives_up_at_the_lease_end(
+    const std::string& host, int port,
+    const std::function<std::shared_ptr<store>(const tcp_fault_proxy&)>& make_store) {
+    using namespace std::chrono_literals;
+    tcp_fault_proxy proxy(host, port);
+    lock_options o;
+    o.ttl = 2s;
+    named_lock lock(make_store(proxy), std::make_shared<key>(unique_resource("stuck_refresh")), o);
+    BOOST_REQUIRE(lock.try_lock());
+    proxy.set_mode(tcp_fault_proxy::mode::stall);
+    const auto asked = std::chrono::steady_clock::now();
+    BOOST_CHECK_THROW(lock.refresh(), error);
+    const auto took = std::chrono::steady_clock::now() - asked;
+    BOOST_TEST_MESSAGE("the stuck refresh gave up after "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                       << " ms");
+    // The lease ends within 2 s; 30 s without the bound. Generous for a loaded machine.
+    BOOST_TEST(took < 12s);
+    lock.set_auto_release(false);  // its release would wait for the stalled proxy
+}
 
 }  // namespace locksmith::test

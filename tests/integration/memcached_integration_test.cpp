@@ -489,6 +489,19 @@ BOOST_AUTO_TEST_SUITE(memcached_faults,
                       *boost::unit_test::precondition(locksmith::test::server_precondition{
                           servers_variable}))
 
+// Issue 25: a refresh whose server stalls gives up at the lease's end.
+BOOST_AUTO_TEST_CASE(a_refresh_on_a_dead_network_gives_up_at_the_lease_end) {
+    const auto servers = endpoint(servers_variable);
+    const auto colon = servers.rfind(':');
+    test::stuck_refresh_gives_up_at_the_lease_end(servers.substr(0, colon),
+                                                  std::stoi(servers.substr(colon + 1)),
+                                                  [](const test::tcp_fault_proxy& proxy) {
+                                                      auto o = options_for(proxy.address());
+                                                      o.command_timeout = 30s;
+                                                      return strategies::make_memcached_store(o);
+                                                  });
+}
+
 BOOST_AUTO_TEST_CASE(server_stopped_while_held_then_restarted) {
     // Forks a waiter: alone in a process of its own, without earlier cases' threads.
     if (!test::running_alone()) {

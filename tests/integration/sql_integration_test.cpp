@@ -94,6 +94,25 @@ std::string unique_table(const char* what) {
 // ---------------------------------------------------------------------------------------------
 // Cases every driver runs.
 
+// Issue 25: a refresh whose server stalls gives up at the lease's end. MariaDB's client has no
+// per-call deadline: its socket is shut down then.
+void stuck_refresh_gives_up_at_the_lease_end(const std::string& dsn) {
+    const auto o = options_for(dsn);
+    test::stuck_refresh_gives_up_at_the_lease_end(
+        o.dsn.host, o.dsn.port, [&](const test::tcp_fault_proxy& proxy) {
+            // The DSN's text (which libpq reads) with the proxy's port.
+            const std::string port = ":" + std::to_string(o.dsn.port) + "/";
+            const auto at = o.dsn.text.find(port);
+            BOOST_REQUIRE(at != std::string::npos);
+            auto proxied = o;
+            proxied.dsn = strategies::parse_sql_dsn(o.dsn.text.substr(0, at) + ":" +
+                                                    std::to_string(proxy.port()) + "/" +
+                                                    o.dsn.text.substr(at + port.size()));
+            proxied.command_timeout = 30s;
+            return strategies::make_sql_store(proxied);
+        });
+}
+
 void odd_names(const std::string& dsn) {
     auto s = strategies::make_sql_store(options_for(dsn));
     const std::string pid = std::to_string(::getpid());
@@ -695,6 +714,9 @@ BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
 BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
     unknown_database(endpoint(postgres_variable));
 }
+BOOST_AUTO_TEST_CASE(a_refresh_on_a_dead_network_gives_up_at_the_lease_end) {
+    stuck_refresh_gives_up_at_the_lease_end(endpoint(postgres_variable));
+}
 // `dsn` (postgresql://[user@]host...) connecting as `user`, without password (the test server
 // trusts 127.0.0.1).
 std::string as_role(const std::string& dsn, const std::string& user) {
@@ -826,6 +848,9 @@ BOOST_AUTO_TEST_CASE(table_of_the_wrong_shape) {
 }
 BOOST_AUTO_TEST_CASE(unknown_database_is_named) {
     unknown_database(endpoint(mariadb_variable));
+}
+BOOST_AUTO_TEST_CASE(a_refresh_on_a_dead_network_gives_up_at_the_lease_end) {
+    stuck_refresh_gives_up_at_the_lease_end(endpoint(mariadb_variable));
 }
 BOOST_AUTO_TEST_CASE(wrong_password_is_refused_without_showing_it) {
     wrong_password(endpoint(mariadb_variable));

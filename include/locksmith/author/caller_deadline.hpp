@@ -4,7 +4,9 @@
 //
 //   caller_deadline        the deadline, if the caller has one
 //   caller_deadline_scope  sets it for a scope (named_lock's polling wait)
-//   refresh_deadline       the end of the lease a refresh on this thread renews
+//   refresh_deadline       the end of the lease a refresh on this thread renews, or a
+//                          request_deadline_scope's deadline
+//   request_deadline_scope bounds a thread's store requests for a scope
 #pragma once
 
 #include <optional>
@@ -19,9 +21,10 @@ namespace locksmith {
 std::optional<deadline> caller_deadline() noexcept;
 
 // The end of the lease that store::refresh(k, ttl, until) is renewing on this thread, while it
-// runs; nullopt otherwise. A remote store bounds each request made meanwhile by it (its socket
-// timeouts set from it, as from its command timeout): one refresh stuck on a dead network must
-// not outlast the lease (issue 25).
+// runs, or the deadline of a request_deadline_scope (the earlier of the two); nullopt otherwise.
+// A remote store bounds each request made meanwhile by it (its socket timeouts set from it, as
+// from its command timeout): one refresh stuck on a dead network must not outlast the lease
+// (issue 25).
 std::optional<deadline> refresh_deadline() noexcept;
 
 // `until`, or refresh_deadline() when that comes first.
@@ -34,6 +37,20 @@ class caller_deadline_scope {
     ~caller_deadline_scope();
     caller_deadline_scope(const caller_deadline_scope&) = delete;
     caller_deadline_scope& operator=(const caller_deadline_scope&) = delete;
+
+  private:
+    std::optional<deadline> previous_;
+};
+
+// Bounds every store request this thread makes while it lives by `until` (refresh_deadline() is
+// the earlier of it and an enclosing one): `locksmith run`'s releases of a lock lost on a dead
+// network, which must not keep it for a request's timeout after its retries are over.
+class request_deadline_scope {
+  public:
+    explicit request_deadline_scope(deadline until) noexcept;
+    ~request_deadline_scope();
+    request_deadline_scope(const request_deadline_scope&) = delete;
+    request_deadline_scope& operator=(const request_deadline_scope&) = delete;
 
   private:
     std::optional<deadline> previous_;

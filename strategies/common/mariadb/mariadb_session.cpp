@@ -2,10 +2,16 @@
 #include "mariadb_session.hpp"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
 
+#include <locksmith/author/caller_deadline.hpp>
 #include <locksmith/author/strategy_support.hpp>
 
 namespace locksmith::mariadb {
@@ -132,6 +138,96 @@ MYSQL_BIND real_param(double& value) {
     return b;
 }
 
+// Shuts a session's socket down at a deadline, from a thread of its own, unless the call it
+// bounds returned first. Connector/C has no per-call deadline (its read and write timeouts are
+// whole seconds, fixed at connect), and a call blocked on the socket returns at once, with a lost
+// connection (2013), once the socket is shut down.
+class socket_cutter {
+  public:
+    ~socket_cutter() {
+        {
+            std::lock_guard<std::mutex> l(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+    void arm(int fd, deadline until) {
+        std::lock_guard<std::mutex> l(mutex_);
+        fd_ = fd;
+        until_ = until;
+        fired_ = false;
+        if (!thread_.joinable()) {
+            every_signal_blocked quiet;  // the locksmith command's SIGCHLD is not for this thread
+            thread_ = std::thread([this] { run(); });
+        }
+        wake_.notify_all();
+    }
+    // After it, the socket is left alone. True when it was shut down.
+    bool disarm() {
+        std::lock_guard<std::mutex> l(mutex_);
+        until_.reset();
+        return std::exchange(fired_, false);
+    }
+
+  private:
+    void run() {
+        std::unique_lock<std::mutex> l(mutex_);
+        while (!stop_) {
+            if (!until_) {
+                wake_.wait(l);
+            } else if (std::chrono::steady_clock::now() >= *until_) {
+                ::shutdown(fd_, SHUT_RDWR);
+                fired_ = true;
+                until_.reset();
+            } else {
+                wake_.wait_until(l, *until_);
+            }
+        }
+    }
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    int fd_ = -1;
+    std::optional<deadline> until_;
+    bool fired_ = false;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+// Bounds the session's calls by refresh_deadline() while it lives (the outermost one arms);
+// failed() says whether the deadline cut the call short, as the error to throw.
+class mariadb_session::deadline_guard {
+  public:
+    explicit deadline_guard(mariadb_session& s) : s_(s) {
+        const auto until = refresh_deadline();
+        const int fd = s.socket();
+        if (!until || s.bounded_ || fd < 0) return;
+        if (!s.cutter_) s.cutter_ = std::make_unique<socket_cutter>();
+        s.cutter_->arm(fd, *until);
+        s.bounded_ = armed_ = true;
+    }
+    ~deadline_guard() {
+        // Cut after the call returned: the socket is of no use any more.
+        if (armed_ && disarm()) s_.usable_ = false;
+    }
+    deadline_guard(const deadline_guard&) = delete;
+    deadline_guard& operator=(const deadline_guard&) = delete;
+    // Call with the failed call's error: fails with the deadline's reason when it cut the call.
+    void failed(std::string_view what, unsigned code, std::string_view message) {
+        if (armed_ && disarm())
+            s_.fail(what, 2013, "no reply before the end of the lease being renewed");
+        s_.fail(what, code, message);
+    }
+
+  private:
+    bool disarm() {
+        armed_ = s_.bounded_ = false;
+        return s_.cutter_->disarm();
+    }
+    mariadb_session& s_;
+    bool armed_ = false;
+};
+
 mariadb_session::mariadb_session(const mariadb_target& target)
     : target_(target), generation_(fork_generation()) {
     const auto& api = load_api(target.strategy);
@@ -139,7 +235,18 @@ mariadb_session::mariadb_session(const mariadb_target& target)
     if (!db_)
         throw backend_error(target.strategy, "connection",
                             target.strategy + ": out of memory connecting", error_kind::transient);
-    unsigned connect = seconds_up(target.connect_timeout);
+    auto connect_within = target.connect_timeout;
+    if (const auto until = refresh_deadline()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            *until - std::chrono::steady_clock::now());
+        if (left <= std::chrono::milliseconds(0))
+            throw backend_error(target.strategy, "timeout",
+                                target.strategy + ": connecting to " + target.dsn.redacted() +
+                                    ": the lease being renewed has ended",
+                                error_kind::transient);
+        connect_within = std::min(connect_within, left);
+    }
+    unsigned connect = seconds_up(connect_within);
     unsigned command = seconds_up(target.command_timeout);
     api.mysql_options(db_, MYSQL_OPT_CONNECT_TIMEOUT, &connect);
     api.mysql_options(db_, MYSQL_OPT_READ_TIMEOUT, &command);
@@ -199,7 +306,10 @@ mariadb_session::~mariadb_session() {
     // In a fork()ed child the socket is the parent's: closing would end the parent's connection
     // (COM_QUIT) and with it the parent's locks. The child leaves it alone; its memory goes with
     // the child.
-    if (!ours()) return;
+    if (!ours()) {
+        (void)cutter_.release();  // its thread is the parent's: nothing to join here
+        return;
+    }
     for (auto* s : statements_)
         if (s) my().mysql_stmt_close(s);
     if (db_) my().mysql_close(db_);
@@ -231,7 +341,7 @@ void mariadb_session::fail(std::string_view what, unsigned code, std::string_vie
 }
 
 MYSQL_STMT* mariadb_session::prepared(std::size_t slot, const std::string& sql,
-                                      std::string_view what) {
+                                      std::string_view what, deadline_guard& bounded) {
     if (statements_.at(slot)) return statements_[slot];
     MYSQL_STMT* s = my().mysql_stmt_init(db_);
     if (!s) fail(what, my().mysql_errno(db_), my().mysql_error(db_));
@@ -239,7 +349,7 @@ MYSQL_STMT* mariadb_session::prepared(std::size_t slot, const std::string& sql,
         const unsigned code = my().mysql_stmt_errno(s);
         const std::string message = my().mysql_stmt_error(s);
         my().mysql_stmt_close(s);
-        fail(what, code, message);
+        bounded.failed(what, code, message);
     }
     return statements_[slot] = s;
 }
@@ -248,7 +358,8 @@ MYSQL_STMT* mariadb_session::execute(std::size_t slot, const std::string& sql,
                                      std::initializer_list<MYSQL_BIND> params,
                                      std::string_view what) {
     if (!usable_) fail(what, 2006, "the connection was lost before");
-    MYSQL_STMT* s = prepared(slot, sql, what);
+    deadline_guard bounded(*this);
+    MYSQL_STMT* s = prepared(slot, sql, what, bounded);
     std::array<MYSQL_BIND, 4> binds{};
     if (params.size() > binds.size()) fail(what, 2034, "too many parameters");
     std::copy(params.begin(), params.end(), binds.begin());
@@ -258,7 +369,7 @@ MYSQL_STMT* mariadb_session::execute(std::size_t slot, const std::string& sql,
         // A statement whose server side is gone (restart, lost connection) is prepared anew.
         my().mysql_stmt_close(s);
         statements_[slot] = nullptr;
-        fail(what, code, message);
+        bounded.failed(what, code, message);
     }
     return s;
 }
@@ -266,6 +377,7 @@ MYSQL_STMT* mariadb_session::execute(std::size_t slot, const std::string& sql,
 first_value mariadb_session::fetch_first(std::size_t slot, const std::string& sql,
                                          std::initializer_list<MYSQL_BIND> params,
                                          std::string_view what) {
+    deadline_guard bounded(*this);
     MYSQL_STMT* s = execute(slot, sql, params, what);
     first_value out;
     my_bool is_null = 0;
@@ -275,10 +387,10 @@ first_value mariadb_session::fetch_first(std::size_t slot, const std::string& sq
     result.buffer = &out.value;
     result.is_null = &is_null;
     if (my().mysql_stmt_bind_result(s, &result) != 0 || my().mysql_stmt_store_result(s) != 0)
-        fail(what, my().mysql_stmt_errno(s), my().mysql_stmt_error(s));
+        bounded.failed(what, my().mysql_stmt_errno(s), my().mysql_stmt_error(s));
     const int rc = my().mysql_stmt_fetch(s);
     my().mysql_stmt_free_result(s);
-    if (rc == 1) fail(what, my().mysql_stmt_errno(s), my().mysql_stmt_error(s));
+    if (rc == 1) bounded.failed(what, my().mysql_stmt_errno(s), my().mysql_stmt_error(s));
     out.row = rc != MYSQL_NO_DATA;
     out.null = out.row && is_null;
     return out;
@@ -294,8 +406,9 @@ std::uint64_t mariadb_session::insert_id(MYSQL_STMT* statement) const {
 
 void mariadb_session::run(const std::string& sql, std::string_view what) {
     if (!usable_) fail(what, 2006, "the connection was lost before");
+    deadline_guard bounded(*this);
     if (my().mysql_real_query(db_, sql.c_str(), sql.size()) != 0)
-        fail(what, my().mysql_errno(db_), my().mysql_error(db_));
+        bounded.failed(what, my().mysql_errno(db_), my().mysql_error(db_));
 }
 
 }  // namespace locksmith::mariadb

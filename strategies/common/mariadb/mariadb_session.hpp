@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,8 @@
 #pragma GCC visibility push(hidden)
 
 namespace locksmith::mariadb {
+
+class socket_cutter;
 
 struct mariadb_target {
     // Which strategy speaks (the backend of the backend_errors, the prefix of messages).
@@ -97,7 +100,8 @@ class mariadb_session {
     // The most prepared statements a session keeps (slots 0 .. max_statements - 1).
     static constexpr std::size_t max_statements = 16;
 
-    // Connects within target.connect_timeout; `target` must outlive the session. A DSN with a
+    // Connects within target.connect_timeout (within refresh_deadline() too, rounded up to a
+    // whole second); `target` must outlive the session. A DSN with a
     // port connects over TCP (to localhost too); localhost or no host without a port uses the
     // default Unix socket. TLS as the DSN asks: enforced (no fallback to plain TCP), and with
     // verify-full the certificate chain and the host name are checked.
@@ -116,7 +120,10 @@ class mariadb_session {
     // for its results (affected_rows, insert_id, fetch_first). `what` names the step in messages
     // ("acquiring a lock").
     // Throws mariadb_error; after an error that ends the session (ends_session) it is no longer
-    // usable().
+    // usable(). Within refresh_deadline() (caller_deadline.hpp): a statement whose reply has not
+    // come by then fails with 2013, transient, and the session is no longer usable (its socket
+    // is shut down at the deadline, Connector/C having no per-call deadline). So do fetch_first
+    // and run.
     MYSQL_STMT* execute(std::size_t slot, const std::string& sql,
                         std::initializer_list<MYSQL_BIND> params, std::string_view what);
     // execute(), then the first column of the first row as an integer.
@@ -145,12 +152,16 @@ class mariadb_session {
     [[noreturn]] void fail(std::string_view what, unsigned code, std::string_view message);
 
   private:
-    MYSQL_STMT* prepared(std::size_t slot, const std::string& sql, std::string_view what);
+    class deadline_guard;
+    MYSQL_STMT* prepared(std::size_t slot, const std::string& sql, std::string_view what,
+                         deadline_guard& bounded);
     const mariadb_target& target_;
     const std::uint64_t generation_;
     MYSQL* db_ = nullptr;
     bool usable_ = true;
     std::array<MYSQL_STMT*, max_statements> statements_{};
+    std::unique_ptr<socket_cutter> cutter_;  // started at the first call with a deadline
+    bool bounded_ = false;                   // a deadline_guard is armed
 };
 
 }  // namespace locksmith::mariadb
