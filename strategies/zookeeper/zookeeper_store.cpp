@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
@@ -122,9 +121,19 @@ std::string open_acl_problem(const ACL_vector& acl, const std::string& user) {
 // pipe when the handle is made, the socket at each connection (the watcher's connected event).
 // Until then, another thread's fork and exec would pass them on.
 
-// The open descriptors of this process that are not close-on-exec, with what fstat says.
-std::vector<std::pair<int, struct stat>> inheritable_fds() {
-    std::vector<std::pair<int, struct stat>> out;
+// An open descriptor of this process that is not close-on-exec, and what it is: its
+// /proc/self/fd link names a pipe or a socket and its inode ("pipe:[4711]").
+struct inheritable_fd {
+    int fd;
+    std::string_view kind;  // "pipe", "socket", or "" for anything else
+    unsigned long long inode;
+};
+
+// Read from the links rather than with fstat(): the client's I/O thread may be creating a
+// descriptor meanwhile, and ThreadSanitizer takes an fstat() beside a socket() of the same
+// number for a data race (the kernel orders the two; reading a link touches no descriptor).
+std::vector<inheritable_fd> inheritable_fds() {
+    std::vector<inheritable_fd> out;
     DIR* dir = ::opendir("/proc/self/fd");
     if (!dir) return out;
     while (const dirent* e = ::readdir(dir)) {
@@ -133,10 +142,23 @@ std::vector<std::pair<int, struct stat>> inheritable_fds() {
         if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc() ||
             fd == ::dirfd(dir))
             continue;
-        struct stat st;
         const int flags = ::fcntl(fd, F_GETFD);
-        if (flags >= 0 && (flags & FD_CLOEXEC) == 0 && ::fstat(fd, &st) == 0)
-            out.emplace_back(fd, st);
+        if (flags < 0 || (flags & FD_CLOEXEC) != 0) continue;
+        char target[64];
+        const ssize_t n = ::readlinkat(::dirfd(dir), e->d_name, target, sizeof target - 1);
+        if (n <= 0) continue;
+        const std::string_view link(target, static_cast<std::size_t>(n));
+        inheritable_fd found{fd, "", 0};
+        const auto open = link.find(":[");
+        if (open != std::string_view::npos && link.back() == ']') {
+            const auto digits = link.substr(open + 2, link.size() - open - 3);
+            const bool numbered =
+                std::from_chars(digits.data(), digits.data() + digits.size(), found.inode).ec ==
+                std::errc();
+            if (numbered && link.substr(0, open) == "pipe") found.kind = "pipe";
+            if (numbered && link.substr(0, open) == "socket") found.kind = "socket";
+        }
+        out.push_back(found);
     }
     ::closedir(dir);
     return out;
@@ -153,8 +175,8 @@ void mark_client_socket(zhandle_t* zh) {
     sockaddr_storage server{};
     socklen_t length = sizeof server;
     if (!zookeeper_get_connected_host(zh, reinterpret_cast<sockaddr*>(&server), &length)) return;
-    for (const auto& [fd, st] : inheritable_fds()) {
-        if (!S_ISSOCK(st.st_mode)) continue;
+    for (const auto& [fd, kind, inode] : inheritable_fds()) {
+        if (kind != "socket") continue;
         sockaddr_storage peer{};
         socklen_t peer_length = sizeof peer;
         if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) == 0 &&
@@ -221,9 +243,9 @@ class session {
     session(const zookeeper_options& o) : hosts_(redact_url(o.hosts)) {
         // The client's two threads start here, with every signal blocked.
         int init_errno = 0;
-        std::set<ino_t> pipes_before;
-        for (const auto& [fd, st] : inheritable_fds())
-            if (S_ISFIFO(st.st_mode)) pipes_before.insert(st.st_ino);
+        std::set<unsigned long long> pipes_before;
+        for (const auto& [fd, kind, inode] : inheritable_fds())
+            if (kind == "pipe") pipes_before.insert(inode);
         {
             const every_signal_blocked in_the_client_threads;
             errno = 0;
@@ -232,10 +254,9 @@ class session {
             init_errno = errno;
         }
         // The wake-up pipe: both ends of a pipe that was not there before.
-        std::map<ino_t, std::vector<int>> new_pipes;
-        for (const auto& [fd, st] : inheritable_fds())
-            if (S_ISFIFO(st.st_mode) && !pipes_before.count(st.st_ino))
-                new_pipes[st.st_ino].push_back(fd);
+        std::map<unsigned long long, std::vector<int>> new_pipes;
+        for (const auto& [fd, kind, inode] : inheritable_fds())
+            if (kind == "pipe" && !pipes_before.count(inode)) new_pipes[inode].push_back(fd);
         for (const auto& [ino, ends] : new_pipes)
             if (ends.size() == 2)
                 for (int fd : ends) set_close_on_exec(fd);
