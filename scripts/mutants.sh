@@ -28,9 +28,9 @@
 #   The entries run in that order: new or changed entries, those whose file changed, those whose
 #   tests changed, the rotating share (within each, an order that turns with the commit count).
 #   MUTANTS_BUDGET=SECONDS bounds the run: once that long has passed since it began (its build and
-#   baseline included), a lane starts no more entries but new or changed ones, and reports the rest
-#   as NOT RUN with the reason and their names at the end (not a failure: scripts/nightly.sh,
-#   which has no budget, runs every entry). A lane's entry started before the budget ends runs on.
+#   baselines included), a lane starts no more entries but new or changed ones, and reports the
+#   rest as NOT RUN with the reason and their names at the end (not a failure: scripts/nightly.sh,
+#   which has no budget, runs every entry). An entry started before the budget ends runs on.
 #
 # The faults run in lanes side by side (MUTANT_LANES; default: one per CPU as root, else 1):
 # most of a fault's time is spent in tests that wait (for a TTL, a session, a wake-up), not on the
@@ -399,21 +399,36 @@ run_faults() {  # run_faults ENTRY_DIR...: one result line per fault, on stdout 
   done
 }
 
-# run_lane ENTRY_DIR...: first the baseline (every test these entries name passes on the
-# unchanged code, else a "catch" would mean nothing), then their faults.
+# run_lane ENTRY_DIR...: the entries in batches of 8, each first its baseline (every test these
+# entries name passes on the unchanged code, else a "catch" would mean nothing; each test once a
+# lane), then its faults. In batches so that a run the time budget cuts short has not spent it on
+# the baseline of entries it will not run: a later batch rebuilds its targets from the restored
+# sources first (ccache has them).
 run_lane() {
-  local cmd rc ok=1
-  while read -r cmd; do
-    rc=0
-    run_test "$cmd" || rc=$?
-    if [ "$rc" != 0 ]; then
-      { echo "  FAILS UNCHANGED (exit $rc): $cmd"; tail -20 "$work/test.log" | sed 's/^/    /'; } |
-        tee -a "$work/baseline-failures"
-      ok=0
+  local dirs=("$@") cmd rc ok=1 i
+  : >"$work/baselined"
+  for ((i = 0; i < ${#dirs[@]}; i += 8)); do
+    if [ -n "$budget" ] && [ $(($(date +%s) - start)) -ge "$budget" ] &&
+      [ "$(cat "${dirs[i]}/budgeted" 2>/dev/null)" = 1 ]; then
+      run_faults "${dirs[@]:i}"  # each reported as not run (the order puts the others first)
+      return
     fi
-  done < <(for dir in "$@"; do cat "$dir/tests"; done | sort -u)
-  [ "$ok" = 1 ] || return 2
-  run_faults "$@"
+    [ "$i" = 0 ] || build_targets $(printf '%s/tests ' "${dirs[@]:i:8}") ||
+      { tail -40 "$work/build.log"; echo "mutants: the unchanged code does not build" >&2; return 2; }
+    while read -r cmd; do
+      ! grep -qxF "$cmd" "$work/baselined" || continue
+      echo "$cmd" >>"$work/baselined"
+      rc=0
+      run_test "$cmd" || rc=$?
+      if [ "$rc" != 0 ]; then
+        { echo "  FAILS UNCHANGED (exit $rc): $cmd"; tail -20 "$work/test.log" | sed 's/^/    /'; } |
+          tee -a "$work/baseline-failures"
+        ok=0
+      fi
+    done < <(for dir in "${dirs[@]:i:8}"; do cat "$dir/tests"; done | sort -u)
+    [ "$ok" = 1 ] || return 2
+    run_faults "${dirs[@]:i:8}"
+  done
 }
 
 if [ -n "$lane_dir" ]; then
