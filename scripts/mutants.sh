@@ -474,7 +474,7 @@ for ((i = 1; i < lanes; i++)); do
     "$build" "$lane" $(in_order "${lane_entries[$i]}") &
   lane_pids+=($!)
 done
-echo "mutants: $lanes lane(s), each: the baseline, then its faults"
+echo "mutants: $lanes lane(s), each in batches of 8 entries: their baseline, then their faults"
 # shellcheck disable=SC2086
 run_lane $(in_order "${lane_entries[0]:-}") || true
 for pid in "${lane_pids[@]}"; do wait "$pid" || true; done
