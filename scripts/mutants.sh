@@ -25,6 +25,12 @@
 #   comes: a fault that a change elsewhere lets through (a caller, a header, tests/support, a
 #   test program that stops running a case), and, when several commits land at once, the shares
 #   their counts skipped. When MUTANTS_SINCE is not in the clone (a shallow clone), every entry runs.
+#   The entries run in that order: new or changed entries, those whose file changed, those whose
+#   tests changed, the rotating share (within each, an order that turns with the commit count).
+#   MUTANTS_BUDGET=SECONDS bounds the run: once that long has passed since it began (its build and
+#   baselines included), a lane starts no more entries but new or changed ones, and reports the
+#   rest as NOT RUN with the reason and their names at the end (not a failure: scripts/nightly.sh,
+#   which has no budget, runs every entry). An entry started before the budget ends runs on.
 #
 # The faults run in lanes side by side (MUTANT_LANES; default: one per CPU as root, else 1):
 # most of a fault's time is spent in tests that wait (for a TTL, a session, a wake-up), not on the
@@ -142,11 +148,12 @@ if os.environ.get("MUTANTS_PER_CHANGE"):
     shares = int(os.environ.get("MUTANTS_SHARES") or 8)
     base = (run("git", "-C", root, "rev-parse", "--verify", "-q", since + "^{commit}") or "").strip()
     key = lambda e: (e["file"], e["find"], e["replace"], tuple(e["test"]))
-    reasons = {}
+    reasons, rank, count = {}, {}, 0
     if not base:
         # A shallow clone or a short history: what changed cannot be told, so every entry runs.
         for e in selected:
             reasons[e["name"]] = f"{since} unknown: every entry"
+            rank[e["name"]] = 1
     else:
         # Committed since BASE, and not committed yet (a run in a working tree).
         changed = set((run("git", "-C", root, "diff", "--name-only", base) or "").split())
@@ -195,13 +202,23 @@ if os.environ.get("MUTANTS_PER_CHANGE"):
                 why.append("its tests changed: " + " ".join(hit))
             if why:
                 reasons[e["name"]] = "; ".join(why)
-        share = int(run("git", "-C", root, "rev-list", "--count", "--first-parent", "HEAD") or "0") % shares
+                # What the change claims first (its new entries), then the faults in what it
+                # changed, then those its tests' changes concern: the order a time budget cuts.
+                rank[e["name"]] = 0 if why[0] in ("new entry", "entry changed") else \
+                    1 if "its file changed" in why else 2
+        count = int(run("git", "-C", root, "rev-list", "--count", "--first-parent", "HEAD") or "0")
+        share = count % shares
         for e in selected:
             if e["name"] not in reasons and zlib.crc32(e["name"].encode()) % shares == share:
                 reasons[e["name"]] = f"share {share} of {shares}"
+                rank[e["name"]] = 3
         print(f"mutants: per change: {len(reasons)} of {len(selected)} entries (changed since"
               f" {since} = {base[:12]}: {len(changed)} files; rotating share {share} of {shares})")
     selected = [e for e in selected if e["name"] in reasons]
+    # Within a rank, an order that turns with the commit count, so that when the time budget
+    # (MUTANTS_BUDGET) cuts a run short, the next commit's run does not cut the same entries.
+    turn = lambda e: (zlib.crc32(e["name"].encode()) + count * 0x9E3779B1) % 2**32
+    selected.sort(key=lambda e: (rank[e["name"]], turn(e)))
     for e in selected:
         print(f"  {e['name']:<48} {reasons[e['name']]}")
     sys.stdout.flush()
@@ -228,6 +245,9 @@ for i, e in enumerate(selected):
     os.makedirs(d)
     for f in ("name", "file", "find", "replace", "bug"):
         open(os.path.join(d, f), "w", encoding="utf-8").write(e[f])
+    # What MUTANTS_BUDGET may leave out: with --per-change, every entry but a new or changed one.
+    if os.environ.get("MUTANTS_PER_CHANGE"):
+        open(os.path.join(d, "budgeted"), "w").write("%d\n" % (rank[e["name"]] > 0))
     open(os.path.join(d, "group"), "w", encoding="utf-8").write(find(test_key(e["test"][0])) + "\n")
     open(os.path.join(d, "tests"), "w", encoding="utf-8").write("\n".join(e["test"]) + "\n")
 EOF
@@ -302,7 +322,10 @@ run_test() {  # run_test "<command relative to the build dir>" -> its exit statu
   return $rc
 }
 
-start=$(date +%s)
+# The run's start, also in its lanes: MUTANTS_BUDGET counts from it.
+start=${MUTANTS_START:-$(date +%s)}
+export MUTANTS_START=$start
+budget=${MUTANTS_BUDGET:-}
 if [ -z "$lane_dir" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_LINK_DEPENDS_NO_SHARED=ON >"$work/configure.log" 2>&1 ||
@@ -332,7 +355,11 @@ run_faults() {  # run_faults ENTRY_DIR...: one result line per fault, on stdout 
     t0=$(date +%s)
     status=""
     detail=""
-    if [ ! -f "$target" ]; then
+    if [ -n "$budget" ] && [ "$(cat "$dir/budgeted" 2>/dev/null)" = 1 ] &&
+      [ $((t0 - start)) -ge "$budget" ]; then
+      status="NOT RUN"
+      detail="the time budget (MUTANTS_BUDGET=$budget s) is spent; scripts/nightly.sh runs it"
+    elif [ ! -f "$target" ]; then
       status="NOT APPLIED"
       detail="no file $(cat "$dir/file")"
     else
@@ -372,21 +399,36 @@ run_faults() {  # run_faults ENTRY_DIR...: one result line per fault, on stdout 
   done
 }
 
-# run_lane ENTRY_DIR...: first the baseline (every test these entries name passes on the
-# unchanged code, else a "catch" would mean nothing), then their faults.
+# run_lane ENTRY_DIR...: the entries in batches of 8, each first its baseline (every test these
+# entries name passes on the unchanged code, else a "catch" would mean nothing; each test once a
+# lane), then its faults. In batches so that a run the time budget cuts short has not spent it on
+# the baseline of entries it will not run: a later batch rebuilds its targets from the restored
+# sources first (ccache has them).
 run_lane() {
-  local cmd rc ok=1
-  while read -r cmd; do
-    rc=0
-    run_test "$cmd" || rc=$?
-    if [ "$rc" != 0 ]; then
-      { echo "  FAILS UNCHANGED (exit $rc): $cmd"; tail -20 "$work/test.log" | sed 's/^/    /'; } |
-        tee -a "$work/baseline-failures"
-      ok=0
+  local dirs=("$@") cmd rc ok=1 i
+  : >"$work/baselined"
+  for ((i = 0; i < ${#dirs[@]}; i += 8)); do
+    if [ -n "$budget" ] && [ $(($(date +%s) - start)) -ge "$budget" ] &&
+      [ "$(cat "${dirs[i]}/budgeted" 2>/dev/null)" = 1 ]; then
+      run_faults "${dirs[@]:i}"  # each reported as not run (the order puts the others first)
+      return
     fi
-  done < <(for dir in "$@"; do cat "$dir/tests"; done | sort -u)
-  [ "$ok" = 1 ] || return 2
-  run_faults "$@"
+    [ "$i" = 0 ] || build_targets $(printf '%s/tests ' "${dirs[@]:i:8}") ||
+      { tail -40 "$work/build.log"; echo "mutants: the unchanged code does not build" >&2; return 2; }
+    while read -r cmd; do
+      ! grep -qxF "$cmd" "$work/baselined" || continue
+      echo "$cmd" >>"$work/baselined"
+      rc=0
+      run_test "$cmd" || rc=$?
+      if [ "$rc" != 0 ]; then
+        { echo "  FAILS UNCHANGED (exit $rc): $cmd"; tail -20 "$work/test.log" | sed 's/^/    /'; } |
+          tee -a "$work/baseline-failures"
+        ok=0
+      fi
+    done < <(for dir in "${dirs[@]:i:8}"; do cat "$dir/tests"; done | sort -u)
+    [ "$ok" = 1 ] || return 2
+    run_faults "${dirs[@]:i:8}"
+  done
 }
 
 if [ -n "$lane_dir" ]; then
@@ -410,6 +452,10 @@ while read -r group; do
   lane_entries[$best]+=" $(grep -lxF "$group" "$work"/entries/*/group | xargs -n1 dirname | tr '\n' ' ')"
 done < <(cat "$work"/entries/*/group | sort | uniq -c | sort -rn | sed 's/^ *[0-9]* //')
 
+# A lane's entries in the list's order (the entry folders are numbered in it): with --per-change,
+# the ones the change concerns first, the rotating share last.
+in_order() { tr ' ' '\n' <<<"$1" | grep . | sort | tr '\n' ' '; }
+
 : >"$work/results"
 for ((i = 1; i < lanes; i++)); do
   [ -n "${lane_entries[$i]:-}" ] || continue
@@ -425,12 +471,12 @@ for ((i = 1; i < lanes; i++)); do
   # shellcheck disable=SC2086
   unshare -m -- bash -c 'mount --bind "$1" "$2" && mount --bind "$3" "$4" && shift 4 &&
     exec bash "$0" --lane "$@"' "$root/scripts/mutants.sh" "$lane/src" "$root" "$lane/build" \
-    "$build" "$lane" ${lane_entries[$i]} &
+    "$build" "$lane" $(in_order "${lane_entries[$i]}") &
   lane_pids+=($!)
 done
-echo "mutants: $lanes lane(s), each: the baseline, then its faults"
+echo "mutants: $lanes lane(s), each in batches of 8 entries: their baseline, then their faults"
 # shellcheck disable=SC2086
-run_lane ${lane_entries[0]:-} || true
+run_lane $(in_order "${lane_entries[0]:-}") || true
 for pid in "${lane_pids[@]}"; do wait "$pid" || true; done
 lane_pids=()
 cat "$work"/lane-*/results >>"$work/results" 2>/dev/null || true
@@ -462,8 +508,12 @@ while read -r status; do
   count[$status]=$(( ${count[$status]:-0} + 1 ))
 done < <(cut -c1-16 "$work/results" | sed 's/ *$//')
 echo
+over=$(awk '$1 == "NOT" && $2 == "RUN" {print $3}' "$work/results" | sort | tr '\n' ' ')
+[ -z "$over" ] || echo "mutants: not run, the time budget of $budget s spent (scripts/nightly.sh" \
+  "runs every entry): $over"
 echo "mutants: $total faults in $(( $(date +%s) - start )) s ($lanes lane(s)):" \
   "${count[caught]:-0} caught, ${count[SURVIVED]:-0} survived," \
   "${count[DOES NOT COMPILE]:-0} do not compile, ${count[NOT APPLIED]:-0} not applied," \
-  "${count[SKIPPED]:-0} skipped, $((total - $(wc -l <"$work/results"))) not run"
-[ "${count[caught]:-0}" = "$total" ]
+  "${count[SKIPPED]:-0} skipped, ${count[NOT RUN]:-0} left to the nightly run (budget)," \
+  "$((total - $(wc -l <"$work/results"))) not run"
+[ $(( ${count[caught]:-0} + ${count[NOT RUN]:-0} )) = "$total" ]

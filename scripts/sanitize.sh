@@ -76,6 +76,10 @@ if [ "$kind" = tsan ] && [ "$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo
   run=(setarch "$(uname -m)" -R)
 fi
 
+# The tests' times of a CI run, longest first (scripts/test.sh says why): the order under a
+# sanitizer is much the same.
+costs=$build/Testing/Temporary/CTestCostData.txt
+[ -f "$costs" ] || { mkdir -p "${costs%/*}" && grep -v '^#' "$root/tests/ctest-costs.txt" >"$costs"; }
 rc=0
 "${run[@]}" ctest --test-dir "$build" --output-on-failure --timeout 900 "${labels[@]}" "$@" || rc=$?
 grep -h '^SKIPPED ' "$build/Testing/Temporary/LastTest.log" || true
