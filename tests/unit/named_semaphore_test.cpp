@@ -73,7 +73,9 @@ int most_inside_at_once(const std::shared_ptr<store>& s, const std::string& name
                 int seen = most.load();
                 while (now > seen && !most.compare_exchange_weak(seen, now)) {
                 }
-                std::this_thread::yield();
+                // Held for a moment, so that others get in beside it however the scheduler
+                // runs the threads (a yield ran them one at a time on a loaded machine).
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
                 --inside;
                 p.release();
             }
