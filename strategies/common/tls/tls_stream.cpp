@@ -183,8 +183,11 @@ SSL_SESSION* tls_context::session_for(const std::string& server) const {
     std::lock_guard guard(sessions_mutex_);
     const auto it = sessions_.find(server);
     if (it == sessions_.end()) return nullptr;
-    SSL_SESSION_up_ref(it->second);
-    return it->second;
+    // A copy of its own for each connection, not a reference to the kept one: OpenSSL changes a
+    // connection's session (a TLS 1.3 ticket replaces it), and connections on other threads
+    // would share that object, ordered only by OpenSSL's reference count, which
+    // ThreadSanitizer cannot see (libcrypto is not instrumented) and reported as races.
+    return SSL_SESSION_dup(it->second);
 }
 
 void tls_context::keep_session(const std::string& server, SSL_SESSION* session) const {

@@ -94,7 +94,7 @@ class tls_context {
     const tls_options& options() const noexcept { return options_; }
     ssl_ctx_st* native() const noexcept { return ctx_; }
 
-    // The session kept for `server` (a reference the caller frees), or null.
+    // A copy of the session kept for `server` (the caller's to free), or null.
     ssl_session_st* session_for(const std::string& server) const;
     // Keeps `session` (takes the caller's reference) for `server`, in place of the one before.
     void keep_session(const std::string& server, ssl_session_st* session) const;
