@@ -1272,22 +1272,18 @@ class runner {
                    "a bounded wait got a permit while both were held");
             std::this_thread::sleep_for(200ms);  // lets a wrong grant show; not a check
             expect(served_count() == 0, "a waiter that gave up let a waiter in");
+            const std::string within = " within " + std::to_string(bound.count()) + " s";
             h1.release();
-            expect(until_served(1), "no waiter got the permit the first holder gave back within " +
-                                        std::to_string(bound.count()) + " s");
+            expect(until_served(1), "no waiter got the permit the first holder gave back" + within);
             h2.release();
             expect(until_served(2),
-                   "no other waiter got the permit the second holder gave back "
-                   "within " +
-                       std::to_string(bound.count()) + " s");
+                   "no other waiter got the permit the second holder gave back" + within);
             {
                 std::lock_guard guard(m);
                 give_back[served.front()] = true;
             }
             expect(until_served(3),
-                   "the last waiter did not get the permit a waiter gave back "
-                   "within " +
-                       std::to_string(bound.count()) + " s (starved)");
+                   "the last waiter did not get the permit a waiter gave back" + within);
         } catch (...) {
             finish();
             std::lock_guard guard(m);
