@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,17 +16,20 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <ostream>
 #include <regex>
 #include <set>
 #include <shared_mutex>
 #include <thread>
+#include <vector>
 
 #include <locksmith/errors.hpp>
 #include <locksmith/lock_factory.hpp>
@@ -1153,6 +1157,149 @@ class runner {
         expect(mine.try_acquire(), "the permit was not free after the other process gave it back");
         mine.release();
     }
+    // N + 2 processes (N = 3), each with its own store, take a permit 40 times each, holding it
+    // 2 ms, and count the holders on a page they share: never more than N at once, and N at some
+    // point (under this load a strategy that serves fewer at once is not counting to N). The
+    // children are forked before this process makes a store (fork_child's rule: a plugin's store
+    // may run threads), and each makes its own.
+    void counting_never_more_than_n_across_processes() {
+        struct counter {
+            std::atomic<int> inside{0}, most{0}, grants{0};
+        };
+        struct shared_page {
+            void* at = ::mmap(nullptr, sizeof(counter), PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+            ~shared_page() {
+                if (at != MAP_FAILED) ::munmap(at, sizeof(counter));
+            }
+        } page;
+        expect(page.at != MAP_FAILED, "mmap failed");
+        auto& c = *new (page.at) counter;
+        const auto name = fresh_name("count-pool");
+        constexpr int processes = 5, grants = 40;
+        int gate[2];
+        expect(::pipe(gate) == 0, "pipe failed");
+        std::vector<pid_t> children;
+        for (int p = 0; p < processes; ++p)
+            children.push_back(fork_child([&] {
+                ::close(gate[1]);
+                auto held = permit(name, 3);
+                char byte;
+                (void)!::read(gate[0], &byte, 1);  // end of file: every child is ready, go
+                for (int i = 0; i < grants; ++i) {
+                    if (!held.try_acquire_for(20s)) return 2;
+                    const int now = ++c.inside;
+                    for (int seen = c.most;
+                         now > seen && !c.most.compare_exchange_weak(seen, now);) {
+                    }
+                    ++c.grants;
+                    std::this_thread::sleep_for(2ms);
+                    --c.inside;
+                    held.release();
+                }
+                return 0;
+            }));
+        ::close(gate[0]);
+        ::close(gate[1]);
+        int failed = 0;
+        for (const pid_t pid : children) failed += wait_within(pid, 120s) != 0;
+        expect(failed == 0, std::to_string(failed) + " of " + std::to_string(processes) +
+                                " processes did not get their " + std::to_string(grants) +
+                                " permits (a wait of 20 s ran out, or they failed)");
+        expect(c.grants == processes * grants,
+               std::to_string(c.grants) + " grants of " + std::to_string(processes * grants));
+        expect(c.most <= 3, std::to_string(c.most) + " processes held a permit of 3 at once");
+        expect(c.most == 3, "never more than " + std::to_string(c.most) +
+                                " processes held a permit of 3 at once, with 5 asking");
+    }
+    // Both permits of two held and three waiters queued one after another, each in a thread of
+    // its own (a permit may belong to its thread: shm's); a fourth that gives up meanwhile. The
+    // permits come back one at a time (the first holder's first, then the other's, then the
+    // first waiter's): every waiter is served within a bound (none starved) and, where the
+    // strategy claims `fair`, in the order they began to wait. A strategy whose waiters poll
+    // (retry with backoff) is held to the bound only: its order is whoever tries first.
+    void counting_waiters_are_served_in_turn() {
+        const auto name = fresh_name("count-turn");
+        constexpr int waiters = 3;
+        constexpr auto bound = 20s;  // a safety net for a poller's backoff, not a speed
+        auto h1 = permit(name, 2), h2 = permit(name, 2);
+        expect(h1.try_acquire() && h2.try_acquire(), "two owners did not get two permits of two");
+        std::mutex m;
+        std::condition_variable changed;
+        std::vector<int> served;  // the waiters, in the order they got a permit
+        std::string failure;      // the first error a waiter met
+        std::atomic<bool> give_back[waiters] = {};
+        std::vector<std::future<void>> threads;
+        auto served_count = [&] {
+            std::lock_guard guard(m);
+            return served.size();
+        };
+        // Until `count` waiters are served, at most `bound`.
+        auto until_served = [&](std::size_t count) {
+            std::unique_lock guard(m);
+            return changed.wait_for(guard, bound, [&] { return served.size() >= count; });
+        };
+        for (int w = 0; w < waiters; ++w) {
+            threads.push_back(std::async(std::launch::async, [&, w] {
+                try {
+                    auto mine = permit(name, 2);
+                    if (!mine.try_acquire_for(3 * bound)) return;
+                    {
+                        std::lock_guard guard(m);
+                        served.push_back(w);
+                    }
+                    changed.notify_all();
+                    while (!give_back[w]) std::this_thread::sleep_for(5ms);
+                    mine.release();
+                } catch (const std::exception& e) {
+                    std::lock_guard guard(m);
+                    if (failure.empty()) failure = e.what();
+                }
+            }));
+            std::this_thread::sleep_for(300ms);  // lets it queue before the next; not a check
+        }
+        auto finish = [&] {
+            for (auto& b : give_back) b = true;
+            h1.release();
+            h2.release();
+            for (auto& t : threads) t.wait();
+        };
+        try {
+            expect(served_count() == 0, "a waiter got a permit while both were held");
+            // A waiter that gives up leaves the queue without letting anyone in.
+            auto late = permit(name, 2);
+            expect(!late.try_acquire_for(300ms),
+                   "a bounded wait got a permit while both were held");
+            std::this_thread::sleep_for(200ms);  // lets a wrong grant show; not a check
+            expect(served_count() == 0, "a waiter that gave up let a waiter in");
+            const std::string within = " within " + std::to_string(bound.count()) + " s";
+            h1.release();
+            expect(until_served(1), "no waiter got the permit the first holder gave back" + within);
+            h2.release();
+            expect(until_served(2),
+                   "no other waiter got the permit the second holder gave back" + within);
+            {
+                std::lock_guard guard(m);
+                give_back[served.front()] = true;
+            }
+            expect(until_served(3),
+                   "the last waiter did not get the permit a waiter gave back" + within);
+        } catch (...) {
+            finish();
+            std::lock_guard guard(m);
+            if (!failure.empty()) throw case_failed{"a waiter failed: " + failure};
+            throw;
+        }
+        finish();
+        expect(failure.empty(), "a waiter failed: " + failure);
+        if (has(info_.capabilities, capability::fair)) {
+            std::string order;
+            for (const int w : served) order += " " + std::to_string(w + 1);
+            expect(served == std::vector<int>{0, 1, 2},
+                   "the strategy claims `fair`, but the waiters were served in the order" + order +
+                       " (they began to wait as 1 2 3)");
+        }
+    }
     void counting_crash_gives_the_permit_back() {
         const auto name = fresh_name("permit-crash");
         const pid_t pid = fork_child([&] {
@@ -1235,6 +1382,10 @@ const std::vector<runner::case_def>& runner::cases() {
         {"counting_timed_waits_end_on_time", c::counting, none, false,
          &runner::counting_timed_waits_end_on_time},
         {"counting_across_processes", c::counting, none, true, &runner::counting_across_processes},
+        {"counting_never_more_than_n_across_processes", c::counting, none, true,
+         &runner::counting_never_more_than_n_across_processes},
+        {"counting_waiters_are_served_in_turn", c::counting, none, false,
+         &runner::counting_waiters_are_served_in_turn},
         {"counting_crash_gives_the_permit_back", c::counting | c::crash_release, none, true,
          &runner::counting_crash_gives_the_permit_back},
     };

@@ -165,6 +165,9 @@ BOOST_AUTO_TEST_CASE(the_limit_is_kept_with_the_name) {
 
 // Guards: the first waiter's wake-up on any holder's release, and the grant's announcement to
 // the waiter behind it (which watches only the key before its own). Waiters are served in order.
+// Beside the kit's counting_waiters_are_served_in_turn (order, and none starved within 20 s):
+// each waiter's key is seen queued before the next starts, and a release wakes the waiter
+// within 2 s: a missed wake-up still ends at the waiter's next keep-alive, within the kit's 20 s.
 BOOST_AUTO_TEST_CASE(waiters_are_served_in_order_whichever_holder_releases) {
     const std::string name = test::unique_resource("order");
     const auto url = endpoint(endpoint_variable);
