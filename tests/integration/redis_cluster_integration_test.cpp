@@ -200,6 +200,15 @@ named_lock make_lock(std::shared_ptr<store> s, const std::string& name, lock_opt
     return named_lock(std::move(s), std::make_shared<key>(name), o);
 }
 
+// A permit of `name` with a limit of 2 and a TTL that outlasts every case.
+named_semaphore permit_of(std::shared_ptr<store> s, const std::string& name) {
+    auto k = std::make_shared<key>(name);
+    k->set_limit(2);
+    lock_options o;
+    o.ttl = 60s;
+    return named_semaphore(std::move(s), k, o);
+}
+
 // The slot of a key, as the cluster computes it.
 int slot_of(const std::string& key) {
     return std::atoi(ask(rig().port(0), {"CLUSTER", "KEYSLOT", key}).c_str());
@@ -550,14 +559,7 @@ BOOST_AUTO_TEST_CASE(permits_keep_their_limit_in_one_slot_and_wake_by_sharded_pu
     auto s = strategies::make_redis_store(options_for(r.nodes()));
     auto other = strategies::make_redis_store(options_for(r.nodes()));
     const auto name = test::unique_resource("permits");
-    auto permit = [&](const std::shared_ptr<store>& st) {
-        auto k = std::make_shared<key>(name);
-        k->set_limit(2);
-        lock_options o;
-        o.ttl = 60s;
-        return named_semaphore(st, k, o);
-    };
-    auto a = permit(s), b = permit(s), c = permit(other);
+    auto a = permit_of(s, name), b = permit_of(s, name), c = permit_of(other, name);
     BOOST_REQUIRE(a.try_acquire());
     BOOST_REQUIRE(b.try_acquire());
     BOOST_CHECK(!c.try_acquire());
@@ -774,14 +776,7 @@ BOOST_AUTO_TEST_CASE(permits_held_through_a_slot_migration_keep_their_limit) {
     const auto o = options_for(r.nodes());
     auto s = strategies::make_redis_store(o);
     const auto name = test::unique_resource("permits-migrated");
-    auto permit = [&](const std::shared_ptr<store>& st) {
-        auto k = std::make_shared<key>(name);
-        k->set_limit(2);
-        lock_options lo;
-        lo.ttl = 60s;
-        return named_semaphore(st, k, lo);
-    };
-    auto a = permit(s), b = permit(s);
+    auto a = permit_of(s, name), b = permit_of(s, name);
     BOOST_REQUIRE(a.try_acquire());
     BOOST_REQUIRE(b.try_acquire());
     const auto last_token = std::max(*a.fencing_token(), *b.fencing_token());
@@ -803,7 +798,7 @@ BOOST_AUTO_TEST_CASE(permits_held_through_a_slot_migration_keep_their_limit) {
     std::atomic<int> early_grants{0}, tries{0}, errors{0};
     std::atomic<std::uint64_t> rival_token{0};
     std::jthread rival([&] {
-        auto c = permit(strategies::make_redis_store(o));
+        auto c = permit_of(strategies::make_redis_store(o), name);
         while (!stop) {
             try {
                 ++tries;
