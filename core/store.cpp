@@ -99,11 +99,7 @@ bool store::refresh(key& k, std::chrono::milliseconds ttl) {
 }
 
 bool store::refresh(key& k, std::chrono::milliseconds ttl, deadline until) {
-    struct scope {
-        std::optional<deadline> previous = current_refresh_deadline;
-        ~scope() { current_refresh_deadline = previous; }
-    } restore;
-    current_refresh_deadline = until;
+    const request_deadline_scope bounded(until);
     return refresh(k, ttl);
 }
 
